@@ -1,0 +1,78 @@
+"""The errors bpmon raises, as one small tree.
+
+Every error a user can meet is a :class:`BpmonError`; the CLI turns it into one line and a
+non-zero exit code. Leaves also subclass the builtin they are, so callers that do not know bpmon
+still catch them naturally::
+
+    BpmonError
+    ├── ConfigError (ValueError)          a setting or argument is out of range
+    │   └── ScenarioError                 a scenario or topology file is malformed
+    ├── InsufficientBuffersError (RuntimeError)
+    │                                     a network buffer pool cannot meet its minimum
+    ├── JobError (RuntimeError)           a runtime job failed (a task raised)
+    ├── CancelledError (RuntimeError)     a blocking call was interrupted by cancellation
+    ├── CollectorError (RuntimeError)     a collector cannot read its target
+    │   ├── TargetNotFoundError (LookupError)    no such process, run or job
+    │   └── PermissionDeniedError (PermissionError)
+    └── HistoryError (RuntimeError)       a stored report or history file is unreadable
+
+A traceback reaching the user is a bug: anything expected is one of these.
+"""
+
+from __future__ import annotations
+
+
+class BpmonError(Exception):
+    """Root of every error bpmon raises on purpose.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for this error.
+    """
+
+    exit_code = 1
+
+
+class ConfigError(BpmonError, ValueError):
+    """A setting, argument or file value is invalid; the message names it and the fix."""
+
+    exit_code = 2
+
+
+class ScenarioError(ConfigError):
+    """A scenario or topology file is malformed: the message names file, key and value."""
+
+
+class InsufficientBuffersError(BpmonError, RuntimeError):
+    """A network buffer pool cannot be created because too few segments exist."""
+
+    exit_code = 3
+
+
+class JobError(BpmonError, RuntimeError):
+    """A runtime job failed: a task raised; the message names the subtask and the cause."""
+
+    exit_code = 4
+
+
+class CancelledError(BpmonError, RuntimeError):
+    """A blocking runtime call was woken because its job or pool was cancelled or destroyed."""
+
+
+class CollectorError(BpmonError, RuntimeError):
+    """A collector cannot read its target (py-spy failed, Flink unreachable, ...)."""
+
+    exit_code = 5
+
+
+class TargetNotFoundError(CollectorError, LookupError):
+    """The process, run or job to watch does not exist."""
+
+
+class PermissionDeniedError(CollectorError, PermissionError):
+    """The operating system refused access to the target (ptrace)."""
+
+
+class HistoryError(BpmonError, RuntimeError):
+    """A stored report or history file cannot be read; nothing stored is changed."""
+
+    exit_code = 6

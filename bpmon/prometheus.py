@@ -1,0 +1,1 @@
+"""The Prometheus surface: one custom collector over the latest report (later issue)."""

@@ -1,0 +1,93 @@
+"""Scenario files (``spec/scenario.md``): the job the in-process runtime runs, and its settings.
+
+This module holds the frozen settings that cross layers. ``NetworkConfig`` validates itself so that
+the network stack can be built directly (tests, benchmarks) with the same clear errors a scenario
+file gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from bpmon.errors import ConfigError
+
+FlowControl = Literal["credit", "tcp"]
+
+MIN_SEGMENT_SIZE = 256
+"""Flink's ``taskmanager.memory.min-segment-size``: no buffer is smaller than this."""
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkConfig:
+    """The ``[network]`` table: Flink 1.20's network defaults, one simulated cluster.
+
+    Attributes:
+        segment_size: bytes per network buffer (memory segment).
+        buffers_per_channel: exclusive buffers per remote input channel, its initial credit; on the
+            output side, each subpartition's share of the pool's maximum.
+        floating_buffers_per_gate: floating buffers per input gate, and extra buffers per result
+            partition.
+        max_buffers_per_channel: buffers one output subpartition may hold before its pool turns
+            unavailable.
+        max_overdraft_buffers_per_gate: overdraft buffers per result partition (FLIP-227); 0
+            disables overdraft.
+        flow_control: ``"credit"`` (FLINK-7282) or ``"tcp"`` (a full receiver stalls its whole
+            connection).
+        buffer_timeout_ms: output flusher period; 0 flushes after every record.
+        task_managers: simulated task managers; subtasks are spread round-robin over them.
+        link_bandwidth_mb_s: cap in 10^6 bytes/s on each direction of each connection; 0 = none.
+        total_buffers: segments per task manager's NetworkBufferPool; 0 = enough for the job.
+    """
+
+    segment_size: int = 32768
+    buffers_per_channel: int = 2
+    floating_buffers_per_gate: int = 8
+    max_buffers_per_channel: int = 10
+    max_overdraft_buffers_per_gate: int = 5
+    flow_control: FlowControl = "credit"
+    buffer_timeout_ms: int = 100
+    task_managers: int = 2
+    link_bandwidth_mb_s: float = 0.0
+    total_buffers: int = 0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "flow_control":
+                if value not in ("credit", "tcp"):
+                    raise ConfigError(
+                        f'network.flow_control = {value!r}: expected "credit" or "tcp"'
+                    )
+                continue
+            expected_type = (int, float) if f.name == "link_bandwidth_mb_s" else int
+            if isinstance(value, bool) or not isinstance(value, expected_type):
+                raise ConfigError(
+                    f"network.{f.name} = {value!r}: expected a number, got {type(value).__name__}"
+                )
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        if self.segment_size < MIN_SEGMENT_SIZE:
+            raise ConfigError(
+                f"network.segment_size = {self.segment_size}: a segment holds at least "
+                f"{MIN_SEGMENT_SIZE} bytes (Flink's min-segment-size); use 32768, the default"
+            )
+        positive = ("buffers_per_channel", "floating_buffers_per_gate",
+                    "max_buffers_per_channel", "task_managers")
+        for name in positive:
+            value = getattr(self, name)
+            if value <= 0:
+                raise ConfigError(
+                    f"network.{name} = {value}: must be at least 1 "
+                    f"(default {NetworkConfig.__dataclass_fields__[name].default})"
+                )
+        non_negative = ("max_overdraft_buffers_per_gate", "buffer_timeout_ms",
+                        "link_bandwidth_mb_s", "total_buffers")
+        for name in non_negative:
+            value = getattr(self, name)
+            if value < 0:
+                raise ConfigError(
+                    f"network.{name} = {value}: must be 0 or more "
+                    f"(default {NetworkConfig.__dataclass_fields__[name].default})"
+                )

@@ -1,0 +1,1 @@
+"""The web dashboard (FastAPI + plotly): a surface, may import everything below it."""
