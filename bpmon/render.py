@@ -1,0 +1,254 @@
+"""Show a report to people: rich text for a terminal, GitHub Markdown, or the JSON of the spec.
+
+All three renderings carry the same content: the header (job, run, source, window), one row per
+vertex (with its subtasks beneath it when it has more than one), the root causes with their
+evidence and recommendation, then the findings. A value the source could not give shows as an en
+dash. The text fits an 80-column terminal (rich wraps long names and evidence) and uses a 120-column
+one.
+A surface: it imports rich, and nothing below the surfaces imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from bpmon.model import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.report_json import format_timestamp, report_to_json
+
+NULL = "\u2013"  # an en dash
+"""How a value the source could not give (None, or NaN) is shown."""
+
+NO_BACKPRESSURE = "No backpressure: every vertex is OK."
+NO_DIAGNOSIS = "Root causes: no diagnosis yet (the report holds metrics only)."
+DISAGREEMENT_NOTE = "* the sampled ratio and the time accounting of this subtask disagree"
+
+LEVEL_STYLES: dict[Level, str] = {"OK": "green", "LOW": "yellow", "HIGH": "bold red"}
+COLUMNS = (
+    "vertex",
+    "level",
+    "ratio",
+    "busy",
+    "idle",
+    "out pool",
+    "in pool",
+    "rec/s in",
+    "rec/s out",
+)
+"""The table's columns; in the terminal, two-word names stack on two lines to stay narrow."""
+
+
+# ------------------------------------------------------------------------------------ formatting
+
+
+def format_ratio(value: float | None) -> str:
+    """A ratio or a pool usage with two decimals, or :data:`NULL`."""
+    if value is None or not math.isfinite(value):
+        return NULL
+    return f"{value:.2f}"
+
+
+def format_rate(value: float | None) -> str:
+    """Records per second in at most five characters (``0.5``, ``3,990``, ``12.3k``, ``1.2M``)."""
+    if value is None or not math.isfinite(value):
+        return NULL
+    size = abs(value)
+    if size < 10:
+        return f"{value:.1f}"
+    if size < 10_000:
+        return f"{value:,.0f}"
+    if size < 100_000:
+        return f"{value / 1e3:.1f}k"
+    if size < 999_500:
+        return f"{value / 1e3:.0f}k"
+    return f"{value / 1e6:.1f}M"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One line of the vertex table: a vertex, or one of its subtasks (label ``[i]``)."""
+
+    vertex: str
+    label: str
+    level: Level | None
+    disagreement: bool
+    cells: tuple[str, ...]
+    subtask: bool
+
+
+def _metric_cells(status: VertexStatus | SubtaskStatus) -> tuple[str, ...]:
+    return (
+        format_ratio(status.ratio),
+        format_ratio(status.busy_ratio),
+        format_ratio(status.idle_ratio),
+        format_ratio(status.out_pool_usage),
+        format_ratio(status.in_pool_usage),
+        format_rate(status.records_in_per_s),
+        format_rate(status.records_out_per_s),
+    )
+
+
+def _rows(report: Report) -> Iterator[_Row]:
+    """The vertex rows, each followed by its subtask rows when it has more than one subtask."""
+    for vertex in report.vertices:
+        disagree = any(s.disagreement for s in vertex.subtasks)
+        yield _Row(
+            vertex.name, vertex.name, vertex.level, disagree, _metric_cells(vertex), subtask=False
+        )
+        if len(vertex.subtasks) > 1:
+            for s in vertex.subtasks:
+                yield _Row(
+                    vertex.name,
+                    f"[{s.index}]",
+                    s.level,
+                    s.disagreement,
+                    _metric_cells(s),
+                    subtask=True,
+                )
+
+
+def _level_label(row: _Row) -> str:
+    return (row.level or NULL) + ("*" if row.disagreement else "")
+
+
+def _cause_title(cause: RootCause) -> str:
+    """``data-skew at enrich, subtasks 0, 3 (confidence 0.92)``."""
+    where = f"{cause.kind} at {cause.vertex}"
+    if cause.subtasks:
+        where += ", subtask" + ("s " if len(cause.subtasks) > 1 else " ")
+        where += ", ".join(str(i) for i in cause.subtasks)
+    return f"{where} (confidence {format_ratio(cause.confidence)})"
+
+
+def _header_lines(report: Report) -> tuple[str, tuple[str, ...]]:
+    """The title, and the short lines naming the run, its window and its sampling."""
+    w = report.window
+    seconds = (w.end - w.start).total_seconds()
+    jitter = "" if w.jitter_ms_p99 is None else f", p99 jitter {w.jitter_ms_p99:g} ms"
+    return f"Backpressure report: {report.job}", (
+        f"run {report.run_id} · source {report.source}",
+        f"window {format_timestamp(w.start)} + {seconds:.2f} s",
+        f"{w.samples} samples every {w.interval_ms:g} ms{jitter}",
+    )
+
+
+def _any_disagreement(report: Report) -> bool:
+    return any(s.disagreement for v in report.vertices for s in v.subtasks)
+
+
+# ------------------------------------------------------------------------------------- rich text
+
+
+def render_text(report: Report, console: Console) -> None:
+    """Print the report on ``console``: header, vertex table, root causes, findings."""
+    title, details = _header_lines(report)
+    console.print(Text(title, style="bold"))
+    console.print(Text("\n".join(details), style="dim"))
+    console.print(_vertex_table(report))
+    if _any_disagreement(report):
+        console.print(Text(DISAGREEMENT_NOTE, style="dim"))
+    _print_causes(report, console)
+    if report.findings:
+        console.print(Text("Findings", style="bold"))
+        grid = _bullet_grid()
+        for f in report.findings:
+            grid.add_row("•", Text.assemble((f.kind, "bold"), f" at {f.vertex}: {f.detail}"))
+        console.print(grid)
+
+
+def _vertex_table(report: Report) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column(COLUMNS[0], overflow="fold", min_width=8)
+    table.add_column(COLUMNS[1], no_wrap=True)
+    for name in COLUMNS[2:]:
+        table.add_column(name.replace(" ", "\n"), justify="right", no_wrap=True)
+    for row in _rows(report):
+        label = Text("  " + row.label, style="dim") if row.subtask else Text(row.label)
+        level = Text(_level_label(row), style=LEVEL_STYLES[row.level] if row.level else "")
+        table.add_row(label, level, *row.cells)
+    return table
+
+
+def _bullet_grid() -> Table:
+    """A two-column grid so that wrapped lines hang under the text, not under the bullet."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", min_width=4, no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
+def _print_causes(report: Report, console: Console) -> None:
+    if report.root_causes is None:
+        console.print(Text(NO_DIAGNOSIS, style="dim"))
+        return
+    if not report.root_causes:
+        console.print(Text(NO_BACKPRESSURE, style="green"))
+        return
+    console.print(Text("Root causes (most likely first)", style="bold"))
+    for n, cause in enumerate(report.root_causes, start=1):
+        grid = _bullet_grid()
+        grid.add_row(f"{n}.", Text(_cause_title(cause), style="bold"))
+        for line in cause.evidence:
+            grid.add_row("•", Text(line))
+        if cause.recommendation:
+            grid.add_row("→", Text(cause.recommendation, style="cyan"))
+        console.print(grid)
+
+
+# -------------------------------------------------------------------------------------- markdown
+
+
+def render_markdown(report: Report) -> str:
+    """The report as GitHub-flavoured Markdown: a heading, a vertex table and lists."""
+    title, details = _header_lines(report)
+    lines = [f"## {_md(title)}", "", "  \n".join(_md(d) for d in details), ""]
+    lines.append("| " + " | ".join(COLUMNS) + " |")
+    lines.append("|:--|:--|" + "--:|" * (len(COLUMNS) - 2))
+    for row in _rows(report):
+        label = f"↳ {_md(row.vertex + row.label)}" if row.subtask else f"**{_md(row.label)}**"
+        lines.append("| " + " | ".join((label, _md(_level_label(row)), *row.cells)) + " |")
+    if _any_disagreement(report):
+        lines += ["", _md(DISAGREEMENT_NOTE)]
+    lines += ["", *_md_causes(report)]
+    if report.findings:
+        lines += ["", "### Findings", ""]
+        lines += [
+            f"- **{_md(f.kind)}** at {_md(f.vertex)}: {_md(f.detail)}" for f in report.findings
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _md_causes(report: Report) -> list[str]:
+    if report.root_causes is None:
+        return [_md(NO_DIAGNOSIS)]
+    if not report.root_causes:
+        return [_md(NO_BACKPRESSURE)]
+    lines = ["### Root causes", ""]
+    for n, cause in enumerate(report.root_causes, start=1):
+        lines.append(f"{n}. **{_md(_cause_title(cause))}**")
+        lines += [f"   - {_md(e)}" for e in cause.evidence]
+        if cause.recommendation:
+            lines.append(f"   - *Recommendation:* {_md(cause.recommendation)}")
+    return lines
+
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#"})
+
+
+def _md(text: str) -> str:
+    """``text`` with the characters Markdown (and table cells) would interpret escaped."""
+    return text.translate(_MD_SPECIAL)
+
+
+# ------------------------------------------------------------------------------------------ json
+
+
+def render_json(report: Report) -> str:
+    """The report as the JSON document of ``spec/report.md`` (two-space indent)."""
+    return report_to_json(report, indent=2)

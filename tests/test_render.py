@@ -1,0 +1,202 @@
+"""The renderers show the whole report, readably at 80 and 120 columns, and as Markdown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+from rich.console import Console
+
+from bpmon.model import Edge, Finding, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.render import render_json, render_markdown, render_text
+
+EVIDENCE = (
+    "enrich[0] receives 61% of the records of enrich",
+    "enrich[0] busy 99%, others idle 70%",
+    "source is HIGH (0.97) and feeds enrich through a hash exchange",
+)
+ADVICE = "Spread the hot key: salt it, or pre-aggregate before the hash exchange."
+
+
+def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
+    """source (2 subtasks, HIGH) -> enrich (4 subtasks, one hot) -> sink (1 subtask, LOW)."""
+    enrich = tuple(
+        SubtaskStatus(i, "OK", 0.0, 0.99 if i == 0 else 0.3, 0.0 if i == 0 else 0.7, 0.1, 1.0)
+        for i in range(4)
+    )
+    cause = RootCause("enrich", "data-skew", (0,), 0.92, EVIDENCE, ADVICE)
+    return Report(
+        run_id="20261122T101500Z-slow-enrich-3f9a",
+        job="slow-enrich",
+        source="runtime",
+        window=Window(
+            datetime(2026, 11, 22, 10, 15, 2, tzinfo=UTC),
+            datetime(2026, 11, 22, 10, 15, 7, tzinfo=UTC),
+            samples=100,
+            interval_ms=50.0,
+            jitter_ms_p99=0.8,
+        ),
+        vertices=(
+            VertexStatus(
+                name="source",
+                parallelism=2,
+                level="HIGH",
+                ratio=0.97,
+                out_pool_usage=1.0,
+                records_out_per_s=3990.0,
+                subtasks=(SubtaskStatus(0, "HIGH", 0.98), SubtaskStatus(1, "HIGH", 0.96)),
+            ),
+            VertexStatus(
+                name="enrich",
+                parallelism=4,
+                level="OK",
+                ratio=0.0,
+                busy_ratio=0.99,
+                inputs=(Edge("source", "hash"),),
+                subtasks=enrich,
+            ),
+            VertexStatus(
+                name="sink",
+                parallelism=1,
+                level="LOW",
+                ratio=0.31,
+                records_in_per_s=12_345.0,
+                subtasks=(SubtaskStatus(0, "LOW", 0.31),),
+            ),
+        ),
+        root_causes=(cause,) if root_causes is None else root_causes,
+        findings=(Finding("head-of-line", "sink", "shares a TCP connection with enrich"),),
+    )
+
+
+def text_of(report: Report, width: int, color: bool = False) -> str:
+    """What a real rich console of ``width`` columns shows for the report."""
+    console = Console(
+        record=True,
+        width=width,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        file=open("/dev/null", "w"),  # noqa: SIM115 - the console only records
+    )
+    render_text(report, console)
+    out = console.export_text(styles=color)
+    console.file.close()
+    return out
+
+
+def flat(text: str) -> str:
+    """The text with every run of whitespace made one space, so wrapped lines read whole."""
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_text_shows_vertices_levels_and_the_root_cause(width: int) -> None:
+    out = text_of(skewed_report(), width)
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= width
+    lines = out.splitlines()
+    row = {
+        name: next(ln for ln in lines if ln.split()[:1] == [name]) for name in ("source", "sink")
+    }
+    assert "HIGH" in row["source"]
+    assert "0.97" in row["source"]
+    assert "3,990" in row["source"]
+    assert "LOW" in row["sink"]
+    assert "12.3k" in row["sink"]
+    whole = flat(out)
+    assert "data-skew at enrich, subtask 0 (confidence 0.92)" in whole
+    for line in EVIDENCE:
+        assert line in whole
+    assert ADVICE in whole
+    assert "head-of-line at sink: shares a TCP connection with enrich" in whole
+
+
+def test_subtasks_are_listed_only_under_vertices_with_several() -> None:
+    lines = text_of(skewed_report(), 120).splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.split()[:1] == ["source"])
+    assert [ln.split()[0] for ln in lines[start : start + 9]] == [
+        "source",
+        "[0]",
+        "[1]",
+        "enrich",
+        "[0]",
+        "[1]",
+        "[2]",
+        "[3]",
+        "sink",
+    ]
+    assert lines[start + 1].startswith("   [0]")  # indented under its vertex
+    assert lines[start + 9].split()[:1] != ["[0]"]  # the sink has one subtask: no rows
+
+
+def test_missing_values_show_as_a_dash() -> None:
+    lines = text_of(skewed_report(), 120).splitlines()
+    sink = next(ln for ln in lines if ln.split()[:1] == ["sink"])
+    # busy, idle, out pool, in pool and rec/s out are unknown for the sink
+    assert sink.split().count("\u2013") == 5  # an en dash
+
+
+def test_levels_are_coloured() -> None:
+    out = text_of(skewed_report(), 120, color=True)
+    assert "\x1b[1;31mHIGH" in out
+    assert "\x1b[33mLOW" in out
+    assert "\x1b[32mOK" in out
+
+
+def test_no_backpressure_and_no_diagnosis_are_said_plainly() -> None:
+    assert "No backpressure: every vertex is OK." in text_of(skewed_report(root_causes=()), 80)
+    undiagnosed = text_of(replace(skewed_report(), root_causes=None), 80)
+    assert "no diagnosis" in undiagnosed
+    assert "No backpressure" not in undiagnosed
+
+
+def test_names_are_shown_as_written_not_as_markup() -> None:
+    report = skewed_report()
+    odd = VertexStatus("[bold]enrich[/bold]", 1, "OK", 0.0)
+    shown = text_of(Report(report.run_id, report.job, report.source, report.window, (odd,)), 120)
+    assert "[bold]enrich[/bold]" in shown
+
+
+def test_markdown_has_one_table_row_per_vertex_and_subtask() -> None:
+    md = render_markdown(skewed_report())
+    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert rows[0].split("|")[1:-1] == [
+        " vertex ",
+        " level ",
+        " ratio ",
+        " busy ",
+        " idle ",
+        " out pool ",
+        " in pool ",
+        " rec/s in ",
+        " rec/s out ",
+    ]
+    assert set(rows[1]) <= set("|:-")
+    assert len(rows) == 2 + 3 + 2 + 4  # header, separator, 3 vertices, 2 + 4 subtasks
+    assert all(row.count("|") == 10 for row in rows)
+    assert rows[2].startswith("| **source** | HIGH | 0.97 |")
+    assert "### Root causes" in md
+    assert "data-skew at enrich" in md
+    assert "- enrich\\[0\\] receives 61% of the records of enrich" in md
+    assert "### Findings" in md
+
+
+def test_markdown_escapes_pipes_in_names() -> None:
+    report = skewed_report()
+    odd = VertexStatus("a|b", 1, "OK", 0.0)
+    md = render_markdown(Report(report.run_id, report.job, report.source, report.window, (odd,)))
+    row = next(ln for ln in md.splitlines() if ln.startswith("| **a"))
+    assert row.replace("\\|", "").count("|") == 10
+
+
+def test_markdown_says_when_there_is_no_backpressure_or_no_diagnosis() -> None:
+    assert "No backpressure: every vertex is OK." in render_markdown(skewed_report(()))
+    assert "no diagnosis" in render_markdown(replace(skewed_report(), root_causes=None))
+
+
+def test_json_rendering_is_the_report_document() -> None:
+    doc = json.loads(render_json(skewed_report()))
+    assert doc["schema"] == "bpmon.report/1"
+    assert [v["name"] for v in doc["vertices"]] == ["source", "enrich", "sink"]
+    assert doc["root_causes"][0]["kind"] == "data-skew"
