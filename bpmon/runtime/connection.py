@@ -1,0 +1,339 @@
+"""Connections between task managers: every remote channel from A to B shares one.
+
+A ``Connection`` plays the part of Flink's Netty pipeline for one ordered pair of task managers.
+Transfers happen synchronously, under the network lock, in whichever thread made them possible: the
+producer finishing a buffer, the consumer returning credit or freeing a buffer, or the link timer
+when the bandwidth cap lets the next buffer go. No thread is needed unless a cap is set.
+
+- ``credit``: a FIFO of sender views with something to send (Flink's ``PartitionRequestQueue``),
+  served round robin; a buffer goes only against credit, events go without. One slow receiver stops
+  only its own channel.
+- ``tcp``: no credit. Sent data sits on the wire (the socket buffers, ``TCP_WINDOW_SEGMENTS``
+  segments' worth) in order; the receiver delivers the head into a buffer of its gate's pool, and
+  when that pool is empty it stops reading the whole connection (``autoRead = false``), so every
+  channel behind the head stalls until that gate frees a buffer.
+- ``link_bandwidth_mb_s``: each buffer occupies the link for ``size / bandwidth`` seconds; the next
+  one waits for the link.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.partition import Event, PipelinedSubpartition
+
+if TYPE_CHECKING:
+    from bpmon.runtime.credit import RemoteInputChannel
+
+TCP_WINDOW_SEGMENTS = 4
+"""Data a ``tcp`` connection holds on the wire (socket buffers), in segments."""
+
+
+class SenderView:
+    """The sender's side of one remote channel (Flink's credit-based view reader)."""
+
+    __slots__ = ("channel", "connection", "credit", "queued", "subpartition")
+
+    def __init__(
+        self,
+        connection: Connection,
+        subpartition: PipelinedSubpartition,
+        channel: RemoteInputChannel,
+        initial_credit: int,
+    ) -> None:
+        self.connection = connection
+        self.subpartition = subpartition
+        self.channel = channel
+        self.credit = initial_credit
+        self.queued = False
+        subpartition.reader = self
+        channel.connection = connection
+        channel.sender = self
+
+    def notify_data_available(self) -> None:
+        """The subpartition has something: try to send it."""
+        self.connection.reader_available(self)
+
+    def sendable(self, credit_based: bool) -> bool:
+        """True when the head of the subpartition may go now (an event, or a buffer with credit)."""
+        head = self.subpartition.peek()
+        if head is None:
+            return False
+        return not credit_based or not isinstance(head, Buffer) or self.credit > 0
+
+
+class LinkTimer:
+    """One thread that runs callbacks at given times, under the network lock.
+
+    Started on first use (only connections with a bandwidth cap need it) and stopped by the
+    network environment's shutdown.
+    """
+
+    def __init__(self, lock: threading.Lock, clock: Callable[[], float], name: str) -> None:
+        self._cond = threading.Condition(lock)
+        self._clock = clock
+        self._name = name
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` at ``when`` (lock held by the caller)."""
+        if self._stopped:
+            return
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, callback))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        self._cond.notify()
+
+    def stop(self) -> None:
+        """Stop the thread and drop pending callbacks (lock NOT held by the caller)."""
+        with self._cond:
+            self._stopped = True
+            self._heap.clear()
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+    @property
+    def alive(self) -> bool:
+        """True while the timer thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                self.wait_for_link()
+                now = self._clock()
+                while self._heap and self._heap[0][0] <= now and not self._stopped:
+                    heapq.heappop(self._heap)[2]()
+
+    def wait_for_link(self) -> None:
+        """Wait until the earliest callback is due (the link timer's only waiting point)."""
+        if not self._heap:
+            self._cond.wait()
+            return
+        delay = self._heap[0][0] - self._clock()
+        if delay > 0:
+            self._cond.wait(delay)
+
+
+class Connection:
+    """All remote channels from task manager ``src`` to ``dst``.
+
+    Args:
+        credit_based: ``flow_control == "credit"``.
+        bandwidth: bytes per second on this direction, 0 for unlimited.
+        segment_size: bytes per buffer (sizes the ``tcp`` window).
+        clock: monotonic seconds.
+        timer: runs delayed sends when the link is busy.
+    """
+
+    def __init__(
+        self,
+        src: int,
+        dst: int,
+        *,
+        credit_based: bool,
+        bandwidth: float,
+        segment_size: int,
+        clock: Callable[[], float],
+        timer: LinkTimer,
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.credit_based = credit_based
+        self._bandwidth = bandwidth
+        self._clock = clock
+        self._timer = timer
+        self._ready: deque[SenderView] = deque()
+        self._pumping = False
+        self._timer_pending = False
+        self._link_free_at = 0.0
+        self._wire: deque[tuple[SenderView, Buffer | Event]] = deque()
+        self._wire_bytes = 0
+        self._window = TCP_WINDOW_SEGMENTS * segment_size
+        self.stalled = False
+        self.closed = False
+        self.views: list[SenderView] = []
+        self.bytes_sent = 0
+        self.buffers_sent = 0
+
+    def register(
+        self, subpartition: PipelinedSubpartition, channel: RemoteInputChannel
+    ) -> SenderView:
+        """Connect a producer's subpartition to a consumer's remote channel."""
+        view = SenderView(self, subpartition, channel, channel.initial_credit)
+        self.views.append(view)
+        return view
+
+    # -- events from both ends (lock held) --------------------------------------------------
+
+    def reader_available(self, view: SenderView) -> None:
+        """``view`` may have something to send: queue it and pump."""
+        if not view.queued and view.sendable(self.credit_based):
+            view.queued = True
+            self._ready.append(view)
+        self.pump()
+
+    def add_credit(self, view: SenderView, credit: int) -> None:
+        """The receiver announced ``credit`` more buffers for ``view``'s channel."""
+        view.credit += credit
+        self.reader_available(view)
+
+    def pump(self) -> None:
+        """Move as much data as flow control and the link allow (re-entrant calls return)."""
+        if self._pumping or self.closed:
+            return
+        self._pumping = True
+        try:
+            if self.credit_based:
+                self._pump_credit()
+            else:
+                self._pump_tcp()
+        finally:
+            self._pumping = False
+
+    # -- credit-based -----------------------------------------------------------------------
+
+    def _pump_credit(self) -> None:
+        ready = self._ready
+        while ready:
+            if not self._link_ready():
+                return
+            view = ready.popleft()
+            view.queued = False
+            if not view.sendable(True):
+                continue
+            item = view.subpartition.poll()
+            channel = view.channel
+            if isinstance(item, Buffer):
+                view.credit -= 1
+                if view.credit < 0:
+                    raise RuntimeError(f"{channel.gate.name}: sent a buffer without credit")
+                records, size = item.records, item.size
+                item.recycle()
+                self._occupy_link(size)
+                if not channel.released:
+                    channel.on_buffer(records, size, view.subpartition.backlog)
+            elif item is not None and not channel.released:
+                channel.on_event(item)
+            if view.sendable(True) and not view.queued:
+                view.queued = True
+                ready.append(view)
+
+    # -- tcp --------------------------------------------------------------------------------
+
+    def _pump_tcp(self) -> None:
+        progress = True
+        while progress:
+            progress = self._deliver_wire() | self._fill_wire()
+
+    def _fill_wire(self) -> bool:
+        moved = False
+        ready = self._ready
+        while ready and self._wire_bytes < self._window:
+            if not self._link_ready():
+                break
+            view = ready.popleft()
+            view.queued = False
+            item = view.subpartition.poll()
+            if isinstance(item, Buffer):
+                carried = Buffer(-1, item.records, item.size, item.recycler, -1)
+                item.recycle()
+                self._wire_bytes += item.size
+                self._occupy_link(item.size)
+                self._wire.append((view, carried))
+                moved = True
+            elif item is not None:
+                self._wire.append((view, item))
+                moved = True
+            if view.sendable(False):
+                view.queued = True
+                ready.append(view)
+        return moved
+
+    def _deliver_wire(self) -> bool:
+        delivered = False
+        wire = self._wire
+        while wire:
+            view, item = wire[0]
+            channel = view.channel
+            if channel.released:
+                pass
+            elif isinstance(item, Event):
+                channel.on_event(item)
+            elif not channel.on_buffer(item.records, item.size, -1):
+                if not self.stalled:
+                    self.stalled = True
+                    channel.gate.pool.add_listener(_Unstall(self))
+                return delivered
+            wire.popleft()
+            if isinstance(item, Buffer):
+                self._wire_bytes -= item.size
+            delivered = True
+        return delivered
+
+    def resume(self, segment: int) -> bool:
+        """A receive buffer freed up for the stalled head: hand it over and read on.
+
+        Returns False (the segment stays with the pool) when nothing waits any more.
+        """
+        self.stalled = False
+        if self.closed or not self._wire:
+            return False
+        view = self._wire[0][0]
+        view.channel.gate.pool.recycle(segment)
+        self.pump()
+        return True
+
+    # -- bandwidth --------------------------------------------------------------------------
+
+    def _link_ready(self) -> bool:
+        if self._bandwidth <= 0:
+            return True
+        now = self._clock()
+        if now >= self._link_free_at:
+            return True
+        if not self._timer_pending:
+            self._timer_pending = True
+            self._timer.call_at(self._link_free_at, self._on_link_free)
+        return False
+
+    def _on_link_free(self) -> None:
+        self._timer_pending = False
+        self.pump()
+
+    def _occupy_link(self, size: int) -> None:
+        self.bytes_sent += size
+        self.buffers_sent += 1
+        if self._bandwidth > 0:
+            start = max(self._clock(), self._link_free_at)
+            self._link_free_at = start + size / self._bandwidth
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop what is on the wire (it holds no segments) and forget the senders."""
+        self.closed = True
+        self._wire.clear()
+        self._wire_bytes = 0
+        self._ready.clear()
+
+
+class _Unstall:
+    """Listens on a gate pool for the buffer a stalled ``tcp`` connection waits for."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def notify_buffer_available(self, segment: int) -> bool:
+        return self.connection.resume(segment)

@@ -1,0 +1,143 @@
+"""Input gates: where a task reads the buffers of one incoming edge, fairly across its channels.
+
+One ``InputGate`` per incoming edge of a subtask, with one channel per producing subtask. A local
+channel (producer on the same task manager) reads the producer's subpartition directly: the buffer
+is recycled into the *producer's* pool when the consumer is done with it, so backpressure is
+natural.
+A remote channel (``credit.py``) receives copies through a ``Connection``.
+
+The gate keeps a FIFO of channels that have data (Flink's ``inputChannelsWithData``): polling takes
+one buffer from the head channel and re-queues it at the tail if it has more, so channels are served
+round robin.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from bpmon.runtime.buffers import Buffer, LocalBufferPool
+from bpmon.runtime.partition import END_OF_PARTITION, Event, PipelinedSubpartition
+
+
+class InputChannel:
+    """One producing subtask as seen by the consuming gate."""
+
+    def __init__(self, gate: InputGate, index: int) -> None:
+        self.gate = gate
+        self.index = index
+        self.enqueued = False
+        self.finished = False
+
+    def poll(self) -> Buffer | Event | None:
+        """Take the next buffer or event, or None."""
+        raise NotImplementedError
+
+    def has_data(self) -> bool:
+        """True when :meth:`poll` would return something."""
+        raise NotImplementedError
+
+    def queue_length(self) -> int:
+        """Buffers waiting to be read on this channel."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Give back whatever the channel holds (teardown)."""
+
+
+class LocalInputChannel(InputChannel):
+    """Reads a producer's subpartition on the same task manager: no copy, no credit."""
+
+    def __init__(self, gate: InputGate, index: int, subpartition: PipelinedSubpartition) -> None:
+        super().__init__(gate, index)
+        self.subpartition = subpartition
+        subpartition.reader = self
+
+    def notify_data_available(self) -> None:
+        """Called by the subpartition when it goes from empty to non-empty."""
+        self.gate.notify_channel_non_empty(self)
+
+    def poll(self) -> Buffer | Event | None:
+        """Take the producer's next buffer; the reader recycles it into the producer's pool."""
+        return self.subpartition.poll()
+
+    def has_data(self) -> bool:
+        """True when the subpartition holds something."""
+        return len(self.subpartition) > 0
+
+    def queue_length(self) -> int:
+        """Data buffers queued in the producer's subpartition."""
+        return self.subpartition.backlog
+
+
+class InputGate:
+    """The input of one subtask from one upstream vertex.
+
+    Args:
+        name: shown in errors and metrics.
+        pool: the gate's floating buffer pool.
+        condition: what a waiting reader waits on (the task's mailbox), built on the network lock.
+    """
+
+    def __init__(self, name: str, pool: LocalBufferPool, condition: threading.Condition) -> None:
+        self.name = name
+        self.pool = pool
+        self.condition = condition
+        self.channels: list[InputChannel] = []
+        self._with_data: deque[InputChannel] = deque()
+        self.finished_channels = 0
+        self.closed = False
+
+    @property
+    def is_available(self) -> bool:
+        """True when a poll would return data now."""
+        return bool(self._with_data)
+
+    @property
+    def is_finished(self) -> bool:
+        """True once every channel delivered end-of-partition."""
+        return self.finished_channels == len(self.channels)
+
+    def notify_channel_non_empty(self, channel: InputChannel) -> None:
+        """A channel got data: queue it for polling and wake the reader (lock held)."""
+        if not channel.enqueued:
+            channel.enqueued = True
+            self._with_data.append(channel)
+            if len(self._with_data) == 1:
+                self.condition.notify_all()
+
+    def poll_next(self) -> tuple[Buffer | Event, int] | None:
+        """The next buffer or event and its channel index, round robin; None if nothing (lock held).
+
+        End-of-partition events are counted here; the caller still sees them.
+        """
+        with_data = self._with_data
+        while with_data:
+            channel = with_data.popleft()
+            channel.enqueued = False
+            item = channel.poll()
+            if item is None:
+                continue
+            if channel.has_data():
+                channel.enqueued = True
+                with_data.append(channel)
+            if item is END_OF_PARTITION:
+                channel.finished = True
+                self.finished_channels += 1
+            return item, channel.index
+        return None
+
+    def queue_length(self) -> int:
+        """Flink's ``inputQueueLength``: buffers waiting in all channels."""
+        return sum(channel.queue_length() for channel in self.channels)
+
+    def close(self) -> None:
+        """Release every channel and the floating pool, and wake the reader (lock held)."""
+        if self.closed:
+            return
+        self.closed = True
+        for channel in self.channels:
+            channel.release()
+        self._with_data.clear()
+        self.pool.destroy()
+        self.condition.notify_all()

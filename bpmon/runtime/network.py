@@ -1,0 +1,204 @@
+"""The network environment of one simulated cluster: task managers, pools, partitions, gates.
+
+It owns the network lock, one ``NetworkBufferPool`` per task manager, one ``Connection`` per ordered
+pair of task managers, and everything created through it, so that it can tear it all down and
+prove that nothing leaked: every segment back in its global pool, no credit negative, no timer
+thread left.
+
+Pool sizes follow Flink (``reference/flink-network.md`` §1.2): a result partition's pool has
+min = subpartitions + 1 and max = subpartitions × buffers_per_channel + floating_buffers_per_gate,
+with ``max_overdraft_buffers_per_gate`` overdraft; an input gate's floating pool has min 1 and max
+floating_buffers_per_gate, plus buffers_per_channel exclusive buffers per remote channel (under
+``tcp``, no exclusive buffers: the gate's pool holds them all).
+
+With ``total_buffers = 0`` each task manager's pool is "enough for the job": it grows by each pool's
+maximum plus overdraft, and each channel's exclusive buffers, as they are created.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from bpmon.runtime.buffers import NetworkBufferPool
+from bpmon.runtime.connection import Connection, LinkTimer
+from bpmon.runtime.credit import RemoteInputChannel
+from bpmon.runtime.gate import InputGate, LocalInputChannel
+from bpmon.runtime.partition import ResultPartition
+from bpmon.scenario import NetworkConfig
+
+
+class NetworkEnvironment:
+    """Creates and owns the network stack of one job on ``config.task_managers`` task managers.
+
+    Args:
+        config: the ``[network]`` settings.
+        clock: monotonic seconds (the link timer and bandwidth cap use it).
+    """
+
+    def __init__(self, config: NetworkConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.lock = threading.Lock()
+        self._elastic = config.total_buffers == 0
+        self.pools = [
+            NetworkBufferPool(config.total_buffers, config.segment_size, f"tm-{tm}", self.lock)
+            for tm in range(config.task_managers)
+        ]
+        self._clock = clock
+        self._timer = LinkTimer(self.lock, clock, "bpmon-link-timer")
+        self.connections: dict[tuple[int, int], Connection] = {}
+        self.partitions: list[ResultPartition] = []
+        self.gates: list[InputGate] = []
+        self._tm_of_partition: dict[int, int] = {}
+        self.closed = False
+
+    def new_condition(self) -> threading.Condition:
+        """A condition on the network lock (a task's mailbox waits on one)."""
+        return threading.Condition(self.lock)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def create_partition(
+        self,
+        tm: int,
+        num_subpartitions: int,
+        name: str,
+        condition: threading.Condition | None = None,
+    ) -> ResultPartition:
+        """A result partition on task manager ``tm`` with its Flink-sized pool."""
+        cfg = self.config
+        min_size = num_subpartitions + 1
+        max_size = max(
+            min_size, num_subpartitions * cfg.buffers_per_channel + cfg.floating_buffers_per_gate
+        )
+        with self.lock:
+            global_pool = self._pool(tm, max_size + cfg.max_overdraft_buffers_per_gate)
+            pool = global_pool.create_pool(
+                min_size,
+                max_size,
+                num_subpartitions=num_subpartitions,
+                max_buffers_per_channel=cfg.max_buffers_per_channel,
+                max_overdraft=cfg.max_overdraft_buffers_per_gate,
+                condition=condition,
+                owner=name,
+            )
+            partition = ResultPartition(pool, num_subpartitions, cfg.segment_size, name)
+            self.partitions.append(partition)
+            self._tm_of_partition[id(partition)] = tm
+        return partition
+
+    def create_gate(
+        self,
+        tm: int,
+        inputs: Sequence[tuple[ResultPartition, int]],
+        name: str,
+        condition: threading.Condition | None = None,
+    ) -> InputGate:
+        """An input gate on ``tm`` reading subpartition ``i`` of each ``(partition, i)``.
+
+        Channels are local when the producer runs on the same task manager, remote otherwise.
+        """
+        cfg = self.config
+        credit = cfg.flow_control == "credit"
+        remote = [p for p, _ in inputs if self._tm_of_partition[id(p)] != tm]
+        if credit:
+            min_size, max_size = 1, cfg.floating_buffers_per_gate
+            exclusive = len(remote) * cfg.buffers_per_channel
+        else:
+            min_size = max(1, len(remote))
+            max_size = max(
+                min_size, len(remote) * cfg.buffers_per_channel + cfg.floating_buffers_per_gate
+            )
+            exclusive = 0
+        with self.lock:
+            global_pool = self._pool(tm, max_size + exclusive)
+            cond = condition or threading.Condition(self.lock)
+            pool = global_pool.create_pool(min_size, max_size, condition=cond, owner=name)
+            gate = InputGate(name, pool, cond)
+            for index, (partition, sub) in enumerate(inputs):
+                gate.channels.append(self._channel(gate, index, partition, sub, tm))
+            self.gates.append(gate)
+        return gate
+
+    def _pool(self, tm: int, grow_by: int) -> NetworkBufferPool:
+        if not 0 <= tm < len(self.pools):
+            raise ValueError(f"task manager {tm} does not exist (0..{len(self.pools) - 1})")
+        pool = self.pools[tm]
+        if self._elastic:
+            pool.grow(grow_by)
+        return pool
+
+    def _channel(
+        self, gate: InputGate, index: int, partition: ResultPartition, sub: int, tm: int
+    ) -> LocalInputChannel | RemoteInputChannel:
+        subpartition = partition.subpartitions[sub]
+        src = self._tm_of_partition[id(partition)]
+        if src == tm:
+            return LocalInputChannel(gate, index, subpartition)
+        credit = self.config.buffers_per_channel if self.config.flow_control == "credit" else 0
+        channel = RemoteInputChannel(gate, index, self.pools[tm], credit)
+        self.connection(src, tm).register(subpartition, channel)
+        return channel
+
+    def connection(self, src: int, dst: int) -> Connection:
+        """The connection from task manager ``src`` to ``dst`` (created on first use)."""
+        key = (src, dst)
+        if key not in self.connections:
+            cfg = self.config
+            self.connections[key] = Connection(
+                src,
+                dst,
+                credit_based=cfg.flow_control == "credit",
+                bandwidth=cfg.link_bandwidth_mb_s * 1e6,
+                segment_size=cfg.segment_size,
+                clock=self._clock,
+                timer=self._timer,
+            )
+        return self.connections[key]
+
+    def tm_of(self, partition: ResultPartition) -> int:
+        """The task manager a partition was created on."""
+        return self._tm_of_partition[id(partition)]
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Release every partition and gate and stop the link timer; idempotent.
+
+        Call it once the task threads have stopped; a thread still waiting in a pool or a gate is
+        woken (a pool raises ``CancelledError``).
+        """
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            for connection in self.connections.values():
+                connection.close()
+            for partition in self.partitions:
+                partition.release()
+            for gate in self.gates:
+                gate.close()
+        self._timer.stop()
+
+    def leaks(self) -> list[str]:
+        """What was not returned after :meth:`shutdown`: empty when everything is conserved."""
+        problems: list[str] = []
+        with self.lock:
+            for pool in self.pools:
+                missing = pool.total_segments - pool.available_segments
+                if missing:
+                    problems.append(
+                        f"{pool.name}: {missing} of {pool.total_segments} segments not returned"
+                    )
+                if pool.pools:
+                    problems.append(f"{pool.name}: {len(pool.pools)} local pools not destroyed")
+            for connection in self.connections.values():
+                problems.extend(
+                    f"connection {connection.src}->{connection.dst}: negative credit {v.credit}"
+                    for v in connection.views
+                    if v.credit < 0
+                )
+        if self._timer.alive:
+            problems.append("the link timer thread is still running")
+        return problems

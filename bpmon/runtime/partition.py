@@ -1,0 +1,336 @@
+"""Result partitions: where a task writes its records, serialized into network buffers.
+
+One ``ResultPartition`` per outgoing edge of a subtask, with one pipelined subpartition per
+consuming subtask (Flink's ``BufferWritingResultPartition`` + ``PipelinedSubpartition``).
+
+Records are carried as objects with their exact serialized size: a record is appended to the
+buffer being built for its subpartition while it fits; one larger than the free space fills the
+buffer, which is finished, and continues in new ones (it travels with the buffer its last byte
+lands in). Buffers are finished when full, when :meth:`ResultPartition.flush_all` runs (the output
+flusher: the task calls it every ``buffer_timeout_ms``, so an idle task still flushes), and before
+an event.
+Events (end of partition, checkpoint barriers) travel in order with the buffers and take no buffer.
+
+The per-record path (:meth:`ResultPartition.emit`) touches only the builder of its own thread and
+takes no lock; the network lock is taken once per buffer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from bpmon.errors import ConfigError
+from bpmon.runtime.buffers import Buffer, LocalBufferPool
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event travelling with the data: ``end-of-partition`` or a checkpoint ``barrier``.
+
+    ``priority`` events (unaligned checkpoint barriers) overtake the buffers queued before them.
+    """
+
+    kind: str
+    checkpoint_id: int = 0
+    priority: bool = False
+
+
+END_OF_PARTITION = Event("end-of-partition")
+
+
+class SubpartitionReader(Protocol):
+    """The consumer side of a subpartition: a local input channel or a connection's sender."""
+
+    def notify_data_available(self) -> None:
+        """The subpartition went from nothing to read to something to read."""
+        ...
+
+
+class PipelinedSubpartition:
+    """The queue of finished buffers and events for one consuming subtask."""
+
+    __slots__ = ("_queue", "backlog", "index", "partition", "queued_bytes", "reader")
+
+    def __init__(self, partition: ResultPartition, index: int) -> None:
+        self.partition = partition
+        self.index = index
+        self._queue: deque[Buffer | Event] = deque()
+        self.backlog = 0  # data buffers queued (events not counted), as Flink announces it
+        self.queued_bytes = 0
+        self.reader: SubpartitionReader | None = None
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, item: Buffer | Event) -> None:
+        """Queue a finished buffer or an event; a priority event goes to the head."""
+        was_empty = not self._queue
+        if isinstance(item, Buffer):
+            self._queue.append(item)
+            self.backlog += 1
+            self.queued_bytes += item.size
+        elif item.priority:
+            self._queue.appendleft(item)
+            was_empty = True
+        else:
+            self._queue.append(item)
+        if was_empty and self.reader is not None:
+            self.reader.notify_data_available()
+
+    def peek(self) -> Buffer | Event | None:
+        """The next item without taking it."""
+        return self._queue[0] if self._queue else None
+
+    def poll(self) -> Buffer | Event | None:
+        """Take the next buffer or event, or None."""
+        if not self._queue:
+            return None
+        item = self._queue.popleft()
+        if isinstance(item, Buffer):
+            self.backlog -= 1
+            self.queued_bytes -= item.size
+        return item
+
+    def release(self) -> None:
+        """Recycle every queued buffer (teardown)."""
+        while self._queue:
+            item = self.poll()
+            if isinstance(item, Buffer):
+                item.recycle()
+
+
+class _Builder:
+    """The buffer being written for one subpartition: its segment, records and free bytes.
+
+    One object per subpartition for the partition's whole life (reset, never replaced), so the
+    writer closures can hold it directly.
+    """
+
+    __slots__ = ("free", "records", "segment")
+
+    def __init__(self) -> None:
+        self.segment: int | None = None
+        self.records: list[object] = []
+        self.free = 0
+
+
+class ResultPartition:
+    """The output of one subtask towards one downstream vertex.
+
+    Args:
+        pool: the partition's local buffer pool (min = subpartitions + 1, max = subpartitions ×
+            buffers_per_channel + floating_buffers_per_gate, overdraft per FLIP-227).
+        num_subpartitions: one per consuming subtask.
+        segment_size: bytes per buffer.
+        name: shown in errors and metrics.
+    """
+
+    def __init__(
+        self, pool: LocalBufferPool, num_subpartitions: int, segment_size: int, name: str
+    ) -> None:
+        self.pool = pool
+        self.name = name
+        self.segment_size = segment_size
+        self.subpartitions = [PipelinedSubpartition(self, i) for i in range(num_subpartitions)]
+        self._lock = pool.lock
+        self._builders = [_Builder() for _ in range(num_subpartitions)]
+        self.hard_backpressure: Callable[[bool], None] | None = None
+        self.records_out = 0  # records in finished buffers; updated once per buffer
+        self.buffers_out = 0
+        self.released = False
+
+    @property
+    def num_subpartitions(self) -> int:
+        """Number of consuming subtasks."""
+        return len(self.subpartitions)
+
+    # -- writing (the task thread only) -----------------------------------------------------
+
+    def emit(self, record: object, nbytes: int, target: int) -> None:
+        """Write one record of ``nbytes`` serialized bytes to subpartition ``target``.
+
+        May block in the buffer pool (hard backpressure) when a new buffer is needed.
+        """
+        builder = self._builders[target]
+        if builder.free >= nbytes > 0:
+            builder.free -= nbytes
+            builder.records.append(record)
+        else:
+            self._emit_spanning(record, nbytes, target)
+
+    def writer(self, record_bytes: int) -> Callable[[object, int], None]:
+        """A fast ``emit(record, target)`` for records of a fixed size (an operator's output).
+
+        The hot path of the runtime: a closure over the builders, so that writing one record is a
+        subtraction and a list append; it takes the spanning path (and the lock) only when the
+        record does not fit in the buffer being built.
+        """
+        self._check_size(record_bytes)
+        builders, spanning = self._builders, self._emit_spanning
+
+        def emit(record: object, target: int) -> None:
+            builder = builders[target]
+            left = builder.free - record_bytes
+            if left >= 0:
+                builder.free = left
+                builder.records.append(record)
+            else:
+                spanning(record, record_bytes, target)
+
+        return emit
+
+    def channel_writer(self, record_bytes: int, target: int) -> Callable[[object], None]:
+        """Like :meth:`writer`, bound to one subpartition (a forward edge): ``emit(record)``."""
+        self._check_size(record_bytes)
+        builder, spanning = self._builders[target], self._emit_spanning
+
+        def emit(record: object) -> None:
+            left = builder.free - record_bytes
+            if left >= 0:
+                builder.free = left
+                builder.records.append(record)
+            else:
+                spanning(record, record_bytes, target)
+
+        return emit
+
+    def write_all(self, records: list[object], record_bytes: int, target: int) -> None:
+        """Write a list of records of one size to ``target``: whole slices per buffer.
+
+        The same bytes and buffers as emitting them one by one, at a fraction of the cost: the
+        task loop uses it when an operator turns a whole input buffer into output records.
+        """
+        self._check_size(record_bytes)
+        builder = self._builders[target]
+        done, total = 0, len(records)
+        while done < total:
+            fit = min(builder.free // record_bytes, total - done)
+            if fit:
+                builder.records.extend(records[done : done + fit])
+                builder.free -= fit * record_bytes
+                done += fit
+            else:
+                self._emit_spanning(records[done], record_bytes, target)
+                done += 1
+
+    def _check_size(self, nbytes: int) -> None:
+        if nbytes <= 0:
+            raise ConfigError(
+                f"{self.name}: a record of {nbytes} bytes: records have at least 1 byte"
+            )
+
+    def broadcast(self, record: object, nbytes: int) -> None:
+        """Write one record to every subpartition."""
+        for target in range(len(self.subpartitions)):
+            self.emit(record, nbytes, target)
+
+    def _emit_spanning(self, record: object, nbytes: int, target: int) -> None:
+        self._check_size(nbytes)
+        builder = self._builders[target]
+        remaining = nbytes
+        with self._lock:
+            while True:
+                if builder.segment is None:
+                    self._new_builder(target)
+                free = builder.free
+                if remaining <= free:
+                    builder.records.append(record)
+                    builder.free = free - remaining
+                    if remaining == free:
+                        self._finish(target)
+                    return
+                remaining -= free
+                builder.free = 0
+                self._finish(target)
+
+    def _new_builder(self, target: int) -> None:
+        """Take a segment for ``target``'s next buffer, blocking while the pool has none."""
+        segment = self.pool.request_memory_segment(target)
+        if segment is None:
+            hook = self.hard_backpressure
+            if hook is not None:
+                hook(True)
+            try:
+                segment = self.pool.request_buffer_builder_blocking(target)
+            finally:
+                if hook is not None:
+                    hook(False)
+        builder = self._builders[target]
+        builder.segment = segment
+        builder.free = self.segment_size
+
+    def _finish(self, target: int) -> None:
+        """Close ``target``'s builder into a buffer and queue it (lock held)."""
+        builder = self._builders[target]
+        segment = builder.segment
+        if segment is None:
+            return
+        records = builder.records
+        size = self.segment_size - builder.free
+        builder.segment, builder.records, builder.free = None, [], 0
+        self.records_out += len(records)
+        self.buffers_out += 1
+        self.subpartitions[target].add(Buffer(segment, records, size, self.pool, target))
+
+    def flush_all(self) -> None:
+        """Finish every builder that holds data, making it readable (the output flusher)."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        for target, builder in enumerate(self._builders):
+            if builder.segment is not None and builder.free < self.segment_size:
+                self._finish(target)
+
+    def add_event(self, event: Event) -> int:
+        """Flush, then send ``event`` to every subpartition; returns the bytes it overtook.
+
+        A priority event (unaligned barrier) jumps ahead of the queued buffers; the bytes it
+        overtakes are the in-flight data an unaligned checkpoint must store.
+        """
+        with self._lock:
+            self._flush_locked()
+            overtaken = 0
+            for sub in self.subpartitions:
+                if event.priority:
+                    overtaken += sub.queued_bytes
+                sub.add(event)
+            return overtaken
+
+    def finish(self) -> None:
+        """Flush and send end-of-partition: the producer is done."""
+        self.add_event(END_OF_PARTITION)
+
+    # -- metrics (any thread) ---------------------------------------------------------------
+
+    def backlog(self, target: int) -> int:
+        """Finished data buffers queued for subpartition ``target``."""
+        return self.subpartitions[target].backlog
+
+    def queue_length(self) -> int:
+        """Flink's ``outputQueueLength``: buffers queued in all subpartitions."""
+        return sum(sub.backlog for sub in self.subpartitions)
+
+    def builder_bytes(self, target: int) -> int:
+        """Bytes written to ``target``'s unfinished buffer."""
+        builder = self._builders[target]
+        return 0 if builder.segment is None else self.segment_size - builder.free
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Recycle builders and queued buffers and destroy the pool (lock held by caller)."""
+        if self.released:
+            return
+        self.released = True
+        for target, builder in enumerate(self._builders):
+            if builder.segment is not None:
+                segment = builder.segment
+                builder.segment, builder.records, builder.free = None, [], 0
+                self.pool.recycle(segment, target)
+        for sub in self.subpartitions:
+            sub.release()
+        self.pool.destroy()

@@ -1,0 +1,150 @@
+"""Connections: credit-based flow control against legacy TCP (FLINK-7282), and the bandwidth cap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from bpmon.errors import CancelledError
+from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.gate import InputGate
+from bpmon.runtime.network import NetworkEnvironment
+from bpmon.runtime.partition import ResultPartition
+
+Env = Callable[..., NetworkEnvironment]
+Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
+
+
+def _produce(partition: ResultPartition, stop: threading.Event) -> None:
+    emit = partition.channel_writer(100, 0)
+    try:
+        i = 0
+        while not stop.is_set():
+            emit(i)
+            i += 1
+    except CancelledError:
+        pass  # the environment shut down while the producer waited for a buffer
+
+
+def _consume(
+    env: NetworkEnvironment, gate: InputGate, stop: threading.Event, got: list[int]
+) -> None:
+    with env.lock:
+        while not stop.is_set():
+            polled = gate.poll_next()
+            if polled is None:
+                gate.condition.wait(0.05)
+                continue
+            item = polled[0]
+            if isinstance(item, Buffer):
+                got[0] += len(item.records)
+                item.recycle()
+
+
+@pytest.mark.parametrize("flow_control", ["credit", "tcp"])
+def test_flink_7282_one_stopped_receiver_and_a_shared_connection(
+    make_env: Env, flow_control: str
+) -> None:
+    """Two channels share the connection tm-0 -> tm-1; the receiver of one stops consuming.
+
+    Under ``tcp`` its full gate stops the whole connection and the other channel stalls too;
+    under ``credit`` only the stopped channel runs out of credit and the other keeps flowing.
+    """
+    env = make_env(task_managers=2, flow_control=flow_control, buffer_timeout_ms=0)
+    stopped_src = env.create_partition(0, 1, "stopped-source")
+    busy_src = env.create_partition(0, 1, "busy-source")
+    env.create_gate(1, [(stopped_src, 0)], "stopped-sink")  # never read
+    busy_gate = env.create_gate(1, [(busy_src, 0)], "busy-sink")
+    assert len(env.connections) == 1
+
+    stop, got = threading.Event(), [0]
+    threads = [
+        threading.Thread(target=_produce, args=(stopped_src, stop), daemon=True),
+        threading.Thread(target=_produce, args=(busy_src, stop), daemon=True),
+        threading.Thread(target=_consume, args=(env, busy_gate, stop, got), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # long enough for the stopped receiver's buffers to fill
+    before = got[0]
+    time.sleep(0.5)
+    during = got[0] - before
+    stalled = env.connections[(0, 1)].stalled
+    stop.set()
+    env.shutdown()
+    for thread in threads:
+        thread.join(timeout=2.0)
+        assert not thread.is_alive()
+
+    if flow_control == "tcp":
+        assert stalled
+        assert during == 0, f"the busy channel still moved {during} records over a stalled link"
+    else:
+        assert during > 20_000, f"the busy channel moved only {during} records in 0.5 s"
+
+
+def test_stalled_tcp_connection_resumes_when_the_head_gets_a_buffer(
+    make_env: Env, drain: Drain
+) -> None:
+    env = make_env(task_managers=2, flow_control="tcp", segment_size=256, total_buffers=200)
+    slow_src = env.create_partition(0, 1, "slow-source")
+    other_src = env.create_partition(0, 1, "other-source")
+    slow_gate = env.create_gate(1, [(slow_src, 0)], "slow-sink")
+    other_gate = env.create_gate(1, [(other_src, 0)], "other-sink")
+    slow_emit = slow_src.channel_writer(256, 0)
+    for i in range(slow_gate.pool.max_size + 2):  # more buffers than the slow gate can hold
+        slow_emit(i)
+    other_src.channel_writer(256, 0)("behind the head")
+    connection = env.connections[(0, 1)]
+    assert connection.stalled
+    assert drain(env, other_gate) == ([], [])  # stuck behind the stalled head
+    records, _ = drain(env, slow_gate)  # frees buffers: the head goes in, the link moves again
+    records += drain(env, slow_gate)[0]
+    assert records == list(range(slow_gate.pool.max_size + 2))
+    assert not connection.stalled
+    assert drain(env, other_gate)[0] == ["behind the head"]
+
+
+def test_credit_sender_holds_exactly_the_receivers_free_buffers(
+    make_env: Env, drain: Drain
+) -> None:
+    env = make_env(task_managers=2, segment_size=256, buffers_per_channel=2)
+    partition = env.create_partition(0, 1, "src")
+    gate = env.create_gate(1, [(partition, 0)], "sink")
+    emit = partition.channel_writer(256, 0)
+    view = env.connections[(0, 1)].views[0]
+    channel = view.channel
+    assert view.credit == 2 == channel.available_buffers
+    for i in range(6):
+        emit(i)
+    # every buffer went: each announced backlog brought floating buffers, and credit with them
+    assert gate.queue_length() == 6
+    assert view.credit == channel.available_buffers == 2
+    records, _ = drain(env, gate)
+    assert records == list(range(6))
+    assert view.credit == channel.available_buffers >= 2
+
+
+def test_bandwidth_cap_limits_throughput(make_env: Env) -> None:
+    env = make_env(task_managers=2, link_bandwidth_mb_s=2.0, buffer_timeout_ms=0)
+    partition = env.create_partition(0, 1, "src")
+    gate = env.create_gate(1, [(partition, 0)], "sink")
+    stop, got = threading.Event(), [0]
+    threads = [
+        threading.Thread(target=_produce, args=(partition, stop), daemon=True),
+        threading.Thread(target=_consume, args=(env, gate, stop, got), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    start = got[0]
+    time.sleep(1.0)
+    moved_bytes = (got[0] - start) * 100
+    stop.set()
+    env.shutdown()
+    for thread in threads:
+        thread.join(timeout=2.0)
+    assert 1.6e6 <= moved_bytes <= 2.4e6, f"{moved_bytes / 1e6:.2f} MB/s over a 2 MB/s link"
