@@ -1,8 +1,8 @@
-"""Scenario files (``spec/scenario.md``): the job the in-process runtime runs, and its settings.
+"""The ``[network]`` table of a scenario file: Flink's network-stack settings, validated.
 
-This module holds the frozen settings that cross layers. ``NetworkConfig`` validates itself so that
-the network stack can be built directly (tests, benchmarks) with the same clear errors a scenario
-file gets.
+``NetworkConfig`` validates itself so that the network stack can be built directly (tests,
+benchmarks) with the same clear errors a scenario file gets; the scenario loader wraps its
+``ConfigError`` into a ``ScenarioError`` that names the file.
 """
 
 from __future__ import annotations
@@ -73,8 +73,12 @@ class NetworkConfig:
                 f"network.segment_size = {self.segment_size}: a segment holds at least "
                 f"{MIN_SEGMENT_SIZE} bytes (Flink's min-segment-size); use 32768, the default"
             )
-        positive = ("buffers_per_channel", "floating_buffers_per_gate",
-                    "max_buffers_per_channel", "task_managers")
+        positive = (
+            "buffers_per_channel",
+            "floating_buffers_per_gate",
+            "max_buffers_per_channel",
+            "task_managers",
+        )
         for name in positive:
             value = getattr(self, name)
             if value <= 0:
@@ -82,8 +86,12 @@ class NetworkConfig:
                     f"network.{name} = {value}: must be at least 1 "
                     f"(default {NetworkConfig.__dataclass_fields__[name].default})"
                 )
-        non_negative = ("max_overdraft_buffers_per_gate", "buffer_timeout_ms",
-                        "link_bandwidth_mb_s", "total_buffers")
+        non_negative = (
+            "max_overdraft_buffers_per_gate",
+            "buffer_timeout_ms",
+            "link_bandwidth_mb_s",
+            "total_buffers",
+        )
         for name in non_negative:
             value = getattr(self, name)
             if value < 0:

@@ -1,0 +1,87 @@
+"""The ground truth of an example scenario: its ``[expect]`` table (``spec/scenario.md``).
+
+The runtime ignores ``[expect]``; the acceptance tests read it to check that the diagnosis of a
+run names the right root cause, kind and subtasks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import cast, get_args
+
+from bpmon.model import CauseKind
+from bpmon.scenario._table import Table, did_you_mean, quoted
+from bpmon.scenario.loader import read_toml_file
+
+EXPECT_KEYS = ("root_cause", "kind", "subtasks")
+CAUSE_KINDS: tuple[str, ...] = get_args(CauseKind)
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What the diagnosis of a scenario must find.
+
+    Attributes:
+        root_cause: the bottleneck vertex; ``""`` when nothing should be backpressured.
+        kind: the kind of cause (``spec/report.md``); ``None`` exactly when ``root_cause`` is "".
+        subtasks: the subtasks the diagnosis must name (may be empty).
+    """
+
+    root_cause: str
+    kind: CauseKind | None = None
+    subtasks: tuple[int, ...] = ()
+
+
+def load_expectation(path: str | os.PathLike[str]) -> Expectation | None:
+    """The ``[expect]`` table of the scenario file at ``path``; ``None`` if it has none.
+
+    Raises:
+        ScenarioError: the file cannot be read, or ``[expect]`` is malformed or names a vertex
+            the file does not define.
+    """
+    return expectation_from(read_toml_file(path), str(path))
+
+
+def expectation_from(data: Mapping[str, object], source: str) -> Expectation | None:
+    """The ``[expect]`` table of a parsed scenario document; ``source`` names it in errors."""
+    expect = Table(data, source).table("expect")
+    if expect is None:
+        return None
+    table = Table(expect, f"{source}: [expect]")
+    table.check_keys(EXPECT_KEYS)
+    root = table.require(
+        "root_cause",
+        table.string("root_cause"),
+        'the bottleneck operator, "" when nothing is backpressured',
+    )
+    names = _operator_names(data)
+    if root and root not in names:
+        raise table.key_error(
+            "root_cause", f'an operator of this file or ""{did_you_mean(root, names)}'
+        )
+    kind = table.string("kind", CAUSE_KINDS)
+    if root and kind is None:
+        table.require("kind", kind, f"one of {quoted(CAUSE_KINDS)}")
+    if not root and kind is not None:
+        raise table.error('key "kind" needs a root_cause; leave it out when root_cause = ""')
+    return Expectation(root, cast(CauseKind | None, kind), _read_subtasks(table))
+
+
+def _operator_names(data: Mapping[str, object]) -> list[str]:
+    operators = data.get("operators")
+    if not isinstance(operators, list):
+        return []
+    return [str(op.get("name")) for op in operators if isinstance(op, Mapping)]
+
+
+def _read_subtasks(table: Table) -> tuple[int, ...]:
+    if not table.has("subtasks"):
+        return ()
+    value = table.data["subtasks"]
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    ):
+        raise table.key_error("subtasks", "an array of subtask indices (integers >= 0), e.g. [0]")
+    return tuple(value)

@@ -1,0 +1,203 @@
+"""Loading scenario files (``spec/scenario.md``): TOML in, a checked :class:`Scenario` out.
+
+Every problem is one :class:`ScenarioError` whose message names the file, the table or operator,
+the key, the bad value and what was expected, so a typo never silently changes an experiment and
+never ends in a traceback. What the file format allows but the runtime cannot run yet is checked
+separately (:func:`check_runtime_support`), so lifting a limitation is a one-line change.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, cast
+
+from bpmon.errors import ConfigError, ScenarioError
+from bpmon.scenario._table import Table, quoted
+from bpmon.scenario.network import NetworkConfig
+from bpmon.scenario.spec import (
+    CHECKPOINT_MODES,
+    CheckpointConfig,
+    CheckpointMode,
+    MonitorConfig,
+    Scenario,
+)
+from bpmon.scenario.wiring import build_operators
+
+TOP_KEYS = (
+    "name",
+    "duration_s",
+    "seed",
+    "network",
+    "checkpoints",
+    "monitor",
+    "operators",
+    "expect",
+)
+"""Keys of a scenario file; ``expect`` (the ground truth of examples) is ignored by the loader."""
+
+SUPPORTED_EXCHANGES = ("pipelined",)
+"""Exchanges the runtime can run today; ``blocking`` and ``hybrid`` come with a later issue."""
+
+DEFAULT_DURATION_S = 10.0
+
+
+def load_scenario(path: str | os.PathLike[str], *, allow_unsupported: bool = False) -> Scenario:
+    """Load and check the scenario file at ``path``.
+
+    Args:
+        path: the TOML file; errors name it as given.
+        allow_unsupported: skip :func:`check_runtime_support` (for tools that only read the graph).
+
+    Raises:
+        ScenarioError: the file is missing, not TOML, or breaks a rule of the format.
+    """
+    where = str(path)
+    scenario = build_scenario(read_toml_file(path), where, path=where)
+    if not allow_unsupported:
+        check_runtime_support(scenario)
+    return scenario
+
+
+def parse_scenario(
+    text: str, source: str = "<string>", *, allow_unsupported: bool = False
+) -> Scenario:
+    """Parse and check scenario TOML held in a string; ``source`` names it in errors."""
+    scenario = build_scenario(parse_toml(text, source), source)
+    if not allow_unsupported:
+        check_runtime_support(scenario, source)
+    return scenario
+
+
+def check_runtime_support(scenario: Scenario, source: str | None = None) -> None:
+    """Reject what the format allows but the in-process runtime cannot run yet.
+
+    Raises:
+        ScenarioError: an input uses an exchange other than those in ``SUPPORTED_EXCHANGES``.
+    """
+    where = source or scenario.path or "<string>"
+    for i, op in enumerate(scenario.operators):
+        for j, edge in enumerate(op.inputs):
+            if edge.exchange not in SUPPORTED_EXCHANGES:
+                raise ScenarioError(
+                    f'{where}: operators[{i}] "{op.name}": inputs[{j}]: key "exchange" = '
+                    f'"{edge.exchange}" is not supported yet by the runtime; use '
+                    f"{quoted(SUPPORTED_EXCHANGES)}"
+                )
+
+
+def read_toml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed TOML document at ``path``; a missing or unreadable file is a ScenarioError."""
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(f"{where}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{where}: is a directory; expected a .toml file") from None
+    except OSError as exc:
+        raise ScenarioError(f"{where}: cannot read the file ({exc.strerror})") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{where}: not valid TOML: byte {exc.start} is not UTF-8; save the file as UTF-8"
+        ) from exc
+    return parse_toml(text, where)
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; a syntax error names ``source`` and the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{source}: not valid TOML: {exc}") from exc
+
+
+def build_scenario(
+    data: Mapping[str, object], source: str, *, topology: bool = False, path: str | None = None
+) -> Scenario:
+    """Check a parsed scenario document and build the :class:`Scenario`.
+
+    Args:
+        data: the parsed TOML document.
+        source: names the document in errors (the path as the user gave it).
+        topology: read it as a topology file (``spec/monitor.md``): ``kind``, ``rate`` and
+            ``fanout`` become optional and operators may carry a ``threads`` regex.
+        path: recorded in :attr:`Scenario.path`.
+    """
+    top = Table(data, source)
+    top.check_keys(TOP_KEYS)
+    name = top.require("name", top.string("name"), "the job name")
+    if not name.strip():
+        raise top.key_error("name", "a non-empty job name")
+    duration_s = top.number("duration_s", 0.0, above_minimum=True)
+    seed = top.integer("seed")
+    return Scenario(
+        name=name,
+        duration_s=DEFAULT_DURATION_S if duration_s is None else duration_s,
+        seed=0 if seed is None else seed,
+        network=_read_network(top),
+        checkpoints=_read_checkpoints(top),
+        monitor=_read_monitor(top),
+        operators=build_operators(top, topology=topology),
+        path=path,
+    )
+
+
+def _sub_table(top: Table, key: str) -> Table | None:
+    data = top.table(key)
+    return None if data is None else Table(data, f"{top.where}: [{key}]")
+
+
+def _read_network(top: Table) -> NetworkConfig:
+    """The ``[network]`` table: typed here, ranges checked by :class:`NetworkConfig` itself."""
+    table = _sub_table(top, "network")
+    if table is None:
+        return NetworkConfig()
+    keys = [f.name for f in fields(NetworkConfig)]
+    table.check_keys(keys)
+    values: dict[str, Any] = {}
+    for key in keys:
+        if key == "flow_control":
+            values[key] = table.string(key, ("credit", "tcp"))
+        elif key == "link_bandwidth_mb_s":
+            values[key] = table.number(key)
+        else:
+            values[key] = table.integer(key)
+    try:
+        return NetworkConfig(**{k: v for k, v in values.items() if v is not None})
+    except ConfigError as exc:
+        raise ScenarioError(f"{top.where}: {exc}") from exc
+
+
+def _read_checkpoints(top: Table) -> CheckpointConfig:
+    table = _sub_table(top, "checkpoints")
+    if table is None:
+        return CheckpointConfig()
+    table.check_keys(("interval_ms", "mode"))
+    interval_ms = table.integer("interval_ms", minimum=0)
+    mode = table.string("mode", CHECKPOINT_MODES)
+    return CheckpointConfig(
+        interval_ms=0 if interval_ms is None else interval_ms,
+        mode=cast(CheckpointMode, mode or "aligned"),
+    )
+
+
+def _read_monitor(top: Table) -> MonitorConfig:
+    table = _sub_table(top, "monitor")
+    default = MonitorConfig()
+    if table is None:
+        return default
+    table.check_keys(("warmup_s", "samples", "interval_ms"))
+    warmup_s = table.number("warmup_s", 0.0)
+    samples = table.integer("samples", minimum=1)
+    interval_ms = table.number("interval_ms", 0.0, above_minimum=True)
+    return MonitorConfig(
+        warmup_s=default.warmup_s if warmup_s is None else warmup_s,
+        samples=default.samples if samples is None else samples,
+        interval_ms=default.interval_ms if interval_ms is None else interval_ms,
+    )

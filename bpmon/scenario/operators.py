@@ -1,0 +1,214 @@
+"""Reading one ``[[operators]]`` table: its name, kind, inputs and kind-specific keys.
+
+Reading happens in two steps because a topology file may leave ``kind`` out, and the default
+depends on the whole graph (no inputs: source; nobody downstream: sink). :func:`read_drafts`
+reads what every operator has; once kinds are known, :func:`finish_operator` reads the keys
+whose meaning depends on the kind and builds the :class:`OperatorSpec`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import cast
+
+from bpmon.scenario._table import Table, quoted
+from bpmon.scenario.spec import (
+    EXCHANGES,
+    KINDS,
+    PARTITIONERS,
+    Exchange,
+    InputSpec,
+    OperatorKind,
+    OperatorSpec,
+    Partitioner,
+)
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
+"""What an operator name may be made of: it appears in thread names and metric labels."""
+
+OPERATOR_KEYS = (
+    "name",
+    "kind",
+    "parallelism",
+    "rate",
+    "record_bytes",
+    "cost_us",
+    "fanout",
+    "selectivity",
+    "slow_subtasks",
+    "inputs",
+)
+TOPOLOGY_OPERATOR_KEYS = (*OPERATOR_KEYS, "threads")
+INPUT_KEYS = ("from", "partitioner", "exchange", "skew")
+KIND_KEYS = {"rate": "source", "fanout": "flatmap", "selectivity": "filter"}
+"""Keys that only one kind of operator may have."""
+
+DEFAULT_RECORD_BYTES = 100
+DEFAULT_SELECTIVITY = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class InputDraft:
+    """An input edge as written: the partitioner is ``None`` until the graph resolves it."""
+
+    table: Table
+    source: str
+    partitioner: Partitioner | None
+    exchange: Exchange
+    skew: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorDraft:
+    """An operator as written; ``inputs`` is ``None`` when the key is absent."""
+
+    table: Table
+    name: str
+    kind: OperatorKind | None
+    parallelism: int
+    inputs: tuple[InputDraft, ...] | None
+
+    @property
+    def upstream_names(self) -> list[str]:
+        """The ``from`` of every input, in order (empty when there are none)."""
+        return [edge.source for edge in self.inputs or ()]
+
+
+def read_drafts(top: Table, *, topology: bool) -> list[OperatorDraft]:
+    """Every ``[[operators]]`` table of the file, names checked for shape and uniqueness."""
+    tables = top.tables("operators", "one [[operators]] table per operator")
+    tables = top.require("operators", tables, "one [[operators]] table per operator")
+    if not tables:
+        raise top.error('key "operators" is empty: a job needs at least one operator')
+    drafts: list[OperatorDraft] = []
+    seen: dict[str, int] = {}
+    for index, data in enumerate(tables):
+        draft = _read_draft(Table(data, f"{top.where}: operators[{index}]"), seen, topology)
+        seen[draft.name] = index
+        drafts.append(draft)
+    return drafts
+
+
+def _read_draft(table: Table, seen: Mapping[str, int], topology: bool) -> OperatorDraft:
+    name = table.require("name", table.string("name"), "the operator's unique name")
+    if not NAME_PATTERN.fullmatch(name):
+        raise table.key_error("name", "a name made of letters, digits, '_', '.' and '-'")
+    table = Table(table.data, f'{table.where} "{name}"')
+    if name in seen:
+        raise table.error(
+            f'duplicate operator name "{name}" (operators[{seen[name]}] has it too): '
+            "expected unique names"
+        )
+    if not topology and table.has("threads"):
+        raise table.error(
+            'key "threads" is only valid in topology files (bpmon monitor --topology); '
+            "the runtime names its threads itself"
+        )
+    table.check_keys(TOPOLOGY_OPERATOR_KEYS if topology else OPERATOR_KEYS)
+    kind = table.string("kind", KINDS)
+    if kind is None and not topology:
+        table.require("kind", kind, f"one of {quoted(KINDS)}")
+    parallelism = table.integer("parallelism", minimum=1)
+    return OperatorDraft(
+        table=table,
+        name=name,
+        kind=cast(OperatorKind | None, kind),
+        parallelism=1 if parallelism is None else parallelism,
+        inputs=_read_inputs(table),
+    )
+
+
+def _read_inputs(table: Table) -> tuple[InputDraft, ...] | None:
+    tables = table.tables("inputs", '[{ from = "source" }]')
+    if tables is None:
+        return None
+    return tuple(
+        _read_input(Table(data, f"{table.where}: inputs[{i}]")) for i, data in enumerate(tables)
+    )
+
+
+def _read_input(table: Table) -> InputDraft:
+    table.check_keys(INPUT_KEYS)
+    source = table.require("from", table.string("from"), "the name of the upstream operator")
+    exchange = table.string("exchange", EXCHANGES)
+    return InputDraft(
+        table=table,
+        source=source,
+        partitioner=cast(Partitioner | None, table.string("partitioner", PARTITIONERS)),
+        exchange=cast(Exchange, exchange or "pipelined"),
+        skew=table.number("skew", 0.0, 1.0),
+    )
+
+
+def finish_operator(
+    draft: OperatorDraft, kind: OperatorKind, inputs: tuple[InputSpec, ...], *, topology: bool
+) -> OperatorSpec:
+    """Read the kind-specific keys of ``draft`` and build its spec with resolved ``inputs``.
+
+    A topology file describes a process bpmon does not run, so ``rate`` and ``fanout`` are
+    optional there; a scenario file must give them.
+    """
+    table = draft.table
+    for key, valid_kind in KIND_KEYS.items():
+        if table.has(key) and kind != valid_kind:
+            raise table.error(
+                f'key "{key}" is only valid for kind "{valid_kind}" (this operator is a "{kind}")'
+            )
+    rate = table.number("rate", 0.0)
+    if kind == "source" and not topology:
+        table.require("rate", rate, "records per second per subtask; 0 = as fast as possible")
+    fanout = table.number("fanout", 0.0)
+    if kind == "flatmap" and not topology:
+        table.require("fanout", fanout, "records emitted per input record, e.g. 2.5")
+    selectivity = table.number("selectivity", 0.0, 1.0)
+    if selectivity is None:
+        selectivity = DEFAULT_SELECTIVITY if kind == "filter" else 1.0
+    record_bytes = table.integer("record_bytes", minimum=1)
+    cost_us = table.number("cost_us", 0.0)
+    return OperatorSpec(
+        name=draft.name,
+        kind=kind,
+        parallelism=draft.parallelism,
+        rate=rate,
+        record_bytes=DEFAULT_RECORD_BYTES if record_bytes is None else record_bytes,
+        cost_us=0.0 if cost_us is None else cost_us,
+        fanout=1.0 if fanout is None else fanout,
+        selectivity=selectivity,
+        slow_subtasks=_read_slow_subtasks(table, draft.parallelism),
+        inputs=inputs,
+        threads=_read_threads(table) if topology else None,
+    )
+
+
+def _read_slow_subtasks(table: Table, parallelism: int) -> Mapping[int, float]:
+    """The ``slow_subtasks`` table as a read-only mapping of subtask index to multiplier."""
+    data = table.table("slow_subtasks")
+    if data is None:
+        return MappingProxyType({})
+    slow = Table(data, f"{table.where}: slow_subtasks")
+    result: dict[int, float] = {}
+    for key in data:
+        if not (key.isascii() and key.isdecimal()) or int(key) >= parallelism:
+            raise slow.error(
+                f'subtask index "{key}": expected a subtask index from 0 to {parallelism - 1} '
+                f"(the operator's parallelism is {parallelism})"
+            )
+        multiplier = slow.number(key, 0.0, above_minimum=True)
+        result[int(key)] = cast(float, multiplier)
+    return MappingProxyType(result)
+
+
+def _read_threads(table: Table) -> str | None:
+    pattern = table.string("threads")
+    if pattern is None:
+        return None
+    if not pattern:
+        raise table.key_error("threads", "a regular expression over thread names, e.g. '^w-\\d+$'")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise table.key_error("threads", f"a valid regular expression ({exc})") from exc
+    return pattern
