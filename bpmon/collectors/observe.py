@@ -1,0 +1,203 @@
+"""From a classified burst (plus optional metrics) to the :class:`~bpmon.model.Observation`.
+
+Threads become subtasks of vertices in one of two ways:
+
+- with a topology (a scenario or topology file), the threads matching an operator's ``threads``
+  regex (default: the runtime's naming, ``"{vertex} ({i+1}/{n})"``) are its subtasks, and the
+  operators' inputs are the edges. Threads matching no operator are left out; an operator whose
+  regex matches no thread is a configuration error.
+- without one, the profile's ``threads`` regex groups threads by its ``vertex`` group; a thread it
+  does not match is a vertex of its own (parallelism 1). There are no edges.
+
+Subtasks are ordered by the regex's ``index`` group when it has one (a number), then by name in
+natural order (``w-2`` before ``w-10``), and numbered 0, 1, ... in that order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bpmon.collectors.profile import Profile
+from bpmon.collectors.sampler import Burst, ThreadCounts
+from bpmon.errors import ConfigError
+from bpmon.model import Edge, Observation, Source, SubtaskWindow, VertexObservation, Window
+from bpmon.scenario import OperatorSpec, Scenario, default_thread_pattern, thread_pattern
+
+_SHOWN_THREADS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskMetrics:
+    """One subtask's metric values over the window, from the target's own accounting.
+
+    The fields are those of :class:`~bpmon.model.SubtaskWindow` that stack samples cannot give;
+    ``None`` means the target cannot tell (py-spy targets give none at all).
+    """
+
+    task_manager: int | None = None
+    busy_time_ratio: float | None = None
+    idle_time_ratio: float | None = None
+    backpressured_time_ratio: float | None = None
+    out_pool_usage: float | None = None
+    in_pool_usage: float | None = None
+    records_in_per_s: float | None = None
+    records_out_per_s: float | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+MetricsByVertex = Mapping[str, Mapping[int, SubtaskMetrics]]
+"""Metrics per vertex name, then per subtask index (0-based)."""
+
+_Group = tuple[str, tuple[ThreadCounts, ...]]
+
+
+def observation_from_burst(
+    burst: Burst,
+    topology: Scenario | None,
+    profile: Profile,
+    job: str,
+    source: Source,
+    *,
+    metrics: MetricsByVertex | None = None,
+) -> Observation:
+    """The Observation of one burst: vertices, subtasks with their sample counts, and metrics.
+
+    Args:
+        burst: the classified stack samples.
+        topology: the job's graph (scenario or topology file), or None to group by thread names.
+        profile: the profile the burst was classified with (its ``threads`` regex groups threads
+            when there is no topology).
+        job: the job name.
+        source: what was watched (``runtime``, ``pyspy`` or ``flink``).
+        metrics: metric values per vertex and subtask index; missing ones stay None.
+
+    Raises:
+        ConfigError: an operator's thread regex matches none of the threads seen.
+    """
+    if topology is not None:
+        vertices = _by_topology(burst.threads, topology, metrics or {})
+    else:
+        vertices = _by_thread_names(burst.threads, profile, metrics or {})
+    window = Window(
+        start=burst.start,
+        end=burst.end,
+        samples=burst.samples,
+        interval_ms=burst.interval_ms,
+        jitter_ms_p99=burst.jitter_ms_p99,
+    )
+    return Observation(job=job, source=source, window=window, vertices=tuple(vertices))
+
+
+def _by_topology(
+    threads: Sequence[ThreadCounts], topology: Scenario, metrics: MetricsByVertex
+) -> list[VertexObservation]:
+    taken: set[int] = set()
+    vertices = []
+    for op in topology.operators:
+        regex = _compile(op, topology)
+        mine = [
+            (found, i, t)
+            for i, t in enumerate(threads)
+            if i not in taken and (found := regex.search(t.name)) is not None
+        ]
+        if not mine:
+            raise ConfigError(_no_match_message(op, topology, threads))
+        taken.update(i for _, i, _ in mine)
+        ordered = tuple(t for _, _, t in sorted(mine, key=lambda m: _order(m[0], m[2].name)))
+        edges = tuple(Edge(e.source, e.partitioner, e.exchange) for e in op.inputs)
+        vertices.append(_vertex(op.name, ordered, metrics, inputs=edges, kind=op.kind))
+    return vertices
+
+
+def _by_thread_names(
+    threads: Sequence[ThreadCounts], profile: Profile, metrics: MetricsByVertex
+) -> list[VertexObservation]:
+    groups: dict[str, list[tuple[tuple[object, ...], ThreadCounts]]] = {}
+    for t in threads:
+        found = profile.threads.search(t.name) if profile.threads is not None else None
+        vertex = found.group("vertex") if found is not None else t.name
+        groups.setdefault(vertex, []).append((_order(found, t.name), t))
+    return [
+        _vertex(vertex, tuple(t for _, t in sorted(members, key=lambda m: m[0])), metrics)
+        for vertex, members in sorted(groups.items(), key=lambda g: _natural(g[0]))
+    ]
+
+
+def _vertex(
+    name: str,
+    threads: tuple[ThreadCounts, ...],
+    metrics: MetricsByVertex,
+    inputs: tuple[Edge, ...] = (),
+    kind: str | None = None,
+) -> VertexObservation:
+    per_subtask = metrics.get(name, {})
+    subtasks = tuple(_subtask(index, t, per_subtask.get(index)) for index, t in enumerate(threads))
+    return VertexObservation(
+        name=name, parallelism=len(subtasks), inputs=inputs, subtasks=subtasks, kind=kind
+    )
+
+
+def _subtask(index: int, counts: ThreadCounts, m: SubtaskMetrics | None) -> SubtaskWindow:
+    m = m if m is not None else SubtaskMetrics()
+    return SubtaskWindow(
+        index=index,
+        thread=counts.name,
+        samples=counts.total,
+        backpressured=counts.backpressured,
+        idle=counts.idle,
+        busy=counts.busy,
+        task_manager=m.task_manager,
+        busy_time_ratio=m.busy_time_ratio,
+        idle_time_ratio=m.idle_time_ratio,
+        backpressured_time_ratio=m.backpressured_time_ratio,
+        out_pool_usage=m.out_pool_usage,
+        in_pool_usage=m.in_pool_usage,
+        records_in_per_s=m.records_in_per_s,
+        records_out_per_s=m.records_out_per_s,
+        metrics=dict(m.metrics),
+    )
+
+
+def _compile(op: OperatorSpec, topology: Scenario) -> re.Pattern[str]:
+    pattern = thread_pattern(op)
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ConfigError(
+            f"{topology.path or topology.name}: operator {op.name!r} threads = {pattern!r} is not "
+            f"a valid regex ({err.msg}); fix it"
+        ) from None
+
+
+def _no_match_message(op: OperatorSpec, topology: Scenario, threads: Sequence[ThreadCounts]) -> str:
+    pattern = thread_pattern(op)
+    which = "threads" if op.threads is not None else "threads (default: the runtime's naming)"
+    names = sorted({t.name for t in threads}, key=_natural)
+    shown = ", ".join(repr(n) for n in names[:_SHOWN_THREADS])
+    more = f" and {len(names) - _SHOWN_THREADS} more" if len(names) > _SHOWN_THREADS else ""
+    seen = f"threads seen: {shown}{more}" if names else "no threads were seen"
+    hint = (
+        "set the operator's threads regex"
+        if pattern == default_thread_pattern(op.name)
+        else "fix the regex"
+    )
+    return (
+        f"{topology.path or topology.name}: operator {op.name!r} {which} = {pattern!r} matches "
+        f"no thread; {seen}; {hint}"
+    )
+
+
+def _order(found: re.Match[str] | None, name: str) -> tuple[object, ...]:
+    index = found.groupdict().get("index") if found is not None else None
+    if index is not None and index.isdigit():
+        return (0, int(index), _natural(name))
+    return (1, 0, _natural(name))
+
+
+def _natural(name: str) -> list[object]:
+    """Sort key that orders embedded numbers by value: ``w-2`` before ``w-10``."""
+    parts: list[object] = re.split(r"(\d+)", name)
+    parts[1::2] = [int(str(p)) for p in parts[1::2]]
+    return parts

@@ -1,0 +1,304 @@
+"""The in-process stack sampler, and the burst every stack collector produces.
+
+A *burst* is Flink's stack-sampling window: ``samples`` samples, ``interval_ms`` apart; each
+sample reads the stacks of all threads at once and classifies every thread's stack with a
+collector profile (backpressured / idle / busy). Sample ``k`` is due at the ABSOLUTE deadline
+``start + k x interval``, so a late wake-up delays one sample and never shifts the rest: the burst
+does not drift. How late each sample was is recorded; the burst reports its 99th percentile.
+
+:func:`record_burst` runs the schedule for any source of samples (this module's in-process
+:class:`StackSampler`, or ``pyspy.PySpySampler`` for another process).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import CodeType, FrameType
+from typing import NamedTuple, Protocol
+
+from bpmon.collectors.profile import Profile, StackClassifier
+from bpmon.model import SampleState
+
+ThreadState = tuple[int, str, SampleState]
+"""One thread in one sample: (thread id, thread name, state)."""
+
+Progress = Callable[[int, int], None]
+"""Called after every sample with (samples done, samples planned)."""
+
+_CACHE_LIMIT = 50_000
+
+
+class StopSignal(Protocol):
+    """Anything with ``is_set()`` (a ``threading.Event``): a burst ends early once it is set."""
+
+    def is_set(self) -> bool:
+        """Whether the burst must stop."""
+        ...
+
+
+class Snapshot(NamedTuple):
+    """One sample: when the stacks were read (monotonic seconds) and every thread's state."""
+
+    at: float
+    threads: Iterable[ThreadState]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCounts:
+    """How one thread's samples of a burst were classified."""
+
+    name: str
+    ident: int
+    backpressured: int = 0
+    idle: int = 0
+    busy: int = 0
+
+    @property
+    def total(self) -> int:
+        """Samples in which the thread was seen (fewer than the burst's if it started late)."""
+        return self.backpressured + self.idle + self.busy
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """One window of stack samples, classified per thread.
+
+    Attributes:
+        start: when the first sample was due (UTC).
+        end: when the window closed, ``samples x interval`` after ``start`` when on time (UTC).
+        samples: samples actually taken (fewer when stopped early or samples were missed).
+        interval_ms: the planned delay between two samples.
+        jitter_ms_p99: 99th percentile of the samples' lateness against their absolute deadlines,
+            less the smallest lateness (a constant offset, such as py-spy's attach time, is not
+            jitter); ``None`` when no sample was taken.
+        threads: per-thread counts, ordered by thread name.
+        missed: samples the collector could not read (py-spy errors); not in ``samples``.
+    """
+
+    start: datetime
+    end: datetime
+    samples: int
+    interval_ms: float
+    jitter_ms_p99: float | None
+    threads: tuple[ThreadCounts, ...]
+    missed: int = 0
+
+    def thread(self, name: str) -> ThreadCounts:
+        """The counts of the (first) thread called ``name``; KeyError if none was seen."""
+        for counts in self.threads:
+            if counts.name == name:
+                return counts
+        raise KeyError(name)
+
+
+def utc_now() -> datetime:
+    """The current time in UTC (the default wall clock of the collectors)."""
+    return datetime.now(UTC)
+
+
+def running_thread_names() -> dict[int, str]:
+    """``{thread id: name}`` of the threads the ``threading`` module knows."""
+    return {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+
+
+def record_burst(
+    take: Callable[[], Snapshot | None],
+    samples: int,
+    interval_ms: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    wall_clock: Callable[[], datetime] = utc_now,
+    progress: Progress | None = None,
+    stop: StopSignal | None = None,
+) -> Burst:
+    """Call ``take`` at ``samples`` absolute deadlines ``interval_ms`` apart and tally the result.
+
+    ``take`` returns a :class:`Snapshot`, or None when the target could not be read this time (a
+    missed sample). The window stays open until the last interval has passed.
+
+    Raises:
+        ValueError: ``samples`` < 1 or ``interval_ms`` <= 0.
+    """
+    if samples < 1 or not interval_ms > 0:
+        raise ValueError(
+            f"a burst needs samples >= 1 and interval_ms > 0, got {samples}, {interval_ms}"
+        )
+    interval_s = interval_ms / 1000.0
+    tally = _Tally()
+    lateness: list[float] = []
+    missed = 0
+    wall0, t0 = wall_clock(), clock()
+    for k in range(samples):
+        if stop is not None and stop.is_set():
+            break
+        deadline = t0 + k * interval_s
+        _sleep_until(deadline, clock, sleep)
+        snapshot = take()
+        if snapshot is None:
+            missed += 1
+        else:
+            lateness.append(snapshot.at - deadline)
+            tally.add(snapshot.threads)
+        if progress is not None:
+            progress(k + 1, samples)
+    if not (stop is not None and stop.is_set()):
+        _sleep_until(t0 + samples * interval_s, clock, sleep)
+    return Burst(
+        start=wall0,
+        end=wall0 + timedelta(seconds=clock() - t0),
+        samples=len(lateness),
+        interval_ms=float(interval_ms),
+        jitter_ms_p99=_jitter_p99_ms(lateness),
+        threads=tally.result(),
+        missed=missed,
+    )
+
+
+class StackSampler:
+    """Samples the stacks of every thread of THIS process (``sys._current_frames``).
+
+    The calling thread is left out, and so is every thread the profile ignores. Stacks are
+    classified once per distinct stack (keyed by its code objects). A thread whose innermost
+    frame (and that frame's caller) is the same frame object as at the previous sample is still
+    inside the same call, so its stack and state are unchanged and its frames are not walked:
+    a thread blocked in a queue costs one identity check per sample.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        frame_source: Callable[[], Mapping[int, FrameType]] = sys._current_frames,
+        thread_names: Callable[[], Mapping[int, str]] = running_thread_names,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        *,
+        wall_clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        """Sample with ``profile``; the outside world (frames, names, time) is injectable."""
+        self.profile = profile
+        self._classifier = StackClassifier(profile)
+        self._frame_source = frame_source
+        self._thread_names = thread_names
+        self._clock = clock
+        self._sleep = sleep
+        self._wall_clock = wall_clock
+        self._ignored: dict[str, bool] = {}
+        # per thread: its innermost frame at the last sample, that frame's caller, and the state.
+        self._last: dict[int, tuple[FrameType, FrameType | None, SampleState]] = {}
+        # keyed by the ids of the stack's code objects; the value keeps them alive so an id is
+        # never reused while it is cached.
+        self._stacks: dict[tuple[int, ...], tuple[SampleState, tuple[CodeType, ...]]] = {}
+
+    def burst(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Burst:
+        """Take ``samples`` samples ``interval_ms`` apart (Flink's default: 100 x 50 ms)."""
+        try:
+            return record_burst(
+                self.sample,
+                samples,
+                interval_ms,
+                clock=self._clock,
+                sleep=self._sleep,
+                wall_clock=self._wall_clock,
+                progress=progress,
+                stop=stop,
+            )
+        finally:
+            self._last.clear()  # hold no frames (and their locals) between bursts
+
+    def sample(self) -> Snapshot:
+        """One sample now: the state of every sampled thread, all read at the same instant."""
+        at = self._clock()
+        frames = self._frame_source()
+        names = self._thread_names()
+        me = threading.get_ident()
+        states: list[ThreadState] = []
+        last, self._last = self._last, {}
+        for ident, frame in frames.items():
+            if ident == me:
+                continue
+            name = names.get(ident) or f"thread-{ident}"
+            if self._is_ignored(name):
+                continue
+            seen = last.get(ident)
+            if seen is not None and seen[0] is frame and seen[1] is frame.f_back:
+                state = seen[2]  # still inside the same call: the same stack
+            else:
+                state = self._state_of(frame)
+            self._last[ident] = (frame, frame.f_back, state)
+            states.append((ident, name, state))
+        return Snapshot(at, states)
+
+    def _is_ignored(self, name: str) -> bool:
+        ignored = self._ignored.get(name)
+        if ignored is None:
+            ignored = self._ignored[name] = self.profile.ignores(name)
+        return ignored
+
+    def _state_of(self, frame: FrameType) -> SampleState:
+        codes: list[CodeType] = []
+        f: FrameType | None = frame
+        while f is not None:
+            codes.append(f.f_code)
+            f = f.f_back
+        key = tuple(map(id, codes))
+        hit = self._stacks.get(key)
+        if hit is not None:
+            return hit[0]
+        texts = [f"{code.co_filename}:{code.co_qualname}" for code in codes]
+        state = self._classifier.classify(texts)
+        if len(self._stacks) >= _CACHE_LIMIT:
+            self._stacks.clear()
+        self._stacks[key] = (state, tuple(codes))
+        return state
+
+
+class _Tally:
+    """Counts per thread (id and name) over the samples of a burst."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[int, str], dict[SampleState, int]] = {}
+
+    def add(self, threads: Iterable[ThreadState]) -> None:
+        for ident, name, state in threads:
+            counts = self._counts.get((ident, name))
+            if counts is None:
+                counts = self._counts[(ident, name)] = {"backpressured": 0, "idle": 0, "busy": 0}
+            counts[state] += 1
+
+    def result(self) -> tuple[ThreadCounts, ...]:
+        ordered = sorted(self._counts.items(), key=lambda item: (item[0][1], item[0][0]))
+        return tuple(
+            ThreadCounts(name, ident, c["backpressured"], c["idle"], c["busy"])
+            for (ident, name), c in ordered
+        )
+
+
+def _sleep_until(
+    deadline: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> None:
+    remaining = deadline - clock()
+    while remaining > 0:
+        sleep(remaining)
+        remaining = deadline - clock()
+
+
+def _jitter_p99_ms(lateness: list[float]) -> float | None:
+    if not lateness:
+        return None
+    base = min(lateness)
+    ordered = sorted(x - base for x in lateness)
+    rank = max(1, math.ceil(0.99 * len(ordered)))
+    return round(ordered[rank - 1] * 1000.0, 3)

@@ -1,0 +1,195 @@
+"""Collector profiles: the shipped files, pattern semantics, one-line errors for bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bpmon.collectors.profile import StackClassifier, load_profile, parse_profile
+from bpmon.errors import ConfigError
+
+PY = "/usr/lib/python3.11"
+QUEUE_PUT = f"{PY}/queue.py:Queue.put"
+QUEUE_GET = f"{PY}/queue.py:Queue.get"
+COND_WAIT = f"{PY}/threading.py:Condition.wait"
+MP_PUT = f"{PY}/multiprocessing/queues.py:Queue.put"
+USER = "/srv/app/stages.py:transform"
+
+
+def classify(profile: str, *frames: str) -> str:
+    """Classify one stack (innermost frame first) with a shipped profile."""
+    return StackClassifier(load_profile(profile)).classify(frames)
+
+
+@pytest.mark.parametrize("name", ["bpmon-runtime", "python-queue", "flink-jvm"])
+def test_shipped_profiles_load_under_their_file_names(name: str) -> None:
+    profile = load_profile(name)
+    assert profile.name == name
+    assert profile.backpressured
+    assert profile.path is not None and profile.path.stem == name
+
+
+def test_python_queue_put_waiting_on_a_full_queue_is_backpressured() -> None:
+    assert classify("python-queue", COND_WAIT, QUEUE_PUT, USER) == "backpressured"
+
+
+def test_python_queue_get_waiting_on_an_empty_queue_is_idle() -> None:
+    assert classify("python-queue", COND_WAIT, QUEUE_GET, USER) == "idle"
+
+
+def test_python_queue_put_that_is_not_waiting_is_busy() -> None:
+    notify = f"{PY}/threading.py:Condition.notify"
+    assert classify("python-queue", notify, QUEUE_PUT, USER) == "busy"
+    assert classify("python-queue", QUEUE_PUT, USER) == "busy"  # taking the queue's mutex
+
+
+def test_python_queue_matches_py_spy_03_bare_function_names() -> None:
+    assert classify("python-queue", f"{PY}/threading.py:wait", f"{PY}/queue.py:put") == (
+        "backpressured"
+    )
+
+
+def test_multiprocessing_put_counts_only_when_blocked_in_c() -> None:
+    assert classify("python-queue", MP_PUT, USER) == "backpressured"
+    notify = f"{PY}/threading.py:Condition.notify"
+    assert classify("python-queue", notify, MP_PUT, USER) == "busy"
+
+
+def test_a_frame_regex_matches_only_at_separators() -> None:
+    """``queue\\.py:put`` must not match multiprocessing's queues.py nor a file ending in it."""
+    cond = f"{PY}/threading.py:Condition.wait"
+    assert classify("python-queue", cond, "/srv/app/myqueue.py:Queue.put") == "busy"
+    assert classify("python-queue", cond, f"{PY}/multiprocessing/queues.py:Queue.put") == "busy"
+
+
+def test_stack_without_any_pattern_is_busy() -> None:
+    assert classify("python-queue", USER, f"{PY}/threading.py:Thread.run") == "busy"
+
+
+def test_flink_jvm_frames_match_by_class_and_method_suffix() -> None:
+    lbp = "org.apache.flink.runtime.io.network.buffer.LocalBufferPool"
+    park = "jdk.internal.misc.Unsafe.park"
+    assert classify("flink-jvm", park, f"{lbp}.requestMemorySegmentBlocking") == "backpressured"
+    gate = "org.apache.flink.runtime.io.network.partition.consumer.SingleInputGate.getChannel"
+    waiting = ("java.lang.Object.wait", "java.lang.Object.wait", gate)
+    assert classify("flink-jvm", *waiting) == "idle"
+    assert classify("flink-jvm", "org.example.MyMap.map") == "busy"
+
+
+def test_classes_are_checked_busy_then_backpressured_then_idle() -> None:
+    profile = parse_profile(
+        {
+            "name": "order",
+            "busy": ["app\\.py:serve"],
+            "backpressured": ["app\\.py:emit"],
+            "idle": ["app\\.py:emit", "app\\.py:serve"],
+        },
+        "<test>",
+    )
+    classifier = StackClassifier(profile)
+    assert classifier.classify(["/x/app.py:emit", "/x/app.py:serve"]) == "busy"
+    assert classifier.classify(["/x/app.py:emit"]) == "backpressured"
+
+
+def test_chain_needs_consecutive_frames_and_dollar_the_innermost() -> None:
+    profile = parse_profile(
+        {"name": "chain", "backpressured": ["a\\.py:f > b\\.py:g"], "idle": ["c\\.py:h > $"]},
+        "<test>",
+    )
+    classifier = StackClassifier(profile)
+    assert classifier.classify(["/b.py:g", "/a.py:f"]) == "backpressured"
+    assert classifier.classify(["/b.py:g", "/x.py:between", "/a.py:f"]) == "busy"
+    assert classifier.classify(["/c.py:h", "/a.py:f"]) == "idle"
+    assert classifier.classify(["/x.py:inner", "/c.py:h"]) == "busy"
+
+
+def test_runtime_waits_and_the_service_time_settled_before_them() -> None:
+    rt = "/srv/venv/lib/python3.11/site-packages/bpmon/runtime"
+    main = f"{rt}/task.py:Task._main"
+    wait_in = f"{rt}/task.py:Task.wait_for_input"
+    assert classify("bpmon-runtime", COND_WAIT, wait_in, main) == "idle"
+    assert classify("bpmon-runtime", COND_WAIT, f"{rt}/task.py:Task.wait_for_output", main) == (
+        "backpressured"
+    )
+    request = f"{rt}/buffers.py:LocalBufferPool.request_buffer_builder_blocking"
+    assert classify("bpmon-runtime", COND_WAIT, request, main) == "backpressured"
+    serve = (f"{rt}/pacing.py:ServiceTime._serve", f"{rt}/pacing.py:ServiceTime.settle")
+    assert classify("bpmon-runtime", *serve, wait_in, main) == "busy"
+    assert classify("bpmon-runtime", COND_WAIT, "/srv/app/task.py:wait_for_input") == "busy"
+
+
+def test_thread_regex_makes_threads_subtasks() -> None:
+    queue_profile = load_profile("python-queue")
+    assert queue_profile.subtask_of("transform-1") == ("transform", 1)
+    assert queue_profile.subtask_of("MainThread") is None
+    assert queue_profile.subtask_of("Thread-3") is None
+    runtime = load_profile("bpmon-runtime")
+    assert runtime.subtask_of("enrich (3/4)") == ("enrich", 3)
+
+
+def test_runtime_profile_ignores_threads_not_named_like_tasks() -> None:
+    runtime = load_profile("bpmon-runtime")
+    assert runtime.ignores("MainThread")
+    assert runtime.ignores("output-flusher")
+    assert not runtime.ignores("db-writer (1/2)")
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mine.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load_error(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_profile(write(tmp_path, text))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "mine.toml" in message
+    return message
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    message = load_error(tmp_path, "name = 'x'\nbackpressured = []\nbackpresured = []\n")
+    assert "unknown key 'backpresured'" in message
+
+
+def test_bad_regex_names_key_and_pattern(tmp_path: Path) -> None:
+    text = "name = 'x'\nbackpressured = ['ok\\.py:f', 'app\\.py:(emit > $']\n"
+    message = load_error(tmp_path, text)
+    assert "backpressured[1]" in message
+    assert "app\\\\.py:(emit" in message  # repr of the pattern
+    assert "bad regex" in message
+
+
+def test_bad_thread_regex_and_missing_vertex_group(tmp_path: Path) -> None:
+    assert "threads" in load_error(tmp_path, "name = 'x'\nbackpressured = []\nthreads = '('\n")
+    message = load_error(tmp_path, "name = 'x'\nbackpressured = []\nthreads = '^w-\\d+$'\n")
+    assert "vertex" in message
+
+
+def test_wrong_types_and_missing_keys(tmp_path: Path) -> None:
+    assert "expected a list of strings" in load_error(
+        tmp_path, "name = 'x'\nbackpressured = 'a.py:f'\n"
+    )
+    assert "missing key 'name'" in load_error(tmp_path, "backpressured = []\n")
+    assert "missing key 'backpressured'" in load_error(tmp_path, "name = 'x'\n")
+    assert "target" in load_error(tmp_path, "name = 'x'\nbackpressured = []\ntarget = 'go'\n")
+
+
+def test_malformed_chain(tmp_path: Path) -> None:
+    message = load_error(tmp_path, "name = 'x'\nbackpressured = ['$ > a\\.py:f']\n")
+    assert "backpressured[0]" in message
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    assert "not valid TOML" in load_error(tmp_path, "name = \n")
+
+
+def test_unknown_profile_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(ConfigError, match="python-queue"):
+        load_profile("no-such-profile")
