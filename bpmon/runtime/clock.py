@@ -1,0 +1,65 @@
+"""Time as the runtime sees it: a clock that tells the time and sleeps.
+
+Everything in the runtime that reads the time or waits takes a ``now`` callable (and a ``sleep``
+callable where it waits) instead of calling :mod:`time` itself, so tests drive it with a
+:class:`ManualClock` deterministically and production uses :class:`SystemClock`. Both satisfy the
+:class:`Clock` protocol; pass ``clock.now`` and ``clock.sleep`` where a callable is asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """A monotonic clock in seconds that can also sleep."""
+
+    def now(self) -> float:
+        """Return the current time in seconds (monotonic, arbitrary origin)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; the time passed counts in :meth:`now`."""
+        ...
+
+
+class SystemClock:
+    """The real clock: :func:`time.monotonic` and :func:`time.sleep`."""
+
+    now = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+
+class ManualClock:
+    """A clock for tests: time moves only when :meth:`advance` or :meth:`sleep` is called.
+
+    It also counts how long and how often it was slept, so a test can check what a component
+    waited without patching anything. Not thread-safe; use it from the test's thread.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        """Start the clock at ``start`` seconds."""
+        self._now = start
+        self.slept = 0.0
+        """Total seconds passed in :meth:`sleep`."""
+        self.sleeps = 0
+        """Number of :meth:`sleep` calls."""
+
+    def now(self) -> float:
+        """Return the current manual time."""
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds`` (which must not be negative)."""
+        if seconds < 0:
+            raise ValueError(f"ManualClock.advance: seconds must be >= 0, got {seconds}")
+        self._now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep by advancing time by ``seconds``, like :func:`time.sleep` rejects negatives."""
+        if seconds < 0:
+            raise ValueError(f"ManualClock.sleep: seconds must be >= 0, got {seconds}")
+        self._now += seconds
+        self.slept += seconds
+        self.sleeps += 1
