@@ -169,9 +169,17 @@ class RemoteInputChannel(InputChannel):
         """True when a received buffer or event waits."""
         return bool(self._queue)
 
+    def peek(self) -> Buffer | Event | None:
+        """The next received buffer or event, left in place."""
+        return self._queue[0] if self._queue else None
+
     def queue_length(self) -> int:
         """Received buffers not read yet."""
         return sum(1 for item in self._queue if isinstance(item, Buffer))
+
+    def queued_input_bytes(self) -> int:
+        """Bytes of the received buffers not read yet."""
+        return self.queued_bytes
 
     def recycle(self, segment: int, channel: int = -1) -> None:
         """An exclusive buffer was read: one more credit, or one floating buffer goes back."""

@@ -37,8 +37,16 @@ class InputChannel:
         """True when :meth:`poll` would return something."""
         raise NotImplementedError
 
+    def peek(self) -> Buffer | Event | None:
+        """The next buffer or event without taking it."""
+        raise NotImplementedError
+
     def queue_length(self) -> int:
         """Buffers waiting to be read on this channel."""
+        raise NotImplementedError
+
+    def queued_input_bytes(self) -> int:
+        """Bytes of the buffers waiting to be read on this channel."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -65,9 +73,17 @@ class LocalInputChannel(InputChannel):
         """True when the subpartition holds something."""
         return len(self.subpartition) > 0
 
+    def peek(self) -> Buffer | Event | None:
+        """The producer's next buffer or event, left in place."""
+        return self.subpartition.peek()
+
     def queue_length(self) -> int:
         """Data buffers queued in the producer's subpartition."""
         return self.subpartition.backlog
+
+    def queued_input_bytes(self) -> int:
+        """Bytes queued in the producer's subpartition."""
+        return self.subpartition.queued_bytes
 
 
 class InputGate:
@@ -85,6 +101,8 @@ class InputGate:
         self.condition = condition
         self.channels: list[InputChannel] = []
         self._with_data: deque[InputChannel] = deque()
+        self._blocked: set[int] = set()
+        self._parked: list[InputChannel] = []
         self.finished_channels = 0
         self.closed = False
 
@@ -115,6 +133,9 @@ class InputGate:
         while with_data:
             channel = with_data.popleft()
             channel.enqueued = False
+            if channel.index in self._blocked:
+                self._parked.append(channel)
+                continue
             item = channel.poll()
             if item is None:
                 continue
@@ -125,6 +146,30 @@ class InputGate:
                 channel.finished = True
                 self.finished_channels += 1
             return item, channel.index
+        return None
+
+    def block(self, channel: int) -> None:
+        """Stop reading ``channel`` (aligned checkpoint: its barrier arrived first)."""
+        self._blocked.add(channel)
+
+    def unblock_all(self) -> None:
+        """Read every channel again (the checkpoint is aligned)."""
+        self._blocked.clear()
+        parked, self._parked = self._parked, []
+        for channel in parked:
+            if channel.has_data():
+                self.notify_channel_non_empty(channel)
+
+    def priority_event(self) -> tuple[Event, int] | None:
+        """Take a priority event (unaligned barrier) waiting at the head of a channel, if any.
+
+        A task that cannot process data (its output is unavailable) still reacts to these.
+        """
+        for channel in self.channels:
+            head = channel.peek()
+            if isinstance(head, Event) and head.priority:
+                channel.poll()
+                return head, channel.index
         return None
 
     def queue_length(self) -> int:

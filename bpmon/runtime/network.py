@@ -8,8 +8,10 @@ thread left.
 Pool sizes follow Flink (``reference/flink-network.md`` §1.2): a result partition's pool has
 min = subpartitions + 1 and max = subpartitions × buffers_per_channel + floating_buffers_per_gate,
 with ``max_overdraft_buffers_per_gate`` overdraft; an input gate's floating pool has min 1 and max
-floating_buffers_per_gate, plus buffers_per_channel exclusive buffers per remote channel (under
-``tcp``, no exclusive buffers: the gate's pool holds them all).
+floating_buffers_per_gate, plus buffers_per_channel exclusive buffers per remote channel. Under
+``tcp`` (Flink before 1.5) there are neither exclusive nor floating buffers: the gate's one pool
+holds buffers_per_channel buffers per remote channel, and a channel takes one from it for every
+buffer it receives.
 
 With ``total_buffers = 0`` each task manager's pool is "enough for the job": it grows by each pool's
 maximum plus overdraft, and each channel's exclusive buffers, as they are created.
@@ -105,11 +107,8 @@ class NetworkEnvironment:
         if credit:
             min_size, max_size = 1, cfg.floating_buffers_per_gate
             exclusive = len(remote) * cfg.buffers_per_channel
-        else:
-            min_size = max(1, len(remote))
-            max_size = max(
-                min_size, len(remote) * cfg.buffers_per_channel + cfg.floating_buffers_per_gate
-            )
+        else:  # legacy: no exclusive or floating buffers, one pool of buffers_per_channel each
+            min_size = max_size = max(1, len(remote) * cfg.buffers_per_channel)
             exclusive = 0
         with self.lock:
             global_pool = self._pool(tm, max_size + exclusive)

@@ -18,7 +18,7 @@ takes no lock; the network lock is taken once per buffer.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -197,7 +197,7 @@ class ResultPartition:
 
         return emit
 
-    def write_all(self, records: list[object], record_bytes: int, target: int) -> None:
+    def write_all(self, records: Sequence[object], record_bytes: int, target: int) -> None:
         """Write a list of records of one size to ``target``: whole slices per buffer.
 
         The same bytes and buffers as emitting them one by one, at a fraction of the cost: the

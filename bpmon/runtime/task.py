@@ -1,0 +1,356 @@
+"""A task: one thread per subtask, running a mailbox-style loop over its gates and outputs.
+
+The loop, as Flink's ``StreamTask``: if an output is unavailable the task waits for it (soft
+backpressure, :meth:`Task.wait_for_output`); else it takes the next buffer from its gates (round
+robin over gates, each gate round robin over its channels) and processes its records a chunk at a
+time, checking output availability before each chunk; with no input it waits
+(:meth:`Task.wait_for_input`, idle). Writing a record that needs a buffer the pool cannot give
+blocks in ``LocalBufferPool.request_buffer_builder_blocking`` (hard backpressure). Those are the
+only three places a task thread waits, and the stack collectors know them by name.
+
+Time is accounted as Flink does (busy, idle, soft and hard backpressured ms per second over a short
+sliding window), and ``cost_us`` is service time (``pacing.ServiceTime``). The output flusher runs
+inside the loop: buffers are flushed every ``buffer_timeout_ms``, and the waits are bounded so an
+idle or backpressured task still flushes. Checkpoint barriers are handled here too (aligned: block
+a channel until every channel delivered the barrier; unaligned: forward the first barrier at once,
+overtaking buffered data, and count the in-flight bytes).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from bpmon.errors import CancelledError
+from bpmon.runtime.accounting import RateMeter, State, TimeAccount
+from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.gate import InputGate
+from bpmon.runtime.operators import Transform
+from bpmon.runtime.pacing import RateLimiter, ServiceTime
+from bpmon.runtime.partition import END_OF_PARTITION, Event
+from bpmon.runtime.routing import Output
+from bpmon.scenario import OperatorSpec
+
+SOURCE_CHUNK = 64
+"""Records a source emits between two looks at its mailbox and its outputs."""
+
+
+class CheckpointListener(Protocol):
+    """Where a task reports a checkpoint it completed (the coordinator)."""
+
+    def acknowledge(
+        self, task: Task, checkpoint_id: int, alignment_s: float, in_flight_bytes: int
+    ) -> None:
+        """``task`` took its snapshot of ``checkpoint_id``."""
+        ...
+
+
+class Task:
+    """One subtask and its thread.
+
+    Args:
+        spec: the operator.
+        index: the subtask index (0-based).
+        task_manager: where it runs.
+        gates: one input gate per incoming edge.
+        outputs: one output per outgoing edge.
+        condition: the task's mailbox: its gates and output pools notify it (network lock).
+        cancel: set when the job ends; every wait of the task checks it.
+        flush_interval_s: the output flusher period (0: after every chunk).
+        aligned: checkpoint mode.
+        clock: monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        spec: OperatorSpec,
+        index: int,
+        task_manager: int,
+        gates: Sequence[InputGate],
+        outputs: Sequence[Output],
+        condition: threading.Condition,
+        cancel: threading.Event,
+        *,
+        flush_interval_s: float,
+        aligned: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.spec = spec
+        self.index = index
+        self.task_manager = task_manager
+        self.name = f"{spec.name} ({index + 1}/{spec.parallelism})"
+        self.gates = list(gates)
+        self.outputs = list(outputs)
+        self.condition = condition
+        self._lock = condition  # entering the condition takes the network lock
+        self._cancel = cancel
+        self._clock = clock
+        self._flush_interval = flush_interval_s
+        self._next_flush = 0.0
+        self._aligned = aligned
+        self.account = TimeAccount(now=clock)
+        self.records_in = RateMeter(now=clock)
+        self.records_out = RateMeter(now=clock)
+        self.service = ServiceTime(spec.cost_of(index), now=clock, sleep=self._sleep)
+        cost_s = self.service.cost_s
+        self._chunk = 256 if cost_s == 0 else max(1, min(64, int(0.002 / cost_s)))
+        self._transform = Transform(spec)
+        self._limiter = RateLimiter(spec.rate or 0, now=clock) if spec.kind == "source" else None
+        self._gate_turn = 0
+        self._checkpoint: CheckpointListener | None = None
+        self._pending_trigger: int | None = None
+        self._barrier_id = 0
+        self._barrier_channels: set[tuple[int, int]] = set()
+        self._barrier_start = 0.0
+        self._barrier_bytes = 0
+        self.error: BaseException | None = None
+        self.on_failure: Callable[[Task, BaseException], None] | None = None
+        for output in self.outputs:
+            output.partition.hard_backpressure = self._hard_backpressure
+        self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self, checkpoint: CheckpointListener | None = None) -> None:
+        """Start the task's thread."""
+        self._checkpoint = checkpoint
+        self._next_flush = self._clock() + self._flush_interval
+        self.thread.start()
+
+    def trigger_checkpoint(self, checkpoint_id: int) -> None:
+        """A source gets a checkpoint to inject (the coordinator calls this, lock held)."""
+        self._pending_trigger = checkpoint_id
+        self.condition.notify_all()
+
+    def _main(self) -> None:
+        try:
+            if self._limiter is not None:
+                self._run_source(self._limiter)
+            else:
+                self._run_operator()
+        except CancelledError:
+            pass
+        except BaseException as exc:  # a failed task fails the job, whatever it raised
+            self.error = exc
+            if self.on_failure is not None:
+                self.on_failure(self, exc)
+        finally:
+            self.account.mark(State.IDLE)
+
+    def _sleep(self, seconds: float) -> None:
+        if self._cancel.wait(seconds):
+            raise CancelledError(f"{self.name}: cancelled")
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise CancelledError(f"{self.name}: cancelled")
+
+    # -- the loops --------------------------------------------------------------------------
+
+    def _run_source(self, limiter: RateLimiter) -> None:
+        next_record = 0
+        while True:
+            self._housekeeping()
+            if not self._outputs_available():
+                self.wait_for_output()
+                continue
+            count = limiter.permits(SOURCE_CHUNK)
+            if count == 0:
+                self.wait_for_input(limiter.time_until_next())
+                continue
+            records = list(range(next_record, next_record + count))
+            next_record += count
+            self.service.charge(count)
+            self._emit(records)
+
+    def _run_operator(self) -> None:
+        while True:
+            self._housekeeping()
+            if not self._outputs_available():
+                self.wait_for_output()
+                continue
+            polled = self._poll()
+            if polled is None:
+                if all(gate.is_finished for gate in self.gates):
+                    self._finish()
+                    return
+                self.wait_for_input(self._flush_interval or 0.05)
+                continue
+            item, gate_index, channel = polled
+            if isinstance(item, Buffer):
+                try:
+                    self._process(item.records)
+                finally:
+                    with self._lock:
+                        item.recycle()
+            elif item is not END_OF_PARTITION:
+                self._on_barrier(item, gate_index, channel)
+
+    def _process(self, records: list[object]) -> None:
+        self.records_in.add(len(records))
+        done, total, chunk = 0, len(records), self._chunk
+        while done < total:
+            if not self._outputs_available():
+                self.wait_for_output()
+            part = records[done : done + chunk] if total > chunk else records
+            self.service.charge(len(part))
+            self._emit(self._transform.apply(part))
+            done += len(part)
+
+    def _emit(self, records: Sequence[object]) -> None:
+        if records:
+            for output in self.outputs:
+                output.write(records)
+            self.records_out.add(len(records))
+
+    def _poll(self) -> tuple[Buffer | Event, int, int] | None:
+        gates = self.gates
+        with self._lock:
+            for step in range(len(gates)):
+                turn = (self._gate_turn + step) % len(gates)
+                polled = gates[turn].poll_next()
+                if polled is not None:
+                    self._gate_turn = (turn + 1) % len(gates)
+                    return polled[0], turn, polled[1]
+        return None
+
+    def _outputs_available(self) -> bool:
+        return all(output.partition.pool.is_available for output in self.outputs)
+
+    def _housekeeping(self) -> None:
+        self._check_cancel()
+        if self._pending_trigger is not None:
+            self._inject_barrier()
+        if self._clock() >= self._next_flush:
+            self._flush()
+
+    def _flush(self) -> None:
+        for output in self.outputs:
+            output.partition.flush_all()
+        self._next_flush = self._clock() + self._flush_interval
+
+    def _finish(self) -> None:
+        for output in self.outputs:
+            output.partition.finish()
+
+    # -- the waits (one named function each) -----------------------------------------------
+
+    def wait_for_input(self, timeout: float) -> None:
+        """Wait for input (idle): until a gate has data, the flusher is due, or ``timeout``."""
+        self.service.settle()
+        self.account.mark(State.IDLE)
+        with self._lock:
+            if not self._input_or_mail():
+                self.condition.wait(max(0.0, min(timeout, self._until_flush())))
+        self._check_cancel()
+        self.account.mark(State.BUSY)
+
+    def wait_for_output(self) -> None:
+        """Wait for every output to become available again (soft backpressure).
+
+        The task stays responsive: it flushes on time and reacts to unaligned barriers, which
+        overtake the data it cannot process.
+        """
+        self.service.settle()
+        self.account.mark(State.SOFT_BP)
+        while not self._outputs_available():
+            priority = None
+            with self._lock:
+                if self._cancel.is_set() or self._outputs_available():
+                    break
+                if self._pending_trigger is None:
+                    priority = self._priority_barrier()
+                    if priority is None:
+                        self.condition.wait(max(0.001, self._until_flush()))
+                        priority = self._priority_barrier()
+            self._check_cancel()
+            if self._pending_trigger is not None:
+                self._inject_barrier()
+            if priority is not None:
+                self._on_barrier(*priority)
+            if self._clock() >= self._next_flush:
+                self._flush()
+        self._check_cancel()
+        self.account.mark(State.BUSY)
+
+    def _until_flush(self) -> float:
+        return self._next_flush - self._clock()
+
+    def _input_or_mail(self) -> bool:
+        if self._cancel.is_set() or self._pending_trigger is not None:
+            return True
+        return any(gate.is_available for gate in self.gates)
+
+    def _priority_barrier(self) -> tuple[Event, int, int] | None:
+        for gate_index, gate in enumerate(self.gates):
+            found = gate.priority_event()
+            if found is not None:
+                return found[0], gate_index, found[1]
+        return None
+
+    def _hard_backpressure(self, blocked: bool) -> None:
+        self.account.mark(State.HARD_BP if blocked else State.BUSY)
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _inject_barrier(self) -> None:
+        checkpoint_id = self._pending_trigger
+        self._pending_trigger = None
+        if checkpoint_id is None:
+            return
+        overtaken = self._forward_barrier(checkpoint_id)
+        self._acknowledge(checkpoint_id, 0.0, overtaken)
+
+    def _forward_barrier(self, checkpoint_id: int) -> int:
+        barrier = Event("barrier", checkpoint_id, priority=not self._aligned)
+        return sum(output.partition.add_event(barrier) for output in self.outputs)
+
+    def _on_barrier(self, event: Event, gate_index: int, channel: int) -> None:
+        if event.kind != "barrier":
+            return
+        if event.checkpoint_id != self._barrier_id:
+            self._start_alignment(event.checkpoint_id)
+        self._barrier_channels.add((gate_index, channel))
+        if self._aligned:
+            with self._lock:
+                self.gates[gate_index].block(channel)
+        if len(self._barrier_channels) >= self._live_channels():
+            self._complete_alignment()
+
+    def _start_alignment(self, checkpoint_id: int) -> None:
+        self._barrier_id = checkpoint_id
+        self._barrier_channels = set()
+        self._barrier_start = self._clock()
+        self._barrier_bytes = 0
+        if not self._aligned:  # the first barrier overtakes everything: forward it now
+            self._barrier_bytes = self._forward_barrier(checkpoint_id)
+            self._barrier_bytes += sum(self._queued_input_bytes(g) for g in self.gates)
+
+    def _complete_alignment(self) -> None:
+        alignment = self._clock() - self._barrier_start
+        if self._aligned:
+            self._forward_barrier(self._barrier_id)
+            with self._lock:
+                for gate in self.gates:
+                    gate.unblock_all()
+        self._acknowledge(self._barrier_id, alignment, self._barrier_bytes)
+        self._barrier_channels = set()
+
+    def _live_channels(self) -> int:
+        return sum(len(g.channels) - g.finished_channels for g in self.gates)
+
+    @staticmethod
+    def _queued_input_bytes(gate: InputGate) -> int:
+        return sum(channel.queued_input_bytes() for channel in gate.channels)
+
+    def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.acknowledge(self, checkpoint_id, alignment_s, in_flight)
+
+
+def subtask_rng(seed: int, vertex: str, index: int) -> random.Random:
+    """The seeded random generator of one subtask: repeatable per scenario seed."""
+    return random.Random(f"{seed}/{vertex}/{index}")
