@@ -1,0 +1,205 @@
+"""What to do about a bottleneck: its measured capacity, the rate it would be offered, the advice.
+
+Capacity is the autoscaler's busy-time true processing rate: ``records_in_per_s / busy_ratio`` per
+subtask (the records it would take at 100% busy), from subtasks at least ``[capacity] min_busy``
+busy. The offered rate follows DS2: each source would emit ``records_out_per_s / (1 -
+backpressured ratio)`` if it were never blocked (the ratio is the mean of samples and time
+accounting, capped at ``max_producer_backpressure``), and that rate is carried along the edges,
+multiplied by each vertex's measured records out / records in (and by the parallelism across a
+broadcast edge).
+The parallelism suggested is ``offered / (capacity per subtask x utilisation_target)``. Both are
+estimates and the evidence says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bpmon.model import Observation, SubtaskWindow, VertexObservation
+from bpmon.rules.classify import Classification, name_subtasks
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.levels import busy_ratio, sampled_ratio
+from bpmon.rules.localize import Suspect, Topology
+
+
+def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
+    """Mean records/s per subtask at 100% busy; None without rates or busy subtasks."""
+    caps = []
+    for s in subs:
+        busy = busy_ratio(s)
+        if s.records_in_per_s is not None and busy is not None and busy >= min_busy:
+            caps.append(s.records_in_per_s / busy)
+    return sum(caps) / len(caps) if caps else None
+
+
+def _source_offer(vertex: VertexObservation, rules: RulesConfig) -> float | None:
+    cap = rules.capacity.max_producer_backpressure
+    total = 0.0
+    for s in vertex.subtasks:
+        views = [v for v in (sampled_ratio(s), s.backpressured_time_ratio) if v is not None]
+        bp = sum(views) / len(views) if views else None
+        if s.records_out_per_s is None or bp is None:
+            return None
+        total += s.records_out_per_s / (1.0 - min(max(bp, 0.0), cap))
+    return total if vertex.subtasks else None
+
+
+def _amplification(vertex: VertexObservation) -> float | None:
+    ins = [s.records_in_per_s for s in vertex.subtasks]
+    outs = [s.records_out_per_s for s in vertex.subtasks]
+    if not ins or None in ins or None in outs:
+        return None
+    total_in = sum(v for v in ins if v is not None)
+    total_out = sum(v for v in outs if v is not None)
+    return total_out / total_in if total_in > 0 else None
+
+
+def offered_rates(obs: Observation, topo: Topology, rules: RulesConfig) -> dict[str, float | None]:
+    """The records/s each vertex would be offered if nothing upstream were blocked (DS2)."""
+    offered_out: dict[str, float | None] = {}
+    offered_in: dict[str, float | None] = {}
+    for name in topo.order:
+        vertex = obs.vertex(name)
+        edges = topo.producers[name]
+        if not edges:
+            offered_in[name] = None
+            offered_out[name] = _source_offer(vertex, rules)
+            continue
+        parts = [offered_out.get(e.source) for e in edges]
+        total: float | None = None
+        if None not in parts:
+            total = sum(
+                (p or 0.0) * (vertex.parallelism if e.partitioner == "broadcast" else 1)
+                for p, e in zip(parts, edges, strict=True)
+            )
+        offered_in[name] = total
+        amp = _amplification(vertex)
+        offered_out[name] = None if total is None or amp is None else total * amp
+    return offered_in
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """The capacity evidence lines and the recommendation for one root cause."""
+
+    evidence: tuple[str, ...]
+    recommendation: str
+
+
+_ESTIMATE = "estimate: sources' records out / (1 - backpressured ratio), carried along the graph"
+
+
+def advise(
+    suspect: Suspect,
+    cls: Classification,
+    obs: Observation,
+    offered: Mapping[str, float | None],
+    rules: RulesConfig,
+) -> Advice:
+    """Capacity evidence and an actionable recommendation for a classified suspect."""
+    vertex = obs.vertex(suspect.vertex)
+    demand = offered.get(vertex.name)
+    if cls.kind in ("slow-operator", "slow-sink"):
+        return _scale(vertex, cls, demand, rules)
+    if cls.kind == "data-skew":
+        return _skew(vertex, cls, demand, rules)
+    if cls.kind == "slow-subtask":
+        return _slow_instance(vertex, cls, rules)
+    return Advice((), _fixed_advice(cls.kind, vertex.name, ", ".join(suspect.pressing)))
+
+
+def _fixed_advice(kind: str, name: str, producers: str) -> str:
+    """The recommendation for the kinds that have no capacity figure."""
+    if kind == "network":
+        return (
+            f"Raise the bandwidth between the task managers of {producers} and {name}, or the "
+            "network buffers of that exchange (buffers-per-channel, floating-buffers-per-gate), "
+            "or avoid the hop by co-locating them (forward exchange, slot sharing)."
+        )
+    if kind == "resource-starved":
+        return (
+            f"Give the job more task slots (more task managers or slots per task manager), or "
+            f"lower {name}'s parallelism or share slots, so that {name} can run; "
+            f"{producers} wait on it."
+        )
+    return (
+        f"Give {name} more memory (managed or network memory) so that it spills less, "
+        "or shrink its state (pre-aggregate, smaller windows)."
+    )
+
+
+def _scale(
+    vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
+) -> Advice:
+    cap = capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy)
+    target = rules.capacity.utilisation_target
+    n, name = vertex.parallelism, vertex.name
+    sink = cls.kind == "slow-sink"
+    lead = (
+        f"Scale the external system that {name} writes to (or write in larger batches or "
+        "asynchronously)"
+        if sink
+        else f"Give {name} more capacity (more parallelism, or cheaper per-record work: "
+        "batching, caching, async I/O)"
+    )
+    if cap is None:
+        return Advice((), f"{lead}; no record rates were available to size it.")
+    lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
+    if demand is None or demand <= 0:
+        return Advice(tuple(lines), f"{lead}: it handles ~{cap:,.0f} records/s per subtask.")
+    need = max(n + 1, math.ceil(demand / (cap * target)))
+    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE}, DS2-style)")
+    tail = " if the external system scales with them" if sink else ""
+    return Advice(
+        tuple(lines),
+        f"{lead}: about {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
+        f"offered at {target:.0%} utilisation{tail} (an estimate from the measured "
+        f"~{cap:,.0f} records/s per subtask).",
+    )
+
+
+def _skew(
+    vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
+) -> Advice:
+    hot = [s for s in vertex.subtasks if s.index in cls.subtasks]
+    who = name_subtasks(vertex.name, cls.subtasks)
+    edges = [e for e in vertex.inputs if e.partitioner == "hash"] or list(vertex.inputs)
+    exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
+    lines: list[str] = []
+    cap = capacity_per_subtask(hot, rules.capacity.min_busy)
+    total = sum(s.records_in_per_s or 0.0 for s in vertex.subtasks)
+    if cap is not None and demand and total > 0:
+        share = sum(s.records_in_per_s or 0.0 for s in hot) / total
+        lines.append(
+            f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy and would be offered "
+            f"~{demand * share / len(hot):,.0f} ({_ESTIMATE})"
+        )
+    return Advice(
+        tuple(lines),
+        f"Spread the hot key(s) that land on {who}: salt the key, pre-aggregate before "
+        f"{exchange}, or route hot keys separately; more parallelism does not split one key.",
+    )
+
+
+def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesConfig) -> Advice:
+    hot = [s for s in vertex.subtasks if s.index in cls.subtasks]
+    rest = [s for s in vertex.subtasks if s.index not in cls.subtasks]
+    who = name_subtasks(vertex.name, cls.subtasks)
+    tms = sorted({s.task_manager for s in hot if s.task_manager is not None})
+    where = f" (task manager {', '.join(str(t) for t in tms)})" if tms else ""
+    lines: list[str] = []
+    cap_hot = capacity_per_subtask(hot, rules.capacity.min_busy)
+    cap_rest = capacity_per_subtask(rest, rules.capacity.min_busy)
+    if cap_hot is not None and cap_rest is not None:
+        lines.append(
+            f"{who} handles ~{cap_hot:,.0f} records/s per subtask at 100% busy, "
+            f"the others ~{cap_rest:,.0f}"
+        )
+    return Advice(
+        tuple(lines),
+        f"Investigate or replace the instance running {who}{where}: look for a slow or "
+        "overloaded machine, GC pauses or a noisy neighbour, and restart the subtask elsewhere; "
+        "if a hot key is possible, compare the records each subtask receives.",
+    )

@@ -1,0 +1,212 @@
+"""The kind of a bottleneck: how its subtasks differ (Dhalion's diagnosers, per subtask).
+
+For a *busy* suspect, its busy subtasks are those at least ``busy_share_of_max`` as busy as its
+busiest one. Then, first match wins:
+
+- ``spilling``: a subtask reports a spill metric (``[kinds] spill_metrics``, bytes/s) at least
+  ``spill_bytes_per_s_min``; these subtasks are named.
+- ``slow-sink``: the vertex is a sink (kind ``sink``, or no consumer in the graph).
+- ``slow-operator``: every subtask is busy; the operator as a whole lacks capacity.
+- ``data-skew``: the busy subtasks receive on average at least ``skew_ratio`` (Dhalion: 1.5) times
+  the records per second of the others (``records_in_per_s``); they are named.
+- ``slow-subtask``: records are spread evenly but the busy subtasks spend at least
+  ``slow_subtask_ratio`` times as long per record (busy / records in) as the others.
+- otherwise ``slow-operator`` (a mild unevenness that neither rule explains).
+
+Without record rates (a py-spy target), a few busy subtasks among idle ones are reported as
+``slow-subtask`` with confidence lowered by ``[confidence] no_rates``: from samples alone a hot key
+and a slow instance look the same, and the evidence says so.
+
+A ``network`` suspect names the consuming vertex's idle subtasks; a ``starved`` one becomes
+``resource-starved`` (confidence lowered by ``not_running``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bpmon.model import CauseKind, Observation, SubtaskWindow, VertexObservation
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.levels import blended_busy, blended_idle
+from bpmon.rules.localize import Localization, Suspect
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """A suspect's kind, the subtasks it names, the evidence for the kind, and a certainty.
+
+    Attributes:
+        certainty: a factor in [0, 1] applied to the confidence (1 when nothing is missing).
+    """
+
+    kind: CauseKind
+    subtasks: tuple[int, ...]
+    evidence: tuple[str, ...]
+    certainty: float = 1.0
+
+
+def name_subtasks(vertex: str, indices: Sequence[int]) -> str:
+    """``enrich[0]`` or ``enrich[0,2]``: how evidence names subtasks."""
+    return f"{vertex}[{','.join(str(i) for i in indices)}]"
+
+
+def classify(
+    suspect: Suspect, loc: Localization, obs: Observation, rules: RulesConfig
+) -> Classification:
+    """The kind of one suspect."""
+    vertex = obs.vertex(suspect.vertex)
+    if suspect.mechanism == "starved":
+        return Classification(
+            "resource-starved",
+            tuple(s.index for s in vertex.subtasks),
+            (f"{vertex.name} shows no samples and no time metrics: it is not running",),
+            rules.confidence.not_running,
+        )
+    if suspect.mechanism == "network":
+        return _network(vertex, rules)
+    return _busy_kind(vertex, loc, rules)
+
+
+def _network(vertex: VertexObservation, rules: RulesConfig) -> Classification:
+    idle_min = rules.network.idle_min
+    idle = [s for s in vertex.subtasks if (blended_idle(s) or 0.0) >= idle_min]
+    pools = [s.in_pool_usage for s in vertex.subtasks if s.in_pool_usage is not None]
+    most = max((blended_idle(s) or 0.0 for s in idle), default=0.0)
+    lines = [f"{vertex.name} idles {most:.0%} waiting for input"]
+    certainty = 1.0
+    if pools:
+        lines.append(
+            f"{vertex.name} input buffers at most {max(pools):.0%} used (in pool): data does "
+            "not arrive although its producers are blocked"
+        )
+    else:
+        lines.append(f"{vertex.name} input pool usage unknown: the network is inferred")
+        certainty = rules.confidence.no_pool_metrics
+    return Classification("network", tuple(s.index for s in idle), tuple(lines), certainty)
+
+
+def busy_subtasks(vertex: VertexObservation, rules: RulesConfig) -> list[SubtaskWindow]:
+    """The subtasks at least ``busy_share_of_max`` as busy as the busiest one."""
+    values = [(s, blended_busy(s)) for s in vertex.subtasks]
+    top = max((b for _, b in values if b is not None), default=0.0)
+    cut = top * rules.kinds.busy_share_of_max
+    return [s for s, b in values if b is not None and top > 0 and b >= cut]
+
+
+def _busy_kind(vertex: VertexObservation, loc: Localization, rules: RulesConfig) -> Classification:
+    hot = busy_subtasks(vertex, rules)
+    indices = tuple(s.index for s in hot)
+    spill = _spilling(vertex, rules)
+    if spill is not None:
+        return spill
+    consumers = loc.topology.consumers.get(vertex.name, ())
+    if vertex.kind == "sink" or (loc.with_topology and not consumers):
+        return Classification("slow-sink", indices, (_busy_line(vertex, hot),))
+    rest = [s for s in vertex.subtasks if s not in hot]
+    if not rest:
+        return Classification("slow-operator", indices, (_busy_line(vertex, hot),))
+    if any(s.records_in_per_s is None for s in vertex.subtasks):
+        return Classification(
+            "slow-subtask",
+            indices,
+            (
+                _contrast_line(vertex.name, hot, rest),
+                "records per subtask unknown (no record rates): a hot key would look the same",
+            ),
+            rules.confidence.no_rates,
+        )
+    return _by_rates(vertex, hot, rest, rules)
+
+
+def _by_rates(
+    vertex: VertexObservation,
+    hot: list[SubtaskWindow],
+    rest: list[SubtaskWindow],
+    rules: RulesConfig,
+) -> Classification:
+    indices = tuple(s.index for s in hot)
+    hot_in, rest_in = _mean_rate(hot), _mean_rate(rest)
+    share_line = _share_line(vertex, hot)
+    contrast = _contrast_line(vertex.name, hot, rest)
+    if hot_in > 0 and hot_in >= rules.kinds.skew_ratio * rest_in:
+        skew = "many" if rest_in == 0 else f"{hot_in / rest_in:.1f}"
+        return Classification(
+            "data-skew",
+            indices,
+            (share_line, f"{skew}x the records per subtask of the others", contrast),
+        )
+    hot_cost, rest_cost = _time_per_record(hot), _time_per_record(rest)
+    if hot_cost > 0 and hot_cost >= rules.kinds.slow_subtask_ratio * rest_cost:
+        factor = "many" if rest_cost == 0 else f"{hot_cost / rest_cost:.1f}"
+        return Classification(
+            "slow-subtask",
+            indices,
+            (
+                f"{name_subtasks(vertex.name, indices)} spends {_ms(hot_cost)} per record, "
+                f"{factor}x the others ({_ms(rest_cost)})",
+                f"records are spread evenly: {share_line}",
+                contrast,
+            ),
+        )
+    return Classification(
+        "slow-operator", tuple(s.index for s in vertex.subtasks), (contrast, share_line)
+    )
+
+
+def _mean_rate(subs: list[SubtaskWindow]) -> float:
+    return sum(s.records_in_per_s or 0.0 for s in subs) / len(subs)
+
+
+def _time_per_record(subs: list[SubtaskWindow]) -> float:
+    """Seconds of busy time per input record over ``subs`` (inf when busy with no records)."""
+    busy = sum(blended_busy(s) or 0.0 for s in subs)
+    records = sum(s.records_in_per_s or 0.0 for s in subs)
+    if records <= 0:
+        return float("inf") if busy > 0 else 0.0
+    return busy / records
+
+
+def _ms(seconds: float) -> str:
+    return "an unbounded time" if seconds == float("inf") else f"{seconds * 1000:.2f} ms"
+
+
+def _share_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
+    total = sum(s.records_in_per_s or 0.0 for s in vertex.subtasks)
+    got = sum(s.records_in_per_s or 0.0 for s in hot)
+    share = got / total if total > 0 else 0.0
+    fair = len(hot) / max(1, len(vertex.subtasks))
+    verb = "receives" if len(hot) == 1 else "receive"
+    who = name_subtasks(vertex.name, [s.index for s in hot])
+    return f"{who} {verb} {share:.0%} of the records of {vertex.name} (fair share {fair:.0%})"
+
+
+def _contrast_line(vertex: str, hot: list[SubtaskWindow], rest: list[SubtaskWindow]) -> str:
+    top = min(blended_busy(s) or 0.0 for s in hot)
+    others = max(blended_busy(s) or 0.0 for s in rest)
+    who = name_subtasks(vertex, [s.index for s in hot])
+    return f"{who} busy at least {top:.0%}, the others at most {others:.0%}"
+
+
+def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
+    low = min(blended_busy(s) or 0.0 for s in hot)
+    if len(hot) == len(vertex.subtasks):
+        return f"all {len(hot)} subtasks of {vertex.name} busy at least {low:.0%}"
+    return f"{name_subtasks(vertex.name, [s.index for s in hot])} busy at least {low:.0%}"
+
+
+def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification | None:
+    spilled = {
+        s.index: sum(s.metrics.get(m, 0.0) for m in rules.kinds.spill_metrics)
+        for s in vertex.subtasks
+    }
+    heavy = {i: b for i, b in spilled.items() if b > 0 and b >= rules.kinds.spill_bytes_per_s_min}
+    if not heavy:
+        return None
+    indices = tuple(sorted(heavy))
+    total = sum(heavy.values())
+    return Classification(
+        "spilling",
+        indices,
+        (f"{name_subtasks(vertex.name, indices)} spill {total:,.0f} bytes/s to disk",),
+    )

@@ -1,0 +1,198 @@
+"""The rules engine: one :class:`Observation` in, one :class:`Report` (``spec/report.md``) out.
+
+It reports every vertex and subtask (levels from the samples, the time accounting beside them),
+localises the bottlenecks on the graph (:mod:`bpmon.rules.localize`), classifies each one
+(:mod:`bpmon.rules.classify`), sizes it and says what to do (:mod:`bpmon.rules.advice`), and ranks
+them by confidence, most likely first.
+
+Confidence is a weighted mean of four pieces of evidence, each in [0, 1] (weights in
+``[confidence]``): *pressure* (how far the worst producer waiting on it is from OK towards HIGH:
+``(bp - ok_max) / (low_max - ok_max)``, so any HIGH producer counts fully), *separation* (the share
+of that backpressure the suspect does not have: ``1 - own / worst``), *saturation* (how far its
+busiest subtask is past ``busy_min``; for a network cause, how idle it is) and *agreement* (whether
+samples and time accounting agree on its busy share; for a network cause, how empty its input
+buffers are). It is then multiplied by the factors for what is missing or indirect: a secondary
+bottleneck in series, no record rates, no pool metrics, no topology, a vertex that is not running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bpmon.model import Observation, Report, RootCause, SubtaskWindow
+from bpmon.rules.advice import advise, offered_rates
+from bpmon.rules.classify import Classification, classify, name_subtasks
+from bpmon.rules.config import RulesConfig, load_rules
+from bpmon.rules.levels import (
+    blended_busy,
+    level_of,
+    max_known,
+    sample_share,
+    vertex_status,
+)
+from bpmon.rules.localize import Localization, Suspect, localize
+
+
+def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Report:
+    """Diagnose one window: levels, root causes (ranked) and findings.
+
+    Args:
+        observation: what the collectors saw over one window.
+        rules: the diagnosis parameters; the shipped ``rules/backpressure.toml`` when None.
+    """
+    rules = rules if rules is not None else load_rules()
+    vertices = tuple(vertex_status(v, rules.levels) for v in observation.vertices)
+    loc = localize(observation, rules)
+    offered = offered_rates(observation, loc.topology, rules) if loc.suspects else {}
+    causes = [_root_cause(s, loc, observation, offered, rules) for s in loc.suspects]
+    causes.sort(key=lambda c: (-c.confidence, c.vertex))
+    return Report(
+        run_id=observation.run_id,
+        job=observation.job,
+        source=observation.source,
+        window=observation.window,
+        vertices=vertices,
+        root_causes=tuple(causes),
+        findings=loc.findings,
+    )
+
+
+def _root_cause(
+    suspect: Suspect,
+    loc: Localization,
+    obs: Observation,
+    offered: Mapping[str, float | None],
+    rules: RulesConfig,
+) -> RootCause:
+    cls = classify(suspect, loc, obs, rules)
+    advice = advise(suspect, cls, obs, offered, rules)
+    evidence = (
+        *cls.evidence,
+        *_time_lines(suspect, obs, cls),
+        *_pressure_lines(suspect, loc, obs, rules),
+        *advice.evidence,
+    )
+    return RootCause(
+        vertex=suspect.vertex,
+        kind=cls.kind,
+        subtasks=cls.subtasks,
+        confidence=round(_confidence(suspect, loc, obs, cls, rules), 2),
+        evidence=evidence,
+        recommendation=advice.recommendation,
+    )
+
+
+def _pressure(suspect: Suspect, loc: Localization) -> float:
+    """How backpressured the producers waiting on the suspect are (through a series chain)."""
+    if suspect.secondary:
+        feeders = [s for s in loc.suspects if s.vertex in suspect.pressing]
+        return max((_pressure(f, loc) for f in feeders), default=0.0)
+    return max((loc.profiles[p].backpressure or 0.0 for p in suspect.pressing), default=0.0)
+
+
+def _confidence(
+    suspect: Suspect, loc: Localization, obs: Observation, cls: Classification, rules: RulesConfig
+) -> float:
+    cf, prof, lv = rules.confidence, loc.profiles[suspect.vertex], rules.levels
+    worst = _pressure(suspect, loc)
+    pressure = (worst - lv.ok_max) / (lv.low_max - lv.ok_max)
+    separation = 1.0 - (prof.backpressure or 0.0) / worst if worst > 0 else 0.0
+    if suspect.mechanism == "busy":
+        busy_min = rules.bottleneck.busy_min
+        span = 1.0 - busy_min
+        saturation = 1.0 if span <= 0 else ((prof.busy or 0.0) - busy_min) / span
+        agreement = _agreement(_busiest(obs, suspect.vertex), rules)
+    elif suspect.mechanism == "network":
+        saturation = prof.idle or 0.0
+        agreement = 1.0 - min(1.0, prof.in_pool) if prof.in_pool is not None else 0.5
+    else:
+        saturation, agreement = 1.0, 0.5
+    parts = (
+        (cf.pressure, pressure),
+        (cf.separation, separation),
+        (cf.saturation, saturation),
+        (cf.agreement, agreement),
+    )
+    score = sum(w * min(1.0, max(0.0, v)) for w, v in parts) / cf.weight_sum()
+    score *= cls.certainty
+    if suspect.secondary:
+        score *= cf.secondary
+    if not loc.with_topology:
+        score *= cf.no_topology
+    return min(1.0, max(0.0, score))
+
+
+def _agreement(sw: SubtaskWindow | None, rules: RulesConfig) -> float:
+    """1 when samples and time accounting agree on busy, 0.5 when not, 0.75 with one view."""
+    if sw is None:
+        return 0.0
+    sampled, timed = sample_share(sw, sw.busy), sw.busy_time_ratio
+    if sampled is None or timed is None:
+        return 0.75
+    return 1.0 if abs(sampled - timed) <= rules.levels.disagreement else 0.5
+
+
+def _busiest(obs: Observation, vertex: str) -> SubtaskWindow | None:
+    subs = obs.vertex(vertex).subtasks
+    return max(subs, key=lambda s: blended_busy(s) or 0.0, default=None)
+
+
+def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tuple[str, ...]:
+    """ "enrich[1] busy 99% (samples) / 985 ms/s (time accounting)" for the busiest subtask."""
+    if suspect.mechanism != "busy":
+        return ()
+    sw = _busiest(obs, suspect.vertex)
+    if sw is None:
+        return ()
+    views = []
+    sampled = sample_share(sw, sw.busy)
+    if sampled is not None:
+        views.append(f"{sampled:.0%} (samples)")
+    if sw.busy_time_ratio is not None:
+        views.append(f"{sw.busy_time_ratio * 1000:.0f} ms/s (time accounting)")
+    if not views:
+        return ()
+    return (f"{name_subtasks(suspect.vertex, [sw.index])} busy {' / '.join(views)}",)
+
+
+def _pressure_lines(
+    suspect: Suspect, loc: Localization, obs: Observation, rules: RulesConfig
+) -> tuple[str, ...]:
+    prof = loc.profiles[suspect.vertex]
+    own = prof.backpressure
+    if not loc.with_topology or suspect.secondary:
+        return _indirect_lines(suspect, loc)
+    lines = []
+    edges = {e.source: e for e in obs.vertex(suspect.vertex).inputs}
+    for name in suspect.pressing:
+        p = loc.profiles[name]
+        bp = p.backpressure or 0.0
+        pool = f", out pool {p.out_pool:.0%}" if p.out_pool is not None else ""
+        lines.append(
+            f"{name} is {level_of(bp, rules.levels)} ({bp:.2f}{pool}) and feeds "
+            f"{suspect.vertex} through a {edges[name].partitioner} exchange"
+        )
+    if own is not None:
+        worst = max_known(loc.profiles[p].backpressure for p in suspect.pressing) or 0.0
+        state = (
+            "not backpressured itself"
+            if own <= rules.levels.ok_max
+            else f"much less backpressured than its producers ({worst:.2f})"
+        )
+        lines.append(f"{suspect.vertex} is {level_of(own, rules.levels)} ({own:.2f}): {state}")
+    return tuple(lines)
+
+
+def _indirect_lines(suspect: Suspect, loc: Localization) -> tuple[str, ...]:
+    """Why a suspect found without a topology, or behind another bottleneck, is blamed."""
+    if not loc.with_topology:
+        return (
+            f"no topology: {', '.join(suspect.pressing)} are backpressured and "
+            f"{suspect.vertex} is the busiest thread that is not",
+        )
+    busy = loc.profiles[suspect.vertex].busy or 0.0
+    return tuple(
+        f"{p}, itself a bottleneck, feeds {suspect.vertex}, which is saturated too "
+        f"(busy {busy:.0%})"
+        for p in suspect.pressing
+    )

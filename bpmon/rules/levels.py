@@ -1,0 +1,143 @@
+"""Levels and ratios: what one window says about each subtask and vertex, before any diagnosis.
+
+A subtask's ``ratio`` is the share of its stack samples that were blocked requesting an output
+buffer (Flink's sampled backpressure); its level is OK / LOW / HIGH against ``[levels]`` in the
+rules file. The time accounting (``backPressuredTimeMsPerSecond``) is reported beside it, and a
+subtask is flagged ``disagreement`` when the two views differ by more than the configured margin.
+A vertex takes its worst subtask's ratio and level, and the MAX of busy/idle/pool usage (what
+Flink's UI shows), the SUM of record rates. A subtask without samples has no ratio and no level:
+nothing is invented.
+
+The ``blended_*`` and ``effective_*`` functions are the measures the bottleneck search uses: they
+combine both views when both exist, so one noisy view does not decide alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from bpmon.model import Level, SubtaskStatus, SubtaskWindow, VertexObservation, VertexStatus
+from bpmon.rules.config import LevelRules
+
+
+def level_of(ratio: float | None, levels: LevelRules) -> Level | None:
+    """The level of a backpressure ratio: OK <= ok_max < LOW <= low_max < HIGH; None stays None."""
+    if ratio is None:
+        return None
+    if ratio <= levels.ok_max:
+        return "OK"
+    if ratio <= levels.low_max:
+        return "LOW"
+    return "HIGH"
+
+
+def sample_share(sw: SubtaskWindow, count: int) -> float | None:
+    """``count`` as a share of the subtask's samples; None when no sample was taken."""
+    if sw.samples <= 0:
+        return None
+    return count / sw.samples
+
+
+def sampled_ratio(sw: SubtaskWindow) -> float | None:
+    """The sampled backpressure ratio: backpressured samples / samples (None without samples)."""
+    return sample_share(sw, sw.backpressured)
+
+
+def busy_ratio(sw: SubtaskWindow) -> float | None:
+    """The reported busy ratio: the time accounting if the target gives it, else busy samples."""
+    if sw.busy_time_ratio is not None:
+        return sw.busy_time_ratio
+    return sample_share(sw, sw.busy)
+
+
+def idle_ratio(sw: SubtaskWindow) -> float | None:
+    """The reported idle ratio: the time accounting if the target gives it, else idle samples."""
+    if sw.idle_time_ratio is not None:
+        return sw.idle_time_ratio
+    return sample_share(sw, sw.idle)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def blended_busy(sw: SubtaskWindow) -> float | None:
+    """Busy as the diagnosis sees it: the mean of the sampled share and the time accounting."""
+    return _mean((sample_share(sw, sw.busy), sw.busy_time_ratio))
+
+
+def blended_idle(sw: SubtaskWindow) -> float | None:
+    """Idle as the diagnosis sees it: the mean of the sampled share and the time accounting."""
+    return _mean((sample_share(sw, sw.idle), sw.idle_time_ratio))
+
+
+def effective_backpressure(sw: SubtaskWindow) -> float | None:
+    """Backpressure as the diagnosis sees it: the sampled ratio, else the time accounting.
+
+    The samples come first because the report's levels are built on them; a target that gives
+    only time metrics (a Flink cluster without thread dumps) is still diagnosed.
+    """
+    ratio = sampled_ratio(sw)
+    return ratio if ratio is not None else sw.backpressured_time_ratio
+
+
+def disagrees(sw: SubtaskWindow, levels: LevelRules) -> bool:
+    """Whether the sampled ratio and the time accounting differ by more than the margin."""
+    ratio = sampled_ratio(sw)
+    timed = sw.backpressured_time_ratio
+    if ratio is None or timed is None:
+        return False
+    return abs(ratio - timed) > levels.disagreement
+
+
+def subtask_status(sw: SubtaskWindow, levels: LevelRules) -> SubtaskStatus:
+    """The report line of one subtask."""
+    ratio = sampled_ratio(sw)
+    return SubtaskStatus(
+        index=sw.index,
+        level=level_of(ratio, levels),
+        ratio=ratio,
+        busy_ratio=busy_ratio(sw),
+        idle_ratio=idle_ratio(sw),
+        out_pool_usage=sw.out_pool_usage,
+        in_pool_usage=sw.in_pool_usage,
+        records_in_per_s=sw.records_in_per_s,
+        records_out_per_s=sw.records_out_per_s,
+        backpressured_time_ratio=sw.backpressured_time_ratio,
+        disagreement=disagrees(sw, levels),
+    )
+
+
+def max_known(values: Iterable[float | None]) -> float | None:
+    """The largest known value, None when none is known."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def sum_all(values: Iterable[float | None]) -> float | None:
+    """The sum, or None as soon as one value is unknown (a partial sum would understate)."""
+    items = list(values)
+    if not items or any(v is None for v in items):
+        return None
+    return sum(v for v in items if v is not None)
+
+
+def vertex_status(vertex: VertexObservation, levels: LevelRules) -> VertexStatus:
+    """The report line of one vertex: its worst subtask's level, MAX ratios, SUM of rates."""
+    subs = tuple(subtask_status(sw, levels) for sw in vertex.subtasks)
+    ratio = max_known(s.ratio for s in subs)
+    return VertexStatus(
+        name=vertex.name,
+        parallelism=vertex.parallelism,
+        level=level_of(ratio, levels),
+        ratio=ratio,
+        busy_ratio=max_known(s.busy_ratio for s in subs),
+        idle_ratio=max_known(s.idle_ratio for s in subs),
+        out_pool_usage=max_known(s.out_pool_usage for s in subs),
+        in_pool_usage=max_known(s.in_pool_usage for s in subs),
+        records_in_per_s=sum_all(s.records_in_per_s for s in subs),
+        records_out_per_s=sum_all(s.records_out_per_s for s in subs),
+        inputs=vertex.inputs,
+        subtasks=subs,
+    )

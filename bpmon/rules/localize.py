@@ -1,0 +1,395 @@
+"""Bottleneck localisation on the job graph: which vertices do backpressured producers wait on?
+
+Not "the operator after the last HIGH one" (that rule fails on diamonds, fan-in, fan-out, two
+bottlenecks in series and TCP flow control). Each vertex is summarised by a :class:`VertexProfile`
+(worst-subtask backpressure, busy, idle, pool usage); then, in the spirit of Dhalion's
+symptom -> diagnosis split and Flink's "busiest task downstream of the backpressured ones":
+
+1. **Busy suspects.** A vertex is one when some direct producer is above OK (it waits on this
+   vertex), the vertex itself is OK or at least ``less_backpressured_margin`` less backpressured
+   than that producer, and its busiest subtask is at least ``busy_min`` busy.
+2. **Victims are dropped.** A suspect that is itself above OK while one of its consumers is above
+   OK or is a suspect passes backpressure on: it is a victim, never the cause.
+3. **Bottlenecks in series.** A vertex fed by a suspect, itself OK and at least ``saturated_busy``
+   busy, is saturated too and reported as a *secondary* suspect (both limit the job).
+4. **Siblings.** A suspect below ``saturated_busy`` whose producers are all explained by another,
+   saturated or backpressured, consumer (fan-out) is dropped: the producers wait on that one.
+5. **Idle consumers.** A producer at least ``producer_backpressure_min`` backpressured that no
+   other consumer explains, feeding a consumer that is not running -> ``starved``; that is idle
+   with input buffers nearly empty (``in_pool_usage <= in_pool_max``, when known) -> ``network``.
+   Under ``flow_control = "tcp"`` (``Observation.settings``), when a busy suspect's stalled input
+   uses the same task-manager connection (from ``SubtaskWindow.task_manager``; assumed shared when
+   unknown), the idle consumer of a producer above OK is reported as a ``head-of-line`` finding
+   naming the *idle consumer* (the collateral vertex; the detail names its blocked producers and
+   the bottleneck) and never as a root cause.
+6. Backpressure nothing explains becomes an ``unexplained`` finding, never an invented cause.
+
+Without any edge (``bpmon monitor`` without ``--topology``) the busiest vertex that is not
+backpressured is the only suspect, flagged so that its confidence is lowered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from bpmon.model import Edge, Finding, Observation, VertexObservation
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.levels import (
+    blended_busy,
+    blended_idle,
+    effective_backpressure,
+    level_of,
+    max_known,
+)
+
+Mechanism = Literal["busy", "network", "starved"]
+
+
+@dataclass(frozen=True, slots=True)
+class VertexProfile:
+    """One vertex summarised for the search: MAX over its subtasks (skew must not average out).
+
+    Attributes:
+        backpressure: worst subtask's backpressure (samples, else time accounting).
+        busy: busiest subtask's busy share (mean of samples and time accounting).
+        idle: most idle subtask's idle share.
+        running: whether any subtask was seen at all (samples or time metrics).
+    """
+
+    name: str
+    kind: str | None
+    backpressure: float | None
+    busy: float | None
+    idle: float | None
+    in_pool: float | None
+    out_pool: float | None
+    running: bool
+
+    def above(self, threshold: float) -> bool:
+        """Whether its backpressure is strictly above ``threshold``."""
+        return self.backpressure is not None and self.backpressure > threshold
+
+
+def profile(vertex: VertexObservation) -> VertexProfile:
+    """Summarise one vertex's subtasks."""
+    subs = vertex.subtasks
+    running = any(
+        s.samples > 0 or s.busy_time_ratio is not None or s.idle_time_ratio is not None
+        for s in subs
+    )
+    return VertexProfile(
+        name=vertex.name,
+        kind=vertex.kind,
+        backpressure=max_known(effective_backpressure(s) for s in subs),
+        busy=max_known(blended_busy(s) for s in subs),
+        idle=max_known(blended_idle(s) for s in subs),
+        in_pool=max_known(s.in_pool_usage for s in subs),
+        out_pool=max_known(s.out_pool_usage for s in subs),
+        running=running,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The job graph: each vertex's input edges and its consumers, in topological order."""
+
+    producers: Mapping[str, tuple[Edge, ...]]
+    consumers: Mapping[str, tuple[tuple[str, Edge], ...]]
+    order: tuple[str, ...]
+
+    @property
+    def has_edges(self) -> bool:
+        """Whether the observation came with a topology at all."""
+        return any(self.producers.values())
+
+
+def build_topology(obs: Observation) -> Topology:
+    """The graph of ``obs``; edges naming unknown vertices are ignored."""
+    names = [v.name for v in obs.vertices]
+    known = set(names)
+    producers = {v.name: tuple(e for e in v.inputs if e.source in known) for v in obs.vertices}
+    consumers: dict[str, list[tuple[str, Edge]]] = {n: [] for n in names}
+    for name, edges in producers.items():
+        for edge in edges:
+            consumers[edge.source].append((name, edge))
+    order: list[str] = []
+    pending = list(names)
+    while pending:  # Kahn's algorithm; a cycle keeps the observation's order for the rest
+        ready = [n for n in pending if all(e.source in order for e in producers[n])]
+        for name in ready or pending[:1]:
+            order.append(name)
+            pending.remove(name)
+    return Topology(producers, {k: tuple(v) for k, v in consumers.items()}, tuple(order))
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """A vertex the search blames, before its kind is classified.
+
+    Attributes:
+        pressing: the producers that wait on it (for a secondary suspect, the suspect feeding it;
+            without a topology, every backpressured vertex).
+        secondary: a bottleneck in series behind another suspect (its confidence is lowered).
+    """
+
+    vertex: str
+    mechanism: Mechanism
+    pressing: tuple[str, ...]
+    secondary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Localization:
+    """What the search found, with what it was computed from (for the classification)."""
+
+    suspects: tuple[Suspect, ...]
+    findings: tuple[Finding, ...]
+    profiles: Mapping[str, VertexProfile]
+    topology: Topology
+    with_topology: bool = True
+
+
+def localize(obs: Observation, rules: RulesConfig) -> Localization:
+    """Find the bottlenecks of one window (see the module docstring for the rules)."""
+    topo = build_topology(obs)
+    profiles = {v.name: profile(v) for v in obs.vertices}
+    ok_max = rules.levels.ok_max
+    if not any(p.above(ok_max) for p in profiles.values()):
+        return Localization((), (), profiles, topo)
+    if not topo.has_edges:
+        return _without_topology(profiles, topo, rules)
+    search = _Search(obs, topo, profiles, rules)
+    return search.run()
+
+
+def _without_topology(
+    profiles: Mapping[str, VertexProfile], topo: Topology, rules: RulesConfig
+) -> Localization:
+    ok_max, busy_min = rules.levels.ok_max, rules.bottleneck.busy_min
+    pressed = tuple(n for n, p in profiles.items() if p.above(ok_max))
+    free = [p for p in profiles.values() if not p.above(ok_max) and (p.busy or 0.0) >= busy_min]
+    if not free:
+        return Localization((), _unexplained(pressed, profiles, rules), profiles, topo, False)
+    busiest = max(free, key=lambda p: p.busy or 0.0)
+    return Localization((Suspect(busiest.name, "busy", pressed),), (), profiles, topo, False)
+
+
+def _unexplained(
+    names: tuple[str, ...], profiles: Mapping[str, VertexProfile], rules: RulesConfig
+) -> tuple[Finding, ...]:
+    out = []
+    for name in names:
+        bp = profiles[name].backpressure or 0.0
+        level = level_of(bp, rules.levels)
+        out.append(
+            Finding(
+                "unexplained",
+                name,
+                f"{name} is {level} ({bp:.2f}) but no consumer is busy, backpressured, idle "
+                "on an empty input or missing: the cause may lie outside the observed job, "
+                "be transient, or need pool metrics to tell",
+            )
+        )
+    return tuple(out)
+
+
+class _Search:
+    """The steps of the graph search over one window; holds the inputs they share."""
+
+    def __init__(
+        self,
+        obs: Observation,
+        topo: Topology,
+        profiles: Mapping[str, VertexProfile],
+        rules: RulesConfig,
+    ) -> None:
+        self.obs = obs
+        self.topo = topo
+        self.profiles = profiles
+        self.rules = rules
+        self.ok_max = rules.levels.ok_max
+
+    def run(self) -> Localization:
+        busy = self._busy_suspects()
+        busy = self._drop_victims(busy)
+        busy = self._add_series(busy)
+        busy = self._drop_siblings(busy)
+        idle, findings, explained = self._idle_consumers(busy)
+        suspects = (*busy.values(), *idle)
+        blamed = {p for s in suspects for p in s.pressing} | explained
+        for name, consumers in self.topo.consumers.items():
+            if any(self._explains(c, busy) for c, _ in consumers):
+                blamed.add(name)
+        left = tuple(
+            n for n in self.topo.order if self.profiles[n].above(self.ok_max) and n not in blamed
+        )
+        findings += _unexplained(left, self.profiles, self.rules)
+        return Localization(tuple(suspects), findings, self.profiles, self.topo)
+
+    def _pressing(self, name: str, threshold: float) -> tuple[str, ...]:
+        return tuple(
+            e.source for e in self.topo.producers[name] if self.profiles[e.source].above(threshold)
+        )
+
+    def _busy_suspects(self) -> dict[str, Suspect]:
+        margin = self.rules.bottleneck.less_backpressured_margin
+        found: dict[str, Suspect] = {}
+        for name in self.topo.order:
+            pressing = self._pressing(name, self.ok_max)
+            prof = self.profiles[name]
+            if not pressing or prof.busy is None or prof.busy < self.rules.bottleneck.busy_min:
+                continue
+            worst = max(self.profiles[p].backpressure or 0.0 for p in pressing)
+            own = prof.backpressure or 0.0
+            if own <= self.ok_max or worst - own >= margin:
+                found[name] = Suspect(name, "busy", pressing)
+        return found
+
+    def _explains(self, consumer: str, busy: Mapping[str, Suspect]) -> bool:
+        """Whether ``consumer`` explains its producers' backpressure (it is blocked or busy)."""
+        return self.profiles[consumer].above(self.ok_max) or consumer in busy
+
+    def _drop_victims(self, busy: dict[str, Suspect]) -> dict[str, Suspect]:
+        return {
+            name: s
+            for name, s in busy.items()
+            if not self.profiles[name].above(self.ok_max)
+            or not any(self._explains(c, busy) for c, _ in self.topo.consumers[name])
+        }
+
+    def _add_series(self, busy: dict[str, Suspect]) -> dict[str, Suspect]:
+        out = dict(busy)
+        saturated = self.rules.bottleneck.saturated_busy
+        for name in self.topo.order:
+            prof = self.profiles[name]
+            if name in out or prof.above(self.ok_max) or (prof.busy or 0.0) < saturated:
+                continue
+            feeding = tuple(e.source for e in self.topo.producers[name] if e.source in out)
+            if feeding:
+                out[name] = Suspect(name, "busy", feeding, secondary=True)
+        return out
+
+    def _drop_siblings(self, busy: dict[str, Suspect]) -> dict[str, Suspect]:
+        saturated = self.rules.bottleneck.saturated_busy
+
+        def elsewhere(producer: str, me: str) -> bool:
+            return any(
+                c != me
+                and (
+                    self.profiles[c].above(self.ok_max)
+                    or (c in busy and (self.profiles[c].busy or 0.0) >= saturated)
+                )
+                for c, _ in self.topo.consumers[producer]
+            )
+
+        return {
+            name: s
+            for name, s in busy.items()
+            if (self.profiles[name].busy or 0.0) >= saturated
+            or s.secondary
+            or not all(elsewhere(p, name) for p in s.pressing)
+        }
+
+    def _idle_consumers(
+        self, busy: Mapping[str, Suspect]
+    ) -> tuple[list[Suspect], tuple[Finding, ...], set[str]]:
+        suspects: list[Suspect] = []
+        findings: list[Finding] = []
+        explained: set[str] = set()
+        for name in self.topo.order:
+            if name in busy:
+                continue
+            pressing = tuple(
+                p
+                for p in self._pressing(name, self.ok_max)
+                if not any(c != name and self._explains(c, busy) for c, _ in self.topo.consumers[p])
+            )
+            if not pressing:
+                continue
+            verdict = self._idle_verdict(name, pressing, busy)
+            if isinstance(verdict, Finding):
+                findings.append(verdict)
+                explained.update(pressing)
+            elif verdict is not None:
+                suspects.append(Suspect(name, verdict, pressing))
+        return suspects, tuple(findings), explained
+
+    def _idle_verdict(
+        self, name: str, pressing: tuple[str, ...], busy: Mapping[str, Suspect]
+    ) -> Mechanism | Finding | None:
+        prof, net = self.profiles[name], self.rules.network
+        clear = any(self.profiles[p].above(net.producer_backpressure_min) for p in pressing)
+        if not prof.running:
+            return "starved" if clear else None
+        if prof.above(self.ok_max) or (prof.busy or 0.0) >= self.rules.bottleneck.busy_min:
+            return None
+        if prof.idle is None or prof.idle < net.idle_min:
+            return None
+        links = self._links(pressing, name)
+        if links is not None and not links:
+            return None  # every channel is local: the network cannot be the limit
+        if self.obs.settings.get("flow_control") == "tcp":
+            blocker = self._sharing_bottleneck(links, busy)
+            if blocker is not None:  # only a finding, so any backpressure above OK will do
+                return self._head_of_line(name, pressing, blocker)
+        if not clear:
+            return None
+        if prof.in_pool is not None and prof.in_pool > net.in_pool_max:
+            return None
+        out_pool = max_known(self.profiles[p].out_pool for p in pressing)
+        if out_pool is not None and out_pool < net.out_pool_min:
+            return None
+        return "network"
+
+    def _links(
+        self, producers: tuple[str, ...], consumer: str, busy_only: bool = False
+    ) -> set[tuple[int, int]] | None:
+        """Remote (sender TM, receiver TM) pairs of the edges producers -> consumer.
+
+        None when a task manager is unknown. With ``busy_only``, only the consumer's busy
+        subtasks (the receivers that stall a TCP connection) count.
+        """
+        cons = self.obs.vertex(consumer)
+        receivers = [
+            s
+            for s in cons.subtasks
+            if not busy_only or (blended_busy(s) or 0.0) >= self.rules.bottleneck.busy_min
+        ]
+        pairs: set[tuple[int, int]] = set()
+        for edge in self.topo.producers[consumer]:
+            if edge.source not in producers:
+                continue
+            for s in self.obs.vertex(edge.source).subtasks:
+                for r in receivers:
+                    if edge.partitioner == "forward" and s.index != r.index:
+                        continue
+                    if s.task_manager is None or r.task_manager is None:
+                        return None
+                    if s.task_manager != r.task_manager:
+                        pairs.add((s.task_manager, r.task_manager))
+        return pairs
+
+    def _sharing_bottleneck(
+        self, links: set[tuple[int, int]] | None, busy: Mapping[str, Suspect]
+    ) -> str | None:
+        """The busiest busy suspect whose stalled input shares a connection with ``links``."""
+        ranked = sorted(busy, key=lambda n: -(self.profiles[n].busy or 0.0))
+        for name in ranked:
+            stalled = self._links(tuple(e.source for e in self.topo.producers[name]), name, True)
+            if links is None or stalled is None or links & stalled:
+                return name
+        return None
+
+    def _head_of_line(self, name: str, pressing: tuple[str, ...], blocker: str) -> Finding:
+        victims = ", ".join(f"{p} ({self.profiles[p].backpressure or 0.0:.2f})" for p in pressing)
+        idle = self.profiles[name].idle or 0.0
+        return Finding(
+            "head-of-line",
+            name,
+            f"{name} idles {idle:.0%} while its producer(s) {victims} are backpressured: under "
+            f"TCP flow control they share a task-manager connection with the bottleneck "
+            f"{blocker}, whose stalled receiver stops the whole connection (collateral, "
+            "not a root cause)",
+        )

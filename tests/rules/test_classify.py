@@ -1,0 +1,104 @@
+"""The kind of a bottleneck from how its subtasks differ: skew, slow instance, sink, spilling."""
+
+from __future__ import annotations
+
+import pytest
+
+from bpmon.model import SubtaskWindow
+from bpmon.rules.classify import Classification, busy_subtasks, classify
+from bpmon.rules.config import KindRules, RulesConfig
+from bpmon.rules.localize import localize
+
+from .observations import edge, observation, sub, vertex
+
+RULES = RulesConfig()
+
+
+def kind_of(
+    *subtasks: SubtaskWindow, kind: str = "map", rules: RulesConfig = RULES
+) -> Classification:
+    """Classify the vertex ``op`` fed by a HIGH source and feeding an idle sink."""
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=1000)),
+        vertex("op", *subtasks, inputs=[edge("src", "hash")], kind=kind),
+        vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")], kind="sink"),
+    )
+    loc = localize(obs, rules)
+    assert [s.vertex for s in loc.suspects] == ["op"]
+    return classify(loc.suspects[0], loc, obs, rules)
+
+
+def test_busy_subtasks_are_those_near_the_busiest() -> None:
+    v = vertex("op", sub(0, busy=1.0), sub(1, busy=0.82), sub(2, busy=0.78), sub(3, busy=0.1))
+    assert [s.index for s in busy_subtasks(v, RULES)] == [0, 1]
+
+
+def test_every_subtask_busy_is_a_slow_operator() -> None:
+    cls = kind_of(sub(0, busy=0.97, rin=300), sub(1, busy=0.95, rin=700))
+    assert (cls.kind, cls.subtasks, cls.certainty) == ("slow-operator", (0, 1), 1.0)
+
+
+def test_skew_at_exactly_the_ratio_is_data_skew() -> None:
+    # 1.5x the records of the others (Dhalion's ratio), the hot subtask busy, the others not.
+    cls = kind_of(sub(0, busy=0.98, rin=300), sub(1, busy=0.5, rin=200), sub(2, busy=0.5, rin=200))
+    assert (cls.kind, cls.subtasks) == ("data-skew", (0,))
+
+
+def test_below_the_skew_ratio_with_a_much_higher_time_per_record_is_a_slow_subtask() -> None:
+    # 1.4x the records but 2.8x the time per record: (0.98 / 280) vs (0.25 / 200).
+    cls = kind_of(
+        sub(0, busy=0.98, rin=280), sub(1, busy=0.25, rin=200), sub(2, busy=0.25, rin=200)
+    )
+    assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
+
+
+def test_mild_unevenness_that_neither_rule_explains_is_a_slow_operator() -> None:
+    # Busy subtask 0.98 vs 0.75 (below 80% of the busiest), records 1.2x, time per record 1.1x.
+    cls = kind_of(sub(0, busy=0.98, rin=240), sub(1, busy=0.75, rin=200))
+    assert cls.kind == "slow-operator"
+
+
+def test_a_stuck_subtask_that_receives_nothing_is_a_slow_subtask() -> None:
+    cls = kind_of(sub(0, busy=0.99, rin=0), sub(1, busy=0.1, rin=100), sub(2, busy=0.1, rin=100))
+    assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
+    assert any("unbounded" in line for line in cls.evidence)
+
+
+def test_without_record_rates_a_few_busy_subtasks_are_a_less_certain_slow_subtask() -> None:
+    cls = kind_of(sub(0, busy=0.97, timed=False), sub(1, busy=0.2, timed=False))
+    assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
+    assert cls.certainty == RULES.confidence.no_rates
+
+
+def test_a_sink_is_a_slow_sink_even_with_one_busy_subtask() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=1000)),
+        vertex("db", sub(0, busy=0.97, rin=800), sub(1, busy=0.2, rin=200),
+               inputs=[edge("src", "hash")], kind="sink"),
+    )  # fmt: skip
+    loc = localize(obs, RULES)
+    cls = classify(loc.suspects[0], loc, obs, RULES)
+    assert (cls.kind, cls.subtasks) == ("slow-sink", (0,))
+
+
+def test_spilling_is_named_from_the_configured_metric() -> None:
+    spilled = {"spilledBytesPerSecond": 2e6}
+    cls = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled), sub(1, busy=0.96, rin=500))
+    assert (cls.kind, cls.subtasks) == ("spilling", (0,))
+    renamed = RulesConfig(kinds=KindRules(spill_metrics=("other",)))
+    plain = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled), sub(1, busy=0.96, rin=500),
+                    rules=renamed)  # fmt: skip
+    assert plain.kind == "slow-operator"
+
+
+@pytest.mark.parametrize("mechanism", ["network", "starved"])
+def test_idle_mechanisms_keep_their_kind(mechanism: str) -> None:
+    consumer = (
+        vertex("map", sub(0, samples=0, timed=False), inputs=[edge("src")])
+        if mechanism == "starved"
+        else vertex("map", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")])
+    )
+    obs = observation(vertex("src", sub(0, bp=0.9, busy=0.05, out_pool=1.0, tm=0)), consumer)
+    loc = localize(obs, RULES)
+    cls = classify(loc.suspects[0], loc, obs, RULES)
+    assert cls.kind == {"network": "network", "starved": "resource-starved"}[mechanism]

@@ -1,0 +1,234 @@
+"""Bottleneck localisation on the graph: suspects, victims, siblings, series, findings."""
+
+from __future__ import annotations
+
+from bpmon.model import Observation
+from bpmon.rules.config import BottleneckRules, RulesConfig
+from bpmon.rules.localize import Localization, build_topology, localize, profile
+
+from .observations import edge, observation, sub, vertex
+
+RULES = RulesConfig()
+
+
+def found(obs: Observation) -> Localization:
+    return localize(obs, RULES)
+
+
+def suspects(obs: Observation) -> dict[str, str]:
+    return {s.vertex: s.mechanism for s in found(obs).suspects}
+
+
+def test_topology_orders_a_diamond_and_lists_consumers() -> None:
+    obs = observation(
+        vertex("join", sub(0), inputs=[edge("left"), edge("right")]),
+        vertex("right", sub(0), inputs=[edge("src")]),
+        vertex("left", sub(0), inputs=[edge("src")]),
+        vertex("src", sub(0)),
+    )
+    topo = build_topology(obs)
+    assert topo.order.index("src") == 0
+    assert topo.order[-1] == "join"
+    assert sorted(c for c, _ in topo.consumers["src"]) == ["left", "right"]
+    assert topo.has_edges
+
+
+def test_topology_survives_a_cycle_and_unknown_inputs() -> None:
+    obs = observation(
+        vertex("a", sub(0), inputs=[edge("b"), edge("ghost")]),
+        vertex("b", sub(0), inputs=[edge("a")]),
+    )
+    topo = build_topology(obs)
+    assert sorted(topo.order) == ["a", "b"]
+    assert [e.source for e in topo.producers["a"]] == ["b"]
+
+
+def test_profile_takes_the_worst_subtask_so_skew_does_not_average_out() -> None:
+    v = vertex("agg", sub(0, busy=0.99), sub(1, busy=0.05), sub(2, busy=0.04), sub(3, busy=0.05))
+    prof = profile(v)
+    assert prof.busy is not None and prof.busy > 0.95
+    assert prof.running
+
+
+def test_nothing_above_ok_means_no_suspect_even_if_something_is_saturated() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.08, busy=0.1)),
+        vertex("map", sub(0, busy=1.0), inputs=[edge("src")]),
+    )
+    loc = found(obs)
+    assert loc.suspects == () and loc.findings == ()
+
+
+def test_a_busy_vertex_that_is_backpressured_by_its_own_consumer_is_a_victim() -> None:
+    # a is LOW (0.3) yet busy (0.72) and much less backpressured than src, but its consumer b is
+    # HIGH: a only passes b's backpressure on. b waits on c, which is busy: c is the cause.
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.03)),
+        vertex("a", sub(0, bp=0.27, busy=0.72), inputs=[edge("src")]),
+        vertex("b", sub(0, bp=0.80, busy=0.15), inputs=[edge("a")]),
+        vertex("c", sub(0, busy=0.97), inputs=[edge("b")]),
+    )
+    assert suspects(obs) == {"c": "busy"}
+
+
+def test_less_backpressured_than_its_producers_by_the_margin_is_still_a_suspect() -> None:
+    # map is LOW (0.2) but 0.75 less than src and busy; its consumer idles: map is the limit.
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.03)),
+        vertex("map", sub(0, bp=0.20, busy=0.78), inputs=[edge("src")]),
+        vertex("sink", sub(0, busy=0.05), inputs=[edge("map")]),
+    )
+    assert suspects(obs) == {"map": "busy"}
+
+
+def test_fan_out_drops_a_moderately_busy_sibling_of_the_saturated_consumer() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.93, busy=0.03)),
+        vertex("slow", sub(0, busy=0.98), inputs=[edge("src")]),
+        vertex("busyish", sub(0, busy=0.76), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"slow": "busy"}
+
+
+def test_fan_out_keeps_two_saturated_consumers() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.93, busy=0.03)),
+        vertex("one", sub(0, busy=0.98), inputs=[edge("src")]),
+        vertex("two", sub(0, busy=0.95), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"one": "busy", "two": "busy"}
+
+
+def test_second_bottleneck_in_series_is_secondary_and_names_its_feeder() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05)),
+        vertex("op", sub(0, bp=0.02, busy=0.96), inputs=[edge("src")]),
+        vertex("sink", sub(0, busy=0.95), inputs=[edge("op")]),
+    )
+    by_name = {s.vertex: s for s in found(obs).suspects}
+    assert not by_name["op"].secondary and by_name["op"].pressing == ("src",)
+    assert by_name["sink"].secondary and by_name["sink"].pressing == ("op",)
+
+
+def test_a_merely_busy_vertex_after_the_bottleneck_is_not_a_second_bottleneck() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05)),
+        vertex("op", sub(0, busy=0.97), inputs=[edge("src")]),
+        vertex("sink", sub(0, busy=0.80), inputs=[edge("op")]),
+    )
+    assert suspects(obs) == {"op": "busy"}
+
+
+def test_idle_consumer_of_a_blocked_producer_is_explained_by_its_busy_sibling() -> None:
+    # src waits on slow; quick idles with an empty input: not a network cause.
+    obs = observation(
+        vertex("src", sub(0, bp=0.93, busy=0.03, out_pool=1.0, tm=0)),
+        vertex("slow", sub(0, busy=0.98, tm=1), inputs=[edge("src")]),
+        vertex("quick", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"slow": "busy"}
+
+
+def test_network_needs_a_producer_that_is_clearly_backpressured() -> None:
+    # src only LOW (0.3): not enough to call the link saturated; reported as unexplained.
+    obs = observation(
+        vertex("src", sub(0, bp=0.30, busy=0.03, out_pool=1.0, tm=0)),
+        vertex("map", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")]),
+    )
+    loc = found(obs)
+    assert loc.suspects == ()
+    assert [(f.kind, f.vertex) for f in loc.findings] == [("unexplained", "src")]
+
+
+def test_network_is_ruled_out_by_a_producer_whose_output_pool_is_not_full() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.90, busy=0.03, out_pool=0.2, tm=0)),
+        vertex("map", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {}
+
+
+def test_network_without_pool_metrics_or_task_managers_is_still_a_suspect() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.90, busy=0.03)),
+        vertex("map", sub(0, busy=0.05), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"map": "network"}
+
+
+def test_tcp_with_unknown_task_managers_assumes_the_connection_is_shared() -> None:
+    obs = observation(
+        vertex("a-src", sub(0, bp=0.9, busy=0.03)),
+        vertex("a", sub(0, busy=0.97), inputs=[edge("a-src")]),
+        vertex("b-src", sub(0, bp=0.9, busy=0.03)),
+        vertex("b", sub(0, busy=0.02), inputs=[edge("b-src")]),
+        settings={"flow_control": "tcp"},
+    )
+    loc = found(obs)
+    assert [s.vertex for s in loc.suspects] == ["a"]
+    assert [(f.kind, f.vertex) for f in loc.findings] == [("head-of-line", "b")]
+
+
+def test_consumer_that_never_ran_is_starved() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.97, busy=0.02)),
+        vertex("agg", sub(0, samples=0, timed=False), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"agg": "starved"}
+
+
+def test_time_accounting_alone_localises_when_there_are_no_samples() -> None:
+    # A Flink cluster without thread dumps: no samples, only the ms/s metrics.
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, samples=0)),
+        vertex("map", sub(0, busy=0.95, samples=0), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"map": "busy"}
+
+
+def test_backpressured_sink_is_unexplained_not_a_cause() -> None:
+    obs = observation(
+        vertex("src", sub(0, busy=0.2)),
+        vertex("sink", sub(0, bp=0.6, busy=0.3), inputs=[edge("src")]),
+    )
+    loc = found(obs)
+    assert loc.suspects == ()
+    assert [(f.kind, f.vertex) for f in loc.findings] == [("unexplained", "sink")]
+
+
+def test_without_edges_the_busiest_unblocked_vertex_is_the_only_suspect() -> None:
+    obs = observation(
+        vertex("t1", sub(0, bp=0.9, busy=0.05)),
+        vertex("t2", sub(0, busy=0.85)),
+        vertex("t3", sub(0, busy=0.95)),
+        vertex("t4", sub(0, bp=0.2, busy=0.99)),
+    )
+    loc = found(obs)
+    assert not loc.with_topology
+    assert [(s.vertex, s.pressing) for s in loc.suspects] == [("t3", ("t1", "t4"))]
+
+
+def test_a_vertex_nearly_as_backpressured_as_its_producer_is_not_a_suspect() -> None:
+    # map is LOW (0.20), only 0.25 below src (0.45), though busy 0.78: not clearly the limit
+    # (with a margin of 0.2 it would be).
+    obs = observation(
+        vertex("src", sub(0, bp=0.45, busy=0.05)),
+        vertex("map", sub(0, bp=0.20, busy=0.78), inputs=[edge("src")]),
+        vertex("sink", sub(0, busy=0.05), inputs=[edge("map")]),
+    )
+    assert suspects(obs) == {}
+    looser = RulesConfig(bottleneck=BottleneckRules(less_backpressured_margin=0.2))
+    assert [s.vertex for s in localize(obs, looser).suspects] == ["map"]
+
+
+def test_tcp_head_of_line_is_reported_even_for_a_mildly_backpressured_producer() -> None:
+    obs = observation(
+        vertex("a-src", sub(0, bp=0.9, busy=0.03, tm=0)),
+        vertex("a", sub(0, busy=0.97, tm=1), inputs=[edge("a-src")]),
+        vertex("b-src", sub(0, bp=0.3, busy=0.03, tm=0)),
+        vertex("b", sub(0, busy=0.02, tm=1), inputs=[edge("b-src")]),
+        settings={"flow_control": "tcp"},
+    )
+    loc = found(obs)
+    assert [s.vertex for s in loc.suspects] == ["a"]
+    assert [(f.kind, f.vertex) for f in loc.findings] == [("head-of-line", "b")]
