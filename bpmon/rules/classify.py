@@ -7,10 +7,13 @@ busiest one. Then, first match wins:
   ``spill_bytes_per_s_min``; these subtasks are named.
 - ``slow-sink``: the vertex is a sink (kind ``sink``, or no consumer in the graph).
 - ``slow-operator``: every subtask is busy; the operator as a whole lacks capacity.
+- ``slow-subtask``: the busy subtasks spend at least ``slow_subtask_ratio`` times as long per
+  record (busy / records in) as the others: a slow instance. Checked before skew because a slow
+  instance can also show uneven counts for a while (its input buffers drain long after the fast
+  ones emptied), while a hot key raises the records, not the time each one takes.
 - ``data-skew``: the busy subtasks receive on average at least ``skew_ratio`` (Dhalion: 1.5) times
-  the records per second of the others (``records_in_per_s``); they are named.
-- ``slow-subtask``: records are spread evenly but the busy subtasks spend at least
-  ``slow_subtask_ratio`` times as long per record (busy / records in) as the others.
+  the records per second of the others (``records_in_per_s``) at a similar time per record; they
+  are named.
 - otherwise ``slow-operator`` (a mild unevenness that neither rule explains).
 
 Without record rates (a py-spy target), a few busy subtasks among idle ones are reported as
@@ -129,13 +132,6 @@ def _by_rates(
     hot_in, rest_in = _mean_rate(hot), _mean_rate(rest)
     share_line = _share_line(vertex, hot)
     contrast = _contrast_line(vertex.name, hot, rest)
-    if hot_in > 0 and hot_in >= rules.kinds.skew_ratio * rest_in:
-        skew = "many" if rest_in == 0 else f"{hot_in / rest_in:.1f}"
-        return Classification(
-            "data-skew",
-            indices,
-            (share_line, f"{skew}x the records per subtask of the others", contrast),
-        )
     hot_cost, rest_cost = _time_per_record(hot), _time_per_record(rest)
     if hot_cost > 0 and hot_cost >= rules.kinds.slow_subtask_ratio * rest_cost:
         factor = "many" if rest_cost == 0 else f"{hot_cost / rest_cost:.1f}"
@@ -145,7 +141,19 @@ def _by_rates(
             (
                 f"{name_subtasks(vertex.name, indices)} spends {_ms(hot_cost)} per record, "
                 f"{factor}x the others ({_ms(rest_cost)})",
-                f"records are spread evenly: {share_line}",
+                f"records received: {share_line}",
+                contrast,
+            ),
+        )
+    if hot_in > 0 and hot_in >= rules.kinds.skew_ratio * rest_in:
+        skew = "many" if rest_in == 0 else f"{hot_in / rest_in:.1f}"
+        return Classification(
+            "data-skew",
+            indices,
+            (
+                share_line,
+                f"{skew}x the records per subtask of the others, at the same time per record "
+                f"({_ms(hot_cost)} against {_ms(rest_cost)})",
                 contrast,
             ),
         )
