@@ -199,7 +199,7 @@ def _run(
 
                 session.burst(advance)
             remaining = planned - session.job.elapsed_s
-            progress.update(task_id, description="running", visible=remaining > 0)
+            progress.update(task_id, visible=False)
             _sleep_with(session, remaining, refresh)
     finally:
         result = session.stop()
