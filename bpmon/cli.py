@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 import bpmon
-from bpmon.errors import BpmonError
+from bpmon.errors import BpmonError, ConfigError
 from bpmon.model import Report
 from bpmon.render import render_json, render_markdown, render_text
 from bpmon.report_json import report_to_dict
@@ -56,10 +56,10 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except BpmonError as exc:
-        Console(stderr=True).print(f"[bold red]bpmon: error:[/] {exc}", highlight=False)
+        typer.echo(f"bpmon: error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        Console(stderr=True).print("bpmon: interrupted; the job was stopped cleanly")
+        typer.echo("bpmon: interrupted; the job was stopped cleanly", err=True)
         raise typer.Exit(130) from None
 
 
@@ -88,7 +88,7 @@ def run(
     duration: Annotated[
         float | None, typer.Option(help="Seconds the job runs (default: the file's duration_s).")
     ] = None,
-    bursts: Annotated[int, typer.Option(min=1, help="Monitoring windows to sample.")] = 1,
+    bursts: Annotated[int, typer.Option(help="Monitoring windows to sample.")] = 1,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
 ) -> None:
     """Run a scenario on bpmon's runtime, watch it, and name the root cause of backpressure.
@@ -128,7 +128,7 @@ def monitor(
     topology: Annotated[
         str | None, typer.Option(help="Topology file: which stage feeds which.")
     ] = None,
-    samples: Annotated[int, typer.Option(min=1)] = 100,
+    samples: Annotated[int, typer.Option(help="Stack samples to take.")] = 100,
     interval_ms: Annotated[float, typer.Option("--interval-ms")] = 50.0,
     pause: Annotated[bool, typer.Option(help="Pause the target while sampling.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -157,9 +157,11 @@ def monitor(
 def _run(
     scenario: str, *, json_out: bool, duration: float | None, bursts: int, runs_dir: Path
 ) -> None:
+    if bursts < 1:
+        raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
     loaded = resolve_scenario(scenario)
     if duration is not None and duration <= 0:
-        raise typer.BadParameter(f"--duration {duration}: must be positive")
+        raise ConfigError(f"--duration {duration}: must be a positive number of seconds")
     session = RunSession(loaded, Settings(runs_dir=runs_dir))
     monitor = loaded.monitor
     burst_s = monitor.samples * monitor.interval_ms / 1000
@@ -281,7 +283,7 @@ def _format(value: str) -> Format:
     if lowered == "markdown":
         lowered = "md"
     if lowered not in ("text", "md", "json"):
-        raise BpmonError(f"--format {value!r}: expected text, md or json")
+        raise ConfigError(f"--format {value!r}: expected text, md or json")
     return lowered  # type: ignore[return-value]
 
 
@@ -296,6 +298,9 @@ def _print_report(report: Report, output: Format) -> None:
 
 @contextmanager
 def _progress_bar(console: Console, label: str, total: int) -> Iterator[Callable[[int, int], None]]:
+    if not console.is_terminal:  # no bar (not even its blank line) in logs and pipes
+        yield lambda done, of: None
+        return
     with Progress(
         TextColumn(label),
         BarColumn(),

@@ -50,10 +50,12 @@ class Settings:
 def resolve_scenario(name_or_path: str) -> Scenario:
     """A scenario file by path, or one of the shipped examples by name (``demo``, ``hot-key``)."""
     path = Path(name_or_path)
-    if path.exists() or path.suffix == ".toml" or "/" in name_or_path:
+    if path.exists():
         return load_scenario(path)
-    if name_or_path.removesuffix(".toml") in example_names():
+    if name_or_path.removesuffix(".toml") in example_names() and "/" not in name_or_path:
         return load_example(name_or_path)
+    if path.suffix == ".toml" or "/" in name_or_path:
+        return load_scenario(path)  # says which file is missing
     raise ConfigError(
         f"{name_or_path!r} is neither a scenario file nor a shipped example; "
         f"examples: {', '.join(example_names())}"
