@@ -59,7 +59,7 @@ class SenderView:
         channel.connection = connection
         channel.sender = self
 
-    def notify_data_available(self) -> None:
+    def notify_data_available(self, priority: bool = False) -> None:
         """The subpartition has something: try to send it."""
         self.connection.reader_available(self)
 

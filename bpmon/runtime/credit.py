@@ -111,7 +111,7 @@ class RemoteInputChannel(InputChannel):
             self._queue.appendleft(item)
         else:
             self._queue.append(item)
-        self.gate.notify_channel_non_empty(self)
+        self.gate.notify_channel_non_empty(self, isinstance(item, Event) and item.priority)
 
     def on_event(self, event: Event) -> None:
         """An event arrives (events need no buffer and no credit)."""

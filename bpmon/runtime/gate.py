@@ -61,9 +61,10 @@ class LocalInputChannel(InputChannel):
         self.subpartition = subpartition
         subpartition.reader = self
 
-    def notify_data_available(self) -> None:
-        """Called by the subpartition when it goes from empty to non-empty."""
-        self.gate.notify_channel_non_empty(self)
+    def notify_data_available(self, priority: bool = False) -> None:
+        """Called by the subpartition when it goes from empty to non-empty (or gets a priority
+        event at its head)."""
+        self.gate.notify_channel_non_empty(self, priority)
 
     def poll(self) -> Buffer | Event | None:
         """Take the producer's next buffer; the reader recycles it into the producer's pool."""
@@ -116,13 +117,20 @@ class InputGate:
         """True once every channel delivered end-of-partition."""
         return self.finished_channels == len(self.channels)
 
-    def notify_channel_non_empty(self, channel: InputChannel) -> None:
-        """A channel got data: queue it for polling and wake the reader (lock held)."""
+    def notify_channel_non_empty(self, channel: InputChannel, priority: bool = False) -> None:
+        """A channel got data: queue it for polling and wake the reader (lock held).
+
+        The reader is woken when the gate goes from nothing to read to something, and for every
+        priority event: a task waiting for output space must see an unaligned barrier at once.
+        """
         if not channel.enqueued:
             channel.enqueued = True
             self._with_data.append(channel)
             if len(self._with_data) == 1:
                 self.condition.notify_all()
+                return
+        if priority:
+            self.condition.notify_all()
 
     def poll_next(self) -> tuple[Buffer | Event, int] | None:
         """The next buffer or event and its channel index, round robin; None if nothing (lock held).

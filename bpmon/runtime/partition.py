@@ -44,8 +44,11 @@ END_OF_PARTITION = Event("end-of-partition")
 class SubpartitionReader(Protocol):
     """The consumer side of a subpartition: a local input channel or a connection's sender."""
 
-    def notify_data_available(self) -> None:
-        """The subpartition went from nothing to read to something to read."""
+    def notify_data_available(self, priority: bool = False) -> None:
+        """The subpartition went from nothing to read to something to read.
+
+        ``priority``: a priority event (unaligned barrier) was put at the head.
+        """
         ...
 
 
@@ -68,17 +71,18 @@ class PipelinedSubpartition:
     def add(self, item: Buffer | Event) -> None:
         """Queue a finished buffer or an event; a priority event goes to the head."""
         was_empty = not self._queue
+        priority = False
         if isinstance(item, Buffer):
             self._queue.append(item)
             self.backlog += 1
             self.queued_bytes += item.size
         elif item.priority:
             self._queue.appendleft(item)
-            was_empty = True
+            priority = True
         else:
             self._queue.append(item)
-        if was_empty and self.reader is not None:
-            self.reader.notify_data_available()
+        if (was_empty or priority) and self.reader is not None:
+            self.reader.notify_data_available(priority)
 
     def peek(self) -> Buffer | Event | None:
         """The next item without taking it."""
