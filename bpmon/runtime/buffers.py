@@ -130,15 +130,17 @@ class NetworkBufferPool:
     def request_unpooled(self, count: int, owner: str) -> list[int]:
         """``count`` segments outside any local pool (a remote channel's exclusive buffers)."""
         self._check_required(count, owner, "exclusive buffers of a remote input channel")
+        self._required += count
+        self._redistribute()  # pools above their new size hand back what they do not use
         if count > len(self._free):
+            self._required -= count
+            self._redistribute()
             raise InsufficientBuffersError(
                 f"{self.name}: {owner} needs {count} exclusive buffers but only "
-                f"{len(self._free)} of {self.total_segments} are free; raise network.total_buffers"
+                f"{len(self._free)} of {self.total_segments} are free now; raise "
+                f"network.total_buffers"
             )
-        self._required += count
-        segments = [self._free.pop() for _ in range(count)]
-        self._redistribute()
-        return segments
+        return [self._free.pop() for _ in range(count)]
 
     def recycle_unpooled(self, segments: list[int]) -> None:
         """Give back segments from :meth:`request_unpooled`."""
@@ -401,20 +403,17 @@ class LocalBufferPool:
 
     def check_and_update_availability(self) -> None:
         """Recompute availability, eagerly fetching one segment from the global pool."""
-        if self._available:
-            available = self._unavailable_subpartitions == 0
-        elif self._requested >= self.pool_size:
-            available = False
-        else:
+        # Refill up to pool_size while nothing is available: a segment fetched for a waiting
+        # listener (a channel wanting floating buffers) leaves the pool empty, so fetch again.
+        while not self._available and self._requested < self.pool_size:
             segment = self._global.request_segment()
             if segment is None:
                 self._global.wait_for_segment(self)
-                available = False
-            else:
-                self._requested += 1
-                if not self._hand_to_listener(segment):
-                    self._available.append(segment)
-                available = bool(self._available) and self._unavailable_subpartitions == 0
+                break
+            self._requested += 1
+            if not self._hand_to_listener(segment):
+                self._available.append(segment)
+        available = bool(self._available) and self._unavailable_subpartitions == 0
         if available != self._is_available:
             self._is_available = available
             if available:

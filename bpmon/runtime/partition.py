@@ -159,7 +159,7 @@ class ResultPartition:
         May block in the buffer pool (hard backpressure) when a new buffer is needed.
         """
         builder = self._builders[target]
-        if builder.free >= nbytes > 0:
+        if builder.free > nbytes > 0:  # a record that fills the buffer exactly finishes it
             builder.free -= nbytes
             builder.records.append(record)
         else:
@@ -178,7 +178,7 @@ class ResultPartition:
         def emit(record: object, target: int) -> None:
             builder = builders[target]
             left = builder.free - record_bytes
-            if left >= 0:
+            if left > 0:
                 builder.free = left
                 builder.records.append(record)
             else:
@@ -193,7 +193,7 @@ class ResultPartition:
 
         def emit(record: object) -> None:
             left = builder.free - record_bytes
-            if left >= 0:
+            if left > 0:
                 builder.free = left
                 builder.records.append(record)
             else:
@@ -211,7 +211,8 @@ class ResultPartition:
         builder = self._builders[target]
         done, total = 0, len(records)
         while done < total:
-            fit = min(builder.free // record_bytes, total - done)
+            free = builder.free  # the record that would fill it exactly goes the slow way
+            fit = min((free - 1) // record_bytes if free else 0, total - done)
             if fit:
                 builder.records.extend(records[done : done + fit])
                 builder.free -= fit * record_bytes
