@@ -52,6 +52,7 @@ class RemoteInputChannel(InputChannel):
         self.unannounced_credit = 0
         self._queue: deque[Buffer | Event] = deque()
         self.queued_bytes = 0
+        self.queued_buffers = 0  # kept as a count: other threads read it while data arrives
         self.connection: Connection | None = None
         self.sender: SenderView | None = None
         self.released = False
@@ -107,6 +108,7 @@ class RemoteInputChannel(InputChannel):
         if isinstance(item, Buffer):
             self._queue.append(item)
             self.queued_bytes += item.size
+            self.queued_buffers += 1
         elif item.priority:
             self._queue.appendleft(item)
         else:
@@ -163,6 +165,7 @@ class RemoteInputChannel(InputChannel):
         item = self._queue.popleft()
         if isinstance(item, Buffer):
             self.queued_bytes -= item.size
+            self.queued_buffers -= 1
         return item
 
     def has_data(self) -> bool:
@@ -175,7 +178,7 @@ class RemoteInputChannel(InputChannel):
 
     def queue_length(self) -> int:
         """Received buffers not read yet."""
-        return sum(1 for item in self._queue if isinstance(item, Buffer))
+        return self.queued_buffers
 
     def queued_input_bytes(self) -> int:
         """Bytes of the received buffers not read yet."""

@@ -97,7 +97,14 @@ class Task:
         self.service = ServiceTime(spec.cost_of(index), now=clock, sleep=self._sleep)
         self._chunk = self._chunk_size(spec, index)
         self._transform = Transform(spec)
-        self._limiter = RateLimiter(spec.rate or 0, now=clock) if spec.kind == "source" else None
+        # Up to 1 s of records a stall held back are still owed, as Guava's limiter (which
+        # Flink's rate-limited sources use) saves up to 1 s of permits: a backpressured source
+        # stays backpressured instead of being paced into idleness after each freed buffer.
+        self._limiter = (
+            RateLimiter(spec.rate or 0, now=clock, max_catchup_s=1.0)
+            if spec.kind == "source"
+            else None
+        )
         self._gate_turn = 0
         self._checkpoint: CheckpointListener | None = None
         self._pending_trigger: int | None = None

@@ -1,7 +1,9 @@
-"""Fixtures for the runtime tests: network environments that are proven leak-free at teardown."""
+"""Fixtures for the runtime tests: network environments and jobs, proven leak-free at teardown."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -9,8 +11,9 @@ import pytest
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
+from bpmon.runtime.job import STOP_TIMEOUT_S, Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
-from bpmon.scenario import NetworkConfig
+from bpmon.scenario import NetworkConfig, Scenario
 
 
 @pytest.fixture
@@ -50,3 +53,69 @@ def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], li
                 sizes.append(item.size)
                 item.recycle()
     return records, sizes
+
+
+# -- jobs: every job a test starts is proven to end cleanly -----------------------------------
+
+StartJob = Callable[[Scenario], Job]
+StopJob = Callable[[Job], JobResult]
+
+STOP_GRACE_S = STOP_TIMEOUT_S + 0.5
+"""How long stopping a job may take: every thread within 2 s, plus the teardown's own work."""
+
+
+def end_cleanly(job: Job) -> JobResult:
+    """Stop ``job`` and prove it ended as the design demands.
+
+    Within :data:`STOP_GRACE_S`, every segment is back in its pool (``result.leaks == ()``) and
+    none of the job's subtask threads is alive. The thread check reads ``threading.enumerate()``
+    rather than trusting the job's own report (other jobs may run threads of the same names).
+    """
+    began = time.monotonic()
+    result = job.stop()
+    took = time.monotonic() - began
+    own = {id(task.thread) for task in job.all_tasks()}
+    alive = sorted(t.name for t in threading.enumerate() if id(t) in own)
+    assert result.leaks == (), f"{job.name}: {result.leaks}"
+    assert alive == [], f"{job.name}: task threads still alive after stop: {alive}"
+    assert took <= STOP_GRACE_S, f"{job.name}: stopping took {took:.2f} s"
+    return result
+
+
+class _Jobs:
+    """The jobs a test (or a test module) started; :meth:`close` ends each one cleanly."""
+
+    def __init__(self) -> None:
+        self.started: list[Job] = []
+
+    def start(self, scenario: Scenario) -> Job:
+        job = Job(scenario)
+        self.started.append(job)
+        job.start()
+        return job
+
+    def close(self) -> None:
+        for job in self.started:
+            end_cleanly(job)
+
+
+@pytest.fixture(scope="session")
+def stop_job() -> StopJob:
+    """``stop_job(job)``: stop it and assert no leak, no live task thread, stopped in time."""
+    return end_cleanly
+
+
+@pytest.fixture
+def start_job() -> Iterator[StartJob]:
+    """``start_job(scenario)``: build and start a Job; at teardown each is ended cleanly."""
+    jobs = _Jobs()
+    yield jobs.start
+    jobs.close()
+
+
+@pytest.fixture(scope="module")
+def start_module_job() -> Iterator[StartJob]:
+    """As :func:`start_job`, for jobs shared by the tests of one module (one warm-up)."""
+    jobs = _Jobs()
+    yield jobs.start
+    jobs.close()
