@@ -121,7 +121,7 @@ class PySpySampler:
                 the samples could not be read.
         """
         self._check_alive()
-        self.dump()  # fail before the schedule starts (not Python, ptrace, py-spy missing)
+        self._first_dump()
         failures: list[CollectorError] = []
 
         def take() -> Snapshot | None:
@@ -148,6 +148,20 @@ class PySpySampler:
                 "(--pause) to read a stopped target"
             )
         return burst
+
+    def _first_dump(self, attempts: int = 3) -> None:
+        """Fail before the schedule starts (not Python, ptrace, py-spy missing).
+
+        A torn read of a busy target is transient: retried, as the samples of a burst are.
+        """
+        for attempt in range(attempts):
+            try:
+                self.dump()
+                return
+            except _UnreadableSampleError:
+                if attempt == attempts - 1:
+                    raise
+                self._sleep(0.05)
 
     def sample(self) -> Snapshot:
         """One sample now: every thread's state, read by one ``py-spy dump``."""

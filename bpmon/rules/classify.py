@@ -167,12 +167,23 @@ def _mean_rate(subs: list[SubtaskWindow]) -> float:
 
 
 def _time_per_record(subs: list[SubtaskWindow]) -> float:
-    """Seconds of busy time per input record over ``subs`` (inf when busy with no records)."""
-    busy = sum(blended_busy(s) or 0.0 for s in subs)
+    """Seconds of busy time per input record over ``subs`` (inf when busy with no records).
+
+    Busy time comes from the time accounting when the target has it: it is continuous, while a
+    50 ms sample grid can alias with periodic work (a subtask woken by its producer's 100 ms
+    flusher may show no busy sample at all though it is 20% busy).
+    """
+    busy = sum(_busy_for_cost(s) for s in subs)
     records = sum(s.records_in_per_s or 0.0 for s in subs)
     if records <= 0:
         return float("inf") if busy > 0 else 0.0
     return busy / records
+
+
+def _busy_for_cost(sw: SubtaskWindow) -> float:
+    if sw.busy_time_ratio is not None:
+        return sw.busy_time_ratio
+    return blended_busy(sw) or 0.0
 
 
 def _ms(seconds: float) -> str:

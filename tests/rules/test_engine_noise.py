@@ -39,6 +39,13 @@ def idler(rng: random.Random, i: int, rate: float, tm: int = 0) -> SubtaskWindow
                in_pool=rng.uniform(0.0, 0.2), drift=rng.uniform(-0.1, 0.1))  # fmt: skip
 
 
+def cold(rng: random.Random, i: int, rate: float, cost_s: float, tm: int = 0) -> SubtaskWindow:
+    """A subtask of a keyed operator that gets few records: busy in proportion to them."""
+    busy = rate * cost_s * rng.uniform(0.7, 1.3)
+    return sub(i, busy=busy, rin=_jit(rng, rate), rout=_jit(rng, rate), tm=tm,
+               in_pool=rng.uniform(0.0, 0.2), drift=rng.uniform(-0.05, 0.05))  # fmt: skip
+
+
 def _jit(rng: random.Random, rate: float) -> float:
     return rate * rng.uniform(0.95, 1.05)
 
@@ -70,7 +77,7 @@ def hot_key(rng: random.Random) -> Observation:
     return observation(
         vertex("source", *sources, kind="source"),
         vertex("count-by-user", bottleneck(rng, 0, 2500),
-               *(idler(rng, i, 242, tm=i % 2) for i in range(1, 4)),
+               *(cold(rng, i, 242, 0.91 / 2500, tm=i % 2) for i in range(1, 4)),
                inputs=[edge("source", "hash")]),
         vertex("sink", idler(rng, 0, 3226), inputs=[edge("count-by-user")], kind="sink"),
     )  # fmt: skip
