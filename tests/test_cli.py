@@ -45,20 +45,7 @@ METRIC_KEYS = (
 VERTEX_KEYS = ("name", "parallelism", "level", "ratio", *METRIC_KEYS, "inputs", "subtasks")
 SUBTASK_KEYS = ("index", "level", "ratio", *METRIC_KEYS)
 CAUSE_KEYS = ("vertex", "kind", "subtasks", "confidence", "evidence", "recommendation")
-TOPOLOGY = r"""
-name = "etl"
-[[operators]]
-name = "ingest"
-threads = '^ingest-\d+$'
-[[operators]]
-name = "transform"
-threads = '^transform-\d+$'
-inputs = [{ from = "ingest" }]
-[[operators]]
-name = "upload"
-threads = '{upload}'
-inputs = [{ from = "transform" }]
-"""
+TOPOLOGY = (Path(__file__).parent / "collectors" / "etl-topology.toml").read_text()
 VALID_SCENARIO = """
 name = "tiny"
 [[operators]]
@@ -551,7 +538,7 @@ def etl_report(
 ) -> tuple[dict[str, Any], Path]:
     """``bpmon monitor --topology etl.toml --samples 40 --interval-ms 50 --json`` on it."""
     work = tmp_path_factory.mktemp("monitor")
-    (work / "etl.toml").write_text(TOPOLOGY.replace("{upload}", r"^upload-\d+$"))
+    (work / "etl.toml").write_text(TOPOLOGY)
     args = ("--topology", "etl.toml", "--samples", "40", "--interval-ms", "50", "--json")
     out = monitor(bpmon_bin, pipeline, work, *args)
     assert out.code == 0, out.stderr
@@ -607,7 +594,7 @@ def test_monitor_without_topology_still_names_the_busy_stage_with_less_confidenc
 def test_monitor_with_a_thread_pattern_that_matches_nothing_names_it(
     bpmon_bin: Path, pipeline: int, tmp_path: Path
 ) -> None:
-    (tmp_path / "etl.toml").write_text(TOPOLOGY.replace("{upload}", r"^uploader-\d+$"))
+    (tmp_path / "etl.toml").write_text(TOPOLOGY.replace(r"'^upload-\d+$'", r"'^uploader-\d+$'"))
     out = monitor(bpmon_bin, pipeline, tmp_path, "--topology", "etl.toml", "--samples", "3")
     assert out.code != 0
     assert "Traceback" not in out.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -13,20 +14,7 @@ from bpmon.errors import ConfigError
 from bpmon.model import Edge
 from bpmon.scenario import parse_topology
 
-ETL = r"""
-name = "etl"
-[[operators]]
-name = "ingest"
-threads = '^ingest-\d+$'
-[[operators]]
-name = "transform"
-threads = '^transform-\d+$'
-inputs = [{ from = "ingest" }]
-[[operators]]
-name = "upload"
-threads = '^upload-\d+$'
-inputs = [{ from = "transform" }]
-"""
+ETL = (Path(__file__).parent / "etl-topology.toml").read_text()
 
 START = datetime(2026, 11, 22, 10, 15, 2, tzinfo=UTC)
 

@@ -19,20 +19,7 @@ from bpmon.errors import CollectorError, PermissionDeniedError, TargetNotFoundEr
 from bpmon.scenario import parse_topology
 
 PIPELINE = Path(__file__).with_name("queue_pipeline.py")
-TOPOLOGY = r"""
-name = "etl"
-[[operators]]
-name = "ingest"
-threads = '^ingest-\d+$'
-[[operators]]
-name = "transform"
-threads = '^transform-\d+$'
-inputs = [{ from = "ingest" }]
-[[operators]]
-name = "upload"
-threads = '^upload-\d+$'
-inputs = [{ from = "transform" }]
-"""
+TOPOLOGY = (Path(__file__).parent / "etl-topology.toml").read_text()
 
 
 @pytest.fixture(scope="module")
