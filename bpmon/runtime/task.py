@@ -35,7 +35,8 @@ from bpmon.runtime.routing import Output
 from bpmon.scenario import OperatorSpec
 
 SOURCE_CHUNK = 64
-"""Records a source emits between two looks at its mailbox and its outputs."""
+"""Records a source emits between two looks at its mailbox and its outputs (fewer when that many
+would fill more than about one buffer: see ``Task._chunk_size``)."""
 
 
 class CheckpointListener(Protocol):
@@ -181,7 +182,7 @@ class Task:
             if not self._outputs_available():
                 self.wait_for_output()
                 continue
-            count = limiter.permits(SOURCE_CHUNK)
+            count = limiter.permits(min(SOURCE_CHUNK, self._chunk))
             if count == 0:
                 self.wait_for_input(limiter.time_until_next())
                 continue
