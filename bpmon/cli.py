@@ -176,8 +176,8 @@ def _run(
         transient=True,
     )
     task_id = progress.add_task("warming up", total=monitor.samples, start=False)
-    session.start()
     try:
+        session.start()
         with Live(
             _live_view(session, progress),
             console=view,

@@ -50,7 +50,11 @@ class Settings:
 def resolve_scenario(name_or_path: str) -> Scenario:
     """A scenario file by path, or one of the shipped examples by name (``demo``, ``hot-key``)."""
     path = Path(name_or_path)
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:
+        raise ConfigError(f"scenario {name_or_path[:80]!r}: {exc.strerror}") from None
+    if exists:
         return load_scenario(path)
     if name_or_path.removesuffix(".toml") in example_names() and "/" not in name_or_path:
         return load_example(name_or_path)

@@ -241,3 +241,8 @@ def test_monitor_of_a_process_that_exited_is_target_not_found(
     with pytest.raises(TargetNotFoundError, match=f"PID {gone_pid}"):
         monitor_process(gone_pid, samples=3, interval_ms=10, settings=Settings(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_too_long_for_a_path_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="File name too long"):
+        resolve_scenario("a" * 300)

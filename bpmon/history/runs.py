@@ -149,8 +149,11 @@ class RunStore:
             if in_store.is_dir():
                 return in_store
         path = Path(run_id_or_path)
-        if path.exists():
-            return path
+        try:
+            if path.exists():
+                return path
+        except OSError as exc:
+            raise TargetNotFoundError(f"run {text[:80]!r}: {exc.strerror}; {LIST_HINT}") from None
         raise TargetNotFoundError(f"no run {text!r} in {self.root}{self._latest()}; {LIST_HINT}")
 
     def _latest(self, count: int = 3) -> str:

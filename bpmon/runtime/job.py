@@ -76,12 +76,12 @@ class Job:
             op.name: [env.new_condition() for _ in range(op.parallelism)]
             for op in scenario.operators
         }
-        partitions: dict[tuple[str, str], list[ResultPartition]] = {}
+        partitions: dict[tuple[str, int], list[ResultPartition]] = {}  # (consumer, input index)
         outputs: dict[str, list[list[Output]]] = {
             op.name: [[] for _ in range(op.parallelism)] for op in scenario.operators
         }
         for op in scenario.topological_order():
-            for edge in op.inputs:
+            for edge_index, edge in enumerate(op.inputs):
                 up = scenario.operator(edge.source)
                 forward = edge.partitioner == "forward"
                 subpartitions = 1 if forward else op.parallelism
@@ -101,7 +101,7 @@ class Job:
                             part, partitioner, up.record_bytes, 0 if forward else i, rng, edge.skew
                         )
                     )
-                partitions[(up.name, op.name)] = made
+                partitions[(op.name, edge_index)] = made
         for op in scenario.topological_order():
             self.tasks[op.name] = [
                 self._task(
@@ -121,12 +121,12 @@ class Job:
         index: int,
         tm: int,
         condition: threading.Condition,
-        partitions: dict[tuple[str, str], list[ResultPartition]],
+        partitions: dict[tuple[str, int], list[ResultPartition]],
         outputs: list[Output],
     ) -> Task:
         gates = []
-        for edge in op.inputs:
-            producers = partitions[(edge.source, op.name)]
+        for edge_index, edge in enumerate(op.inputs):
+            producers = partitions[(op.name, edge_index)]
             inputs = (
                 [(producers[index], 0)]
                 if edge.partitioner == "forward"
@@ -187,8 +187,8 @@ class Job:
 
     def run(self, duration_s: float | None = None) -> JobResult:
         """Start, run for ``duration_s`` (default: the scenario's), stop; the result."""
-        self.start()
         try:
+            self.start()
             self.wait(self.scenario.duration_s if duration_s is None else duration_s)
         finally:
             result = self.stop()

@@ -27,6 +27,7 @@ from typing import Protocol
 from bpmon.errors import CancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import RateLimiter, ServiceTime
@@ -213,6 +214,8 @@ class Task:
                         item.recycle()
             elif item is not END_OF_PARTITION:
                 self._on_barrier(item, gate_index, channel)
+            elif self._barrier_channels and len(self._barrier_channels) >= self._live_channels():
+                self._complete_alignment()  # the last channel we waited on finished instead
 
     def _process(self, records: list[object]) -> None:
         self.records_in.add(len(records))
@@ -302,6 +305,13 @@ class Task:
         self.account.mark(State.BUSY)
 
     def _until_flush(self) -> float:
+        """How long a wait may last before the flusher is due.
+
+        With ``buffer_timeout_ms = 0`` the loop flushes after every chunk, so nothing is ever
+        pending when the task waits: the wait is bounded only to re-check its conditions.
+        """
+        if self._flush_interval <= 0:
+            return 0.1
         return self._next_flush - self._clock()
 
     def _input_or_mail(self) -> bool:
@@ -369,7 +379,13 @@ class Task:
 
     @staticmethod
     def _queued_input_bytes(gate: InputGate) -> int:
-        return sum(channel.queued_input_bytes() for channel in gate.channels)
+        """In-flight input an unaligned barrier overtakes: remote channels only, as a local
+        channel's data is the producer's output, which the producer already counted."""
+        return sum(
+            channel.queued_input_bytes()
+            for channel in gate.channels
+            if isinstance(channel, RemoteInputChannel)
+        )
 
     def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
         if self._checkpoint is not None:
