@@ -86,6 +86,7 @@ class LinkTimer:
         self._seq = 0
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self.error: BaseException | None = None
 
     def call_at(self, when: float, callback: Callable[[], None]) -> None:
         """Run ``callback`` at ``when`` (lock held by the caller)."""
@@ -114,11 +115,14 @@ class LinkTimer:
 
     def _run(self) -> None:
         with self._cond:
-            while not self._stopped:
-                self.wait_for_link()
-                now = self._clock()
-                while self._heap and self._heap[0][0] <= now and not self._stopped:
-                    heapq.heappop(self._heap)[2]()
+            try:
+                while not self._stopped:
+                    self.wait_for_link()
+                    now = self._clock()
+                    while self._heap and self._heap[0][0] <= now and not self._stopped:
+                        heapq.heappop(self._heap)[2]()
+            except BaseException as exc:  # a dead timer would freeze its links: say so
+                self.error = exc
 
     def wait_for_link(self) -> None:
         """Wait until the earliest callback is due (the link timer's only waiting point)."""

@@ -200,4 +200,6 @@ class NetworkEnvironment:
                 )
         if self._timer.alive:
             problems.append("the link timer thread is still running")
+        if self._timer.error is not None:
+            problems.append(f"the link timer failed: {self._timer.error!r}")
         return problems
