@@ -28,6 +28,7 @@ class TaskMetrics:
     records_in_per_s: float  # numRecordsInPerSecond
     records_out_per_s: float  # numRecordsOutPerSecond
     buffers_out: int  # numBuffersOut
+    buffers_out_per_s: float  # numBuffersOutPerSecond
     out_pool_usage: float | None  # outPoolUsage (None for a sink: no result partition)
     in_pool_usage: float | None  # inPoolUsage (None for a source: no input gate)
     input_floating_usage: float | None  # inputFloatingBuffersUsage
@@ -47,6 +48,7 @@ class TaskMetrics:
             "numRecordsInPerSecond": self.records_in_per_s,
             "numRecordsOutPerSecond": self.records_out_per_s,
             "numBuffersOut": float(self.buffers_out),
+            "numBuffersOutPerSecond": self.buffers_out_per_s,
             "outPoolUsage": self.out_pool_usage,
             "inPoolUsage": self.in_pool_usage,
             "inputFloatingBuffersUsage": self.input_floating_usage,
@@ -78,6 +80,7 @@ def task_metrics(task: Task) -> TaskMetrics:
         records_in_per_s=task.records_in.per_second(),
         records_out_per_s=task.records_out.per_second(),
         buffers_out=out.buffers_out,
+        buffers_out_per_s=task.buffers_out.per_second(),
         out_pool_usage=out.out_pool_usage if has_out else None,
         in_pool_usage=inputs.in_pool_usage if has_in else None,
         input_floating_usage=inputs.floating_usage if has_in else None,

@@ -96,6 +96,8 @@ class Task:
         self.account = TimeAccount(now=clock)
         self.records_in = RateMeter(now=clock)
         self.records_out = RateMeter(now=clock)
+        self.buffers_out = RateMeter(now=clock)
+        self._buffers_counted = 0
         self.service = ServiceTime(spec.cost_of(index), now=clock, sleep=self._sleep)
         self._chunk = self._chunk_size(spec, index)
         self._transform = Transform(spec)
@@ -250,6 +252,10 @@ class Task:
 
     def _housekeeping(self) -> None:
         self._check_cancel()
+        finished = sum(output.partition.buffers_out for output in self.outputs)
+        if finished != self._buffers_counted:
+            self.buffers_out.add(finished - self._buffers_counted)
+            self._buffers_counted = finished
         if self._pending_trigger is not None:
             self._inject_barrier()
         if self._clock() >= self._next_flush:

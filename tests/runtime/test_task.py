@@ -350,3 +350,28 @@ def test_overdraft_buffers_let_a_big_record_finish_without_blocking(
     assert 0 < max(drawn["with"]) <= 5  # max_overdraft_buffers_per_gate
     assert hard.hard_backpressured_ms_per_s >= 200
     assert max(drawn["without"]) == 0
+
+
+BUFFERS = """
+name = "buffers"
+[network]
+task_managers = 1
+[[operators]]
+name = "source"
+kind = "source"
+rate = 2000
+record_bytes = 1000
+[[operators]]
+name = "sink"
+kind = "sink"
+inputs = [{ from = "source" }]
+"""
+
+
+def test_buffers_out_per_second_follows_the_bytes_written(start_job: StartJob) -> None:
+    """2,000 records/s of 1,000 bytes fill a 32 KiB buffer about 61 times a second."""
+    job = start_job(parse_scenario(BUFFERS))
+    time.sleep(3.5)
+    (source,) = job_metrics(job.tasks)["source"]
+    assert 45 <= source.buffers_out_per_s <= 80, source.buffers_out_per_s
+    assert source.as_flink()["numBuffersOutPerSecond"] == source.buffers_out_per_s
