@@ -22,13 +22,21 @@ import heapq
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.partition import Event, PipelinedSubpartition
 
 if TYPE_CHECKING:
     from bpmon.runtime.credit import RemoteInputChannel
+
+
+class _Payload(NamedTuple):
+    """A buffer's content on a ``tcp`` wire: its segment went back to the sender already."""
+
+    records: list[object]
+    size: int
+
 
 TCP_WINDOW_SEGMENTS = 1
 """Data a ``tcp`` connection holds on the wire (socket buffers), in segments.
@@ -166,14 +174,12 @@ class Connection:
         self._pumping = False
         self._timer_pending = False
         self._link_free_at = 0.0
-        self._wire: deque[tuple[SenderView, Buffer | Event]] = deque()
+        self._wire: deque[tuple[SenderView, _Payload | Event]] = deque()
         self._wire_bytes = 0
         self._window = TCP_WINDOW_SEGMENTS * segment_size
         self.stalled = False
         self.closed = False
         self.views: list[SenderView] = []
-        self.bytes_sent = 0
-        self.buffers_sent = 0
 
     def register(
         self, subpartition: PipelinedSubpartition, channel: RemoteInputChannel
@@ -255,11 +261,10 @@ class Connection:
             view.queued = False
             item = view.subpartition.poll()
             if isinstance(item, Buffer):
-                carried = Buffer(-1, item.records, item.size, item.recycler, -1)
                 item.recycle()
                 self._wire_bytes += item.size
                 self._occupy_link(item.size)
-                self._wire.append((view, carried))
+                self._wire.append((view, _Payload(item.records, item.size)))
                 moved = True
             elif item is not None:
                 self._wire.append((view, item))
@@ -285,7 +290,7 @@ class Connection:
                     channel.gate.pool.add_listener(_Unstall(self))
                 return delivered
             wire.popleft()
-            if isinstance(item, Buffer):
+            if isinstance(item, _Payload):
                 self._wire_bytes -= item.size
             delivered = True
         return delivered
@@ -321,8 +326,6 @@ class Connection:
         self.pump()
 
     def _occupy_link(self, size: int) -> None:
-        self.bytes_sent += size
-        self.buffers_sent += 1
         if self._bandwidth > 0:
             start = max(self._clock(), self._link_free_at)
             self._link_free_at = start + size / self._bandwidth

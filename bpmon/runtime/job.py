@@ -34,7 +34,7 @@ STOP_TIMEOUT_S = 2.0
 class JobResult:
     """How a job ended."""
 
-    state: str  # "cancelled" (ran its course or was stopped), "finished" or "failed"
+    state: str  # "cancelled" (ran its course or was stopped) or "failed"
     error: str | None = None
     checkpoints: tuple[CheckpointStats, ...] = ()
     leaks: tuple[str, ...] = field(default_factory=tuple)

@@ -142,7 +142,6 @@ class ResultPartition:
         self._lock = pool.lock
         self._builders = [_Builder() for _ in range(num_subpartitions)]
         self.hard_backpressure: Callable[[bool], None] | None = None
-        self.records_out = 0  # records in finished buffers; updated once per buffer
         self.buffers_out = 0
         self.released = False
 
@@ -276,7 +275,6 @@ class ResultPartition:
         records = builder.records
         size = self.segment_size - builder.free
         builder.segment, builder.records, builder.free = None, [], 0
-        self.records_out += len(records)
         self.buffers_out += 1
         self.subpartitions[target].add(Buffer(segment, records, size, self.pool, target))
 

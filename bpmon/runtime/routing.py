@@ -50,7 +50,6 @@ class Output:
         self._rng = rng
         self._skew = skew or 0.0
         self._emit = partition.writer(record_bytes)
-        self.records_out = 0
 
     @property
     def available(self) -> bool:
@@ -71,7 +70,6 @@ class Output:
                 self.partition.write_all(records, self.record_bytes, target)
         else:
             self._hash(records)
-        self.records_out += len(records)
 
     def _rebalance(self, records: Sequence[object]) -> None:
         n, start = self._n, self._next

@@ -54,7 +54,6 @@ def _route(
         sent, turn = sent + size, turn + 1
         partition.flush_all()
         _drain(env, partition, received)
-    assert output.records_out == total
     return received
 
 
