@@ -28,6 +28,7 @@ from bpmon.errors import CancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
+from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import RateLimiter, ServiceTime
@@ -101,6 +102,7 @@ class Task:
         self.service = ServiceTime(spec.cost_of(index), now=clock, sleep=self._sleep)
         self._chunk = self._chunk_size(spec, index)
         self._transform = Transform(spec)
+        self._fault = InjectedFault.of(spec.fail, index, self.name, clock)
         # Up to 1 s of records a stall held back are still owed, as Guava's limiter (which
         # Flink's rate-limited sources use) saves up to 1 s of permits: a backpressured source
         # stays backpressured instead of being paced into idleness after each freed buffer.
@@ -146,6 +148,8 @@ class Task:
         """Start the task's thread."""
         self._checkpoint = checkpoint
         self._next_flush = self._clock() + self._flush_interval
+        if self._fault is not None:
+            self._fault.start()
         self.thread.start()
 
     def trigger_checkpoint(self, checkpoint_id: int) -> None:
@@ -189,6 +193,8 @@ class Task:
             if count == 0:
                 self.wait_for_input(limiter.time_until_next())
                 continue
+            if self._fault is not None:
+                count = self._fault.allow(count)
             records = list(range(next_record, next_record + count))
             next_record += count
             self.service.charge(count)
@@ -226,6 +232,8 @@ class Task:
             if not self._outputs_available():
                 self.wait_for_output()
             part = records[done : done + chunk] if total > chunk else records
+            if self._fault is not None:
+                part = part[: self._fault.allow(len(part))]
             self.service.charge(len(part))
             self._emit(self._transform.apply(part))
             done += len(part)
@@ -252,6 +260,8 @@ class Task:
 
     def _housekeeping(self) -> None:
         self._check_cancel()
+        if self._fault is not None:
+            self._fault.check()
         finished = sum(output.partition.buffers_out for output in self.outputs)
         if finished != self._buffers_counted:
             self.buffers_out.add(finished - self._buffers_counted)

@@ -20,6 +20,7 @@ from bpmon.scenario.spec import (
     KINDS,
     PARTITIONERS,
     Exchange,
+    FailSpec,
     InputSpec,
     OperatorKind,
     OperatorSpec,
@@ -39,9 +40,12 @@ OPERATOR_KEYS = (
     "fanout",
     "selectivity",
     "slow_subtasks",
+    "fail",
     "inputs",
 )
-TOPOLOGY_OPERATOR_KEYS = (*OPERATOR_KEYS, "threads")
+TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
+FAIL_KEYS = ("after_records", "after_s", "subtask")
+FAIL_EXAMPLE = "fail = { after_records = 1000 } or fail = { after_s = 2.5, subtask = 0 }"
 INPUT_KEYS = ("from", "partitioner", "exchange", "skew")
 KIND_KEYS = {"rate": "source", "fanout": "flatmap", "selectivity": "filter"}
 """Keys that only one kind of operator may have."""
@@ -106,6 +110,11 @@ def _read_draft(table: Table, seen: Mapping[str, int], topology: bool) -> Operat
         raise table.error(
             'key "threads" is only valid in topology files (bpmon monitor --topology); '
             "the runtime names its threads itself"
+        )
+    if topology and table.has("fail"):
+        raise table.error(
+            'key "fail" is only valid in scenario files: it makes the runtime fail a subtask, '
+            "and bpmon monitor does not run the process it watches"
         )
     table.check_keys(TOPOLOGY_OPERATOR_KEYS if topology else OPERATOR_KEYS)
     kind = table.string("kind", KINDS)
@@ -180,6 +189,7 @@ def finish_operator(
         slow_subtasks=_read_slow_subtasks(table, draft.parallelism),
         inputs=inputs,
         threads=_read_threads(table) if topology else None,
+        fail=_read_fail(table, draft.parallelism),
     )
 
 
@@ -199,6 +209,30 @@ def _read_slow_subtasks(table: Table, parallelism: int) -> Mapping[int, float]:
         multiplier = slow.number(key, 0.0, above_minimum=True)
         result[int(key)] = cast(float, multiplier)
     return MappingProxyType(result)
+
+
+def _read_fail(table: Table, parallelism: int) -> FailSpec | None:
+    """The ``fail`` inline table: one trigger (records or seconds) and an optional subtask."""
+    data = table.table("fail")
+    if data is None:
+        return None
+    fail = Table(data, f"{table.where}: fail")
+    fail.check_keys(FAIL_KEYS)
+    after_records = fail.integer("after_records", minimum=0)
+    after_s = fail.number("after_s", 0.0)
+    if (after_records is None) == (after_s is None):
+        raise fail.error(
+            'expected exactly one of "after_records" (input records, a source: records emitted) '
+            f'and "after_s" (seconds after the subtask started), e.g. {FAIL_EXAMPLE}'
+        )
+    subtask = fail.integer("subtask", minimum=0)
+    if subtask is not None and subtask >= parallelism:
+        raise fail.key_error(
+            "subtask",
+            f"a subtask index from 0 to {parallelism - 1} (the operator's parallelism is "
+            f"{parallelism}); leave it out to fail every subtask",
+        )
+    return FailSpec(after_records=after_records, after_s=after_s, subtask=subtask)
 
 
 def _read_threads(table: Table) -> str | None:

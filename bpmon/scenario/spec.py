@@ -44,6 +44,31 @@ class InputSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class FailSpec:
+    """The ``fail`` key of an operator: a failure injected the way a bug in user code fails.
+
+    The chosen subtasks raise a plain ``RuntimeError`` in their own thread, which fails the job
+    through the same path as any operator that raises. Exactly one trigger is set.
+
+    Attributes:
+        after_records: raise once the subtask has processed this many input records (a source:
+            emitted this many records); 0 raises before the first one.
+        after_s: raise at the subtask's first step at least this many seconds after its thread
+            started (a step: a chunk of records, or a turn of its loop, which an idle task takes
+            at least every buffer timeout; a backpressured one, once its output is available).
+        subtask: only this subtask index fails; ``None``: every subtask of the operator.
+    """
+
+    after_records: int | None = None
+    after_s: float | None = None
+    subtask: int | None = None
+
+    def applies_to(self, index: int) -> bool:
+        """Whether subtask ``index`` fails."""
+        return self.subtask is None or self.subtask == index
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorSpec:
     """One operator (job vertex) and how fast it is.
 
@@ -63,6 +88,7 @@ class OperatorSpec:
         slow_subtasks: per-subtask multiplier of ``cost_us`` (a slow machine).
         inputs: the input edges; empty for a source.
         threads: topology files only: regex over thread names; ``None`` = the runtime's naming.
+        fail: scenario files only: an injected failure (tests and demos of a failing job).
     """
 
     name: str
@@ -76,6 +102,7 @@ class OperatorSpec:
     slow_subtasks: Mapping[int, float] = field(default_factory=dict, hash=False)
     inputs: tuple[InputSpec, ...] = ()
     threads: str | None = None
+    fail: FailSpec | None = None
 
     def cost_of(self, index: int) -> float:
         """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from bpmon.errors import InsufficientBuffersError, JobError
+from bpmon.runtime.accounting import State
 from bpmon.runtime.checkpoint import CheckpointStats
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputChannel, LocalInputChannel
 from bpmon.runtime.job import Job, JobResult
-from bpmon.runtime.operators import Transform
 from bpmon.scenario import Scenario, parse_scenario
 
 StartJob = Callable[[Scenario], Job]
@@ -203,23 +203,8 @@ def test_too_few_buffers_fail_clearly_before_any_thread_starts() -> None:
     assert set(threading.enumerate()) <= before
 
 
-def _fail_in(kind: str, monkeypatch: pytest.MonkeyPatch, after_s: float = 0.0) -> None:
-    """Make every ``kind`` operator raise RuntimeError("boom") once ``after_s`` have passed.
-
-    The runtime has no user code; the transform is where user code would run, so a raise there
-    takes the real failure path of a task.
-    """
-    original = Transform.apply
-    deadline = time.monotonic() + after_s
-
-    def apply(self: Transform, records: Sequence[object]) -> Sequence[object]:
-        if self.kind == kind and time.monotonic() >= deadline:
-            raise RuntimeError("boom")
-        return original(self, records)
-
-    monkeypatch.setattr(Transform, "apply", apply)
-
-
+# A failing task is injected with the scenario key ``fail`` (tests/runtime/test_faults.py): the
+# subtask raises a plain RuntimeError in its own thread, the path a bug in user code takes.
 FAILING = """
 name = "failing"
 
@@ -232,6 +217,7 @@ rate = 2000
 name = "enrich"
 kind = "map"
 parallelism = 2
+fail = { after_records = 100 }
 inputs = [{ from = "source", partitioner = "rebalance" }]
 
 [[operators]]
@@ -241,17 +227,19 @@ inputs = [{ from = "enrich", partitioner = "rebalance" }]
 """
 
 
-def test_a_task_that_raises_fails_the_job(
-    stop_job: StopJob, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _fail_in("map", monkeypatch)
+def test_a_task_that_raises_fails_the_job(stop_job: StopJob) -> None:
     job = Job(parse_scenario(FAILING))
     began = time.monotonic()
     result = job.run(30)
-    assert time.monotonic() - began < 5, "run() did not return when a task failed"
+    # run() returned because of the failure, not at the end of its 30 s
+    assert time.monotonic() - began < 30, "run() did not return when a task failed"
     assert result.state == "failed"
     assert result.error is not None
-    assert re.fullmatch(r"subtask 'enrich \([12]/2\)' failed: RuntimeError: boom", result.error)
+    assert re.fullmatch(
+        r"subtask 'enrich \(([12])/2\)' failed: RuntimeError: injected failure: "
+        r"enrich \(\1/2\) processed 100 records \(scenario key fail.after_records\)",
+        result.error,
+    ), result.error
     assert job.failed
     stop_job(job)
 
@@ -261,6 +249,7 @@ name = "blocked"
 
 [network]
 task_managers = 1
+max_overdraft_buffers_per_gate = 0
 
 [[operators]]
 name = "source"
@@ -278,25 +267,41 @@ inputs = [{ from = "source" }]
 name = "store"
 kind = "sink"
 cost_us = 2000
+fail = { after_records = 1500 }
 inputs = [{ from = "explode" }]
 """
+"""The sink serves at most 500 records/s, so it cannot fail before 3 s; the source and explode,
+unlimited and with no overdraft buffers, block long before."""
+
+
+def _wait_for_states(job: Job, states: dict[str, State], timeout: float = 60.0) -> bool:
+    """Poll until every named subtask is in its state at once (or the job failed)."""
+    tasks = {t.name: t for t in job.all_tasks()}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not job.failed:
+        if all(tasks[name].account.state is state for name, state in states.items()):
+            return True
+        time.sleep(0.005)
+    return False
 
 
 @pytest.mark.slow
-def test_a_failure_while_everything_upstream_is_blocked(
-    stop_job: StopJob, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The sink dies after 1.5 s, when explode is hard-blocked in a buffer request and the source
-    soft-blocked: the job still fails promptly and gives every buffer back."""
-    _fail_in("sink", monkeypatch, after_s=1.5)
+def test_a_failure_while_everything_upstream_is_blocked(stop_job: StopJob) -> None:
+    """The sink dies after 1,500 records, once explode is blocked inside a buffer request and the
+    source waits for an available output: the job still fails and gives every buffer back."""
     job = Job(parse_scenario(BLOCKED))
     job.start()
     try:
-        assert job.wait(10), "the sink's failure did not reach the job"
+        blocked = {"explode (1/1)": State.HARD_BP, "source (1/1)": State.SOFT_BP}
+        assert _wait_for_states(job, blocked), "upstream never blocked before the failure"
+        assert job.wait(60), "the sink's failure did not reach the job"
     finally:
         result = stop_job(job)
     assert result.state == "failed"
-    assert result.error == "subtask 'store (1/1)' failed: RuntimeError: boom"
+    assert result.error == (
+        "subtask 'store (1/1)' failed: RuntimeError: injected failure: store (1/1) processed "
+        "1500 records (scenario key fail.after_records)"
+    )
 
 
 CTRL_C = """
