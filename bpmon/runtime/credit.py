@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from bpmon.runtime.buffers import Buffer, NetworkBufferPool, Recycler
+from bpmon.runtime.buffers import Buffer, Recycler
 from bpmon.runtime.gate import InputChannel, InputGate
+from bpmon.runtime.network_pool import NetworkBufferPool
 from bpmon.runtime.partition import Event
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from bpmon.runtime.buffers import Buffer, LocalBufferPool
+from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.local_pool import LocalBufferPool
 from bpmon.runtime.partition import END_OF_PARTITION, Event, PipelinedSubpartition
 
 

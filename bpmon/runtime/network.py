@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from bpmon.runtime.buffers import NetworkBufferPool
 from bpmon.runtime.connection import Connection, LinkTimer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate, LocalInputChannel
+from bpmon.runtime.network_pool import NetworkBufferPool
 from bpmon.runtime.partition import ResultPartition
 from bpmon.scenario import NetworkConfig
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bpmon.errors import ConfigError
-from bpmon.runtime.buffers import Buffer, LocalBufferPool
+from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.local_pool import LocalBufferPool
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,7 +112,7 @@ def test_runtime_waits_and_the_service_time_settled_before_them() -> None:
     assert classify("bpmon-runtime", COND_WAIT, f"{rt}/task.py:Task.wait_for_output", main) == (
         "backpressured"
     )
-    request = f"{rt}/buffers.py:LocalBufferPool.request_buffer_builder_blocking"
+    request = f"{rt}/local_pool.py:LocalBufferPool.request_buffer_builder_blocking"
     assert classify("bpmon-runtime", COND_WAIT, request, main) == "backpressured"
     serve = (f"{rt}/pacing.py:ServiceTime._serve", f"{rt}/pacing.py:ServiceTime.settle")
     assert classify("bpmon-runtime", *serve, wait_in, main) == "busy"

@@ -31,10 +31,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from bpmon.runtime.buffers import Buffer, NetworkBufferPool
+from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
+from bpmon.runtime.network_pool import NetworkBufferPool
 from bpmon.runtime.partition import END_OF_PARTITION, Event, ResultPartition
 from bpmon.scenario import FlowControl, NetworkConfig
 

@@ -22,7 +22,8 @@ from hypothesis.stateful import (
 )
 
 from bpmon.errors import InsufficientBuffersError
-from bpmon.runtime.buffers import LocalBufferPool, NetworkBufferPool
+from bpmon.runtime.local_pool import LocalBufferPool
+from bpmon.runtime.network_pool import NetworkBufferPool
 
 SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None)
 
