@@ -1,53 +1,146 @@
-"""Where the user-editable data folders are: ``rules/``, ``collectors/``, ``dashboards/``.
+"""One lookup for bpmon's data files: a user's override folder first, then the shipped defaults.
 
-They live at the top of a checkout (monitoring-mixin style: data users edit, beside the code), and a
-wheel installs them under ``<prefix>/share/bpmon/``. This module finds them in both cases, so a
-profile or rule file is looked up the same way whether bpmon runs from a clone or from a wheel.
+The data users edit lives at the top of the repository, beside the code (monitoring-mixin style):
+``rules/`` (diagnosis thresholds) and ``collectors/`` (collector profiles). They ship *inside* the
+package as ``bpmon/data/KIND/``: in git those two entries are symlinks to the top-level folders, and
+building a wheel or an sdist copies the files through them. The shipped defaults are therefore
+package resources, read through :mod:`importlib.resources`, and found the same way from a clone
+(editable install), a wheel, a ``pip install --user`` and the Docker image.
+
+A user overrides any shipped file without touching the install: ``KIND/NAME.toml`` in the override
+folder wins over the shipped one. The override folder is the one given to :func:`set_data_dir` (the
+CLI's ``--data-dir``), else ``$BPMON_DATA_DIR``, else there is none. A name given as a path to an
+existing ``.toml`` file is used as is.
 """
 
 from __future__ import annotations
 
-import sys
+import atexit
+import contextlib
+import os
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
 from bpmon.errors import ConfigError
 
-DataKind = Literal["rules", "collectors", "dashboards"]
+DataKind = Literal["rules", "collectors"]
+"""The kinds of data file bpmon ships, each a folder of ``NAME.toml`` files."""
 
-_CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR_ENV = "BPMON_DATA_DIR"
+"""The environment variable naming the override folder (below an explicit :func:`set_data_dir`)."""
+
+_explicit: Path | None = None
+_extracted: contextlib.ExitStack | None = None
 
 
-def data_dir(kind: DataKind) -> Path:
-    """The folder holding bpmon's shipped ``kind`` files (checkout first, then the install)."""
-    candidates = [
-        _CHECKOUT_ROOT / kind,
-        Path(sys.prefix) / "share" / "bpmon" / kind,
-        Path(sys.base_prefix) / "share" / "bpmon" / kind,
-    ]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    raise ConfigError(
-        f"bpmon's {kind}/ folder was not found (looked in {candidates[0]} and "
-        f"{candidates[1]}); reinstall bpmon or pass the file explicitly"
-    )
+def set_data_dir(path: str | Path | None) -> None:
+    """Use ``path`` as the override folder for every later lookup (the CLI's ``--data-dir``).
+
+    It takes precedence over ``$BPMON_DATA_DIR``; ``None`` goes back to the environment variable.
+
+    Raises:
+        ConfigError: ``path`` is not an existing folder.
+    """
+    global _explicit
+    if path is None:
+        _explicit = None
+        return
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"--data-dir {folder}: not a folder; create it (with rules/ or collectors/ inside, "
+            "holding NAME.toml files) or drop the option"
+        )
+    _explicit = folder
+
+
+def override_dir() -> Path | None:
+    """The user's override folder: :func:`set_data_dir`'s, else ``$BPMON_DATA_DIR``'s, else None.
+
+    Raises:
+        ConfigError: ``$BPMON_DATA_DIR`` is set but is not an existing folder.
+    """
+    if _explicit is not None:
+        return _explicit
+    value = os.environ.get(DATA_DIR_ENV, "")
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{DATA_DIR_ENV}={value}: not a folder; create it (with rules/ or collectors/ inside, "
+            f"holding NAME.toml files) or unset {DATA_DIR_ENV}"
+        )
+    return folder
+
+
+def shipped_dir(kind: DataKind) -> Traversable:
+    """The package resource folder holding bpmon's shipped ``kind`` files (``bpmon/data/KIND``)."""
+    return resources.files("bpmon").joinpath("data", kind)
+
+
+def data_names(kind: DataKind, suffix: str = ".toml") -> list[str]:
+    """Every name :func:`data_file` resolves for ``kind``: the override folder's and the shipped."""
+    names: set[str] = set()
+    override = override_dir()
+    if override is not None and (override / kind).is_dir():
+        names.update(p.stem for p in (override / kind).glob(f"*{suffix}") if p.is_file())
+    shipped = shipped_dir(kind)
+    if shipped.is_dir():
+        names.update(
+            entry.name.removesuffix(suffix)
+            for entry in shipped.iterdir()
+            if entry.name.endswith(suffix) and entry.is_file()
+        )
+    return sorted(names)
 
 
 def data_file(kind: DataKind, name: str, suffix: str = ".toml") -> Path:
-    """A shipped data file by name (``python-queue`` -> ``collectors/python-queue.toml``).
+    """The file for ``name`` (``python-queue`` -> ``collectors/python-queue.toml``).
 
-    A ``name`` that is an existing path is returned as is, so users can pass their own files.
+    Looked up in the override folder's ``KIND/`` first, then among the shipped files. A ``name``
+    that is an existing ``suffix`` file is used as is, so users can pass their own files; any
+    other name with a folder part is an error, and a bare ``NAME.toml`` is looked up as ``NAME``.
+
+    Raises:
+        ConfigError: no such file; the one-line message says where it looked and what to do.
     """
     as_path = Path(name)
     if as_path.suffix == suffix and as_path.is_file():
         return as_path
-    folder = data_dir(kind)
-    path = folder / f"{name}{suffix}"
-    if not path.is_file():
-        known = sorted(p.stem for p in folder.glob(f"*{suffix}"))
+    if len(as_path.parts) != 1:
         raise ConfigError(
-            f"no {kind} file named {name!r} in {folder}; known: {', '.join(known) or 'none'} "
-            f"(or pass a path to a {suffix} file)"
+            f"no {kind} file named {name}: that path does not exist; check it, or give a name "
+            f"({', '.join(data_names(kind, suffix)) or 'none'})"
         )
-    return path
+    name = name.removesuffix(suffix)
+    override = override_dir()
+    if override is not None and (override / kind / f"{name}{suffix}").is_file():
+        return override / kind / f"{name}{suffix}"
+    shipped = shipped_dir(kind)
+    resource = shipped.joinpath(f"{name}{suffix}")
+    if resource.is_file():
+        return resource if isinstance(resource, Path) else _extract(resource)
+    if not shipped.is_dir():
+        raise ConfigError(
+            f"bpmon's shipped {kind} files are missing (looked in {shipped}); reinstall bpmon, or "
+            f"in a clone check that bpmon/data/{kind} is a symlink to ../../{kind}"
+        )
+    looked = f"{override / kind} and in " if override is not None else ""
+    place = override if override is not None else f"${DATA_DIR_ENV}"
+    raise ConfigError(
+        f"no {kind} file named {name!r} (looked in {looked}{shipped}); known: "
+        f"{', '.join(data_names(kind, suffix)) or 'none'}; put {name}{suffix} in "
+        f"{place}/{kind}/ or pass a path to a {suffix} file"
+    )
+
+
+def _extract(resource: Traversable) -> Path:
+    """A real file for a resource inside a zip; removed when the interpreter exits."""
+    global _extracted
+    if _extracted is None:
+        _extracted = contextlib.ExitStack()
+        atexit.register(_extracted.close)
+    return _extracted.enter_context(resources.as_file(resource))

@@ -1,7 +1,14 @@
-"""Installed from a wheel, bpmon still finds its rules, profiles and example scenarios."""
+"""Installed from a wheel, bpmon still finds its rules, profiles and example scenarios.
+
+The wheel is built from this checkout and installed twice, without the checkout on the path: into a
+fresh venv, and as a ``pip install --user`` (a site folder outside ``sys.prefix``, where a lookup
+under ``<prefix>/share`` or beside the sources would miss). Both must read the shipped files from
+inside the installed package, and ``BPMON_DATA_DIR`` must override a shipped profile.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -11,32 +18,88 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CHECK = """
-from bpmon.datafiles import data_dir
+import bpmon
+from bpmon.datafiles import data_file
 from bpmon.collectors.profile import load_profile
 from bpmon.rules.config import load_rules
-from bpmon.scenario import load_example
-print(data_dir("rules").parent)
+from bpmon.scenario import example_path, load_example
+print(bpmon.__file__)
+print(data_file("rules", "backpressure"))
+print(data_file("collectors", "bpmon-runtime"))
+print(example_path("demo"))
 print(load_profile("bpmon-runtime").name, load_rules().levels.ok_max, load_example("demo").name)
 """
 
 
+def _run(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, env=env, cwd=cwd, check=False
+    )
+    assert done.returncode == 0, f"{argv[:4]} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from this checkout (the data folders reach it through bpmon/data/*)."""
+    out = tmp_path_factory.mktemp("wheels")
+    _run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out)])
+    (built,) = out.glob("bpmon-*.whl")
+    return built
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """The environment without anything that would put the checkout or an override in reach."""
+    unwanted = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "BPMON_DATA_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in unwanted}
+    env.update(extra)
+    return env
+
+
+def _check(python: Path, root: Path, cwd: Path, env: dict[str, str]) -> list[str]:
+    """Run CHECK with ``python``; every file it found must lie under ``root``, none in the repo."""
+    out = _run([str(python), "-c", CHECK], env=env, cwd=cwd).splitlines()
+    for found in out[:4]:
+        assert Path(found).is_relative_to(root), f"{found} is not inside the install {root}"
+        assert not Path(found).resolve().is_relative_to(REPO), f"{found} is the checkout's"
+    return out
+
+
 @pytest.mark.slow
-def test_a_wheel_installs_the_data_folders(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(wheels)],
-        check=True, capture_output=True, timeout=300,
+def test_a_wheel_in_a_fresh_venv_carries_the_data_files(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "env"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
+    out = _check(python, env_dir, tmp_path, _clean_env())
+    assert out[1].endswith("/bpmon/data/rules/backpressure.toml")
+    assert out[4] == "bpmon-runtime 0.1 demo"
+
+
+@pytest.mark.slow
+def test_a_user_install_finds_the_data_and_honours_bpmon_data_dir(
+    wheel: Path, tmp_path: Path
+) -> None:
+    # pip allows --user only where user site-packages are visible: a venv that sees the system's.
+    env_dir = tmp_path / "env"
+    venv.create(env_dir, with_pip=True, system_site_packages=True)
+    python = env_dir / "bin" / "python"
+    user_base = tmp_path / "user"
+    env = _clean_env(PYTHONUSERBASE=str(user_base))
+    _run(
+        [str(python), "-m", "pip", "install", "-q", "--user", "--no-deps",
+         "--no-warn-script-location", str(wheel)],
+        env=env,
     )  # fmt: skip
-    env = tmp_path / "env"
-    venv.create(env, with_pip=True)
-    python = env / "bin" / "python"
-    (wheel,) = wheels.glob("bpmon-*.whl")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    out = subprocess.run(
-        [str(python), "-c", CHECK], check=True, capture_output=True, text=True, cwd=tmp_path
-    ).stdout.splitlines()
-    assert out[0] == str(env / "share" / "bpmon")  # not the checkout's folders
-    assert out[1] == "bpmon-runtime 0.1 demo"
+    out = _check(python, user_base, tmp_path, env)
+    assert out[4] == "bpmon-runtime 0.1 demo"
+
+    # The same install, with a user's copy of a shipped profile in BPMON_DATA_DIR.
+    shipped = Path(out[2]).read_text(encoding="utf-8")
+    mine = tmp_path / "my-data" / "collectors" / "bpmon-runtime.toml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text(shipped.replace('name = "bpmon-runtime"', 'name = "mine"', 1), "utf-8")
+    env["BPMON_DATA_DIR"] = str(tmp_path / "my-data")
+    overridden = _run([str(python), "-c", CHECK], env=env, cwd=tmp_path).splitlines()
+    assert overridden[2] == str(mine)
+    assert overridden[4] == "mine 0.1 demo"
