@@ -7,45 +7,66 @@ exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 1
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.console import Console
 
 import bpmon
-from bpmon.errors import BpmonError, ConfigError
+from bpmon.errors import BpmonError, ConfigError, JobError
+from bpmon.events import Event, JobEnded, JobFailed, LiveSnapshot
+from bpmon.liveview import LiveView
 from bpmon.model import Report
-from bpmon.render import render_json, render_markdown, render_text
+from bpmon.render import (
+    bursts_table,
+    render_json,
+    render_markdown,
+    render_text,
+    runs_table,
+)
 from bpmon.report_json import report_to_dict
-from bpmon.runtime.metrics import TaskMetrics
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
-    RunSession,
     Settings,
     load_report,
     monitor_process,
     resolve_scenario,
+    run_bursts,
+    run_scenario,
     shipped_examples,
+    stored_runs,
 )
+
+EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
+profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
+target cannot be read (no such process, ptrace denied, py-spy failed); 6 a stored report is
+unreadable (it is left as it is); 130 interrupted (the job was stopped cleanly)."""
 
 app = typer.Typer(
     name="bpmon",
     help="Find where a streaming pipeline is backpressured, and why.",
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 RunsDir = Annotated[
     Path,
     typer.Option("--runs-dir", envvar="BPMON_RUNS_DIR", help="Where run reports are kept."),
+]
+RulesFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--rules",
+        envvar="BPMON_RULES",
+        help="A rules file to diagnose with (default: the shipped rules/backpressure.toml).",
+    ),
 ]
 Format = Literal["text", "md", "json"]
 
@@ -63,8 +84,21 @@ def _errors() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(bpmon.__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
     """Find where a streaming pipeline is backpressured, and why."""
 
 
@@ -90,6 +124,7 @@ def run(
     ] = None,
     bursts: Annotated[int, typer.Option(help="Monitoring windows to sample.")] = 1,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
 ) -> None:
     """Run a scenario on bpmon's runtime, watch it, and name the root cause of backpressure.
 
@@ -97,14 +132,21 @@ def run(
     scenario's warm-up, then prints the report (also saved under --runs-dir/RUN_ID/).
     """
     with _errors():
-        _run(scenario, json_out=json_out, duration=duration, bursts=bursts, runs_dir=runs_dir)
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        if bursts < 1:
+            raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
+        loaded = resolve_scenario(scenario)
+        events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration)
+        _show_watch(events, loaded.name, json_out)
 
 
 @app.command()
-def demo(runs_dir: RunsDir = DEFAULT_RUNS_DIR) -> None:
+def demo(runs_dir: RunsDir = DEFAULT_RUNS_DIR, rules: RulesFile = None) -> None:
     """Run the built-in demo scenario: a chain with one clear bottleneck, and its diagnosis."""
     with _errors():
-        _run("demo", json_out=False, duration=None, bursts=1, runs_dir=runs_dir)
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        events = run_scenario(resolve_scenario("demo"), settings)
+        _show_watch(events, "demo", json_out=False)
 
 
 @app.command()
@@ -113,18 +155,56 @@ def diagnose(
     output: Annotated[
         str, typer.Option("--format", help="text, md or json.", case_sensitive=False)
     ] = "text",
+    burst: Annotated[
+        int, typer.Option(help="Which burst of the run (0 is the first; see `bpmon history RUN`).")
+    ] = 0,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
 ) -> None:
     """Render a saved report again."""
     with _errors():
-        report = load_report(run_ref, Settings(runs_dir=runs_dir))
+        if burst < 0:
+            raise ConfigError(f"--burst {burst}: expected 0 or more")
+        report = load_report(run_ref, Settings(runs_dir=runs_dir), burst=burst)
         _print_report(report, _format(output))
+
+
+@app.command()
+def history(
+    run_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[RUN]", help="A run: list its bursts instead of the runs."),
+    ] = None,
+    job: Annotated[str | None, typer.Option(help="Only runs of this job.")] = None,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+) -> None:
+    """List the stored runs, newest first, or the bursts of one run."""
+    with _errors():
+        settings = Settings(runs_dir=runs_dir)
+        console = Console()
+        if run_ref is not None:
+            console.print(bursts_table(run_bursts(run_ref, settings)))
+            return
+        skipped: list[str] = []
+        runs = [
+            r
+            for r in stored_runs(settings, on_corrupt=lambda e: skipped.append(str(e)))
+            if job is None or r.job == job
+        ]
+        for line in skipped:
+            typer.echo(f"bpmon: warning: skipped {line}", err=True)
+        if not runs:
+            where = f" of job {job!r}" if job is not None else ""
+            typer.echo(f"no runs{where} in {runs_dir}; `bpmon run demo` makes one")
+            return
+        console.print(runs_table(runs))
 
 
 @app.command()
 def monitor(
     pid: Annotated[int, typer.Option("--pid", help="The process to watch.")],
-    profile: Annotated[str, typer.Option(help="Collector profile name or file.")] = "python-queue",
+    profile: Annotated[
+        str, typer.Option("--profile", help="Collector profile name or file.")
+    ] = "python-queue",
     topology: Annotated[
         str | None, typer.Option(help="Topology file: which stage feeds which.")
     ] = None,
@@ -133,147 +213,67 @@ def monitor(
     pause: Annotated[bool, typer.Option(help="Pause the target while sampling.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
 ) -> None:
     """Diagnose a Python process bpmon did not start, sampling its threads with py-spy."""
     with _errors():
-        err = Console(stderr=True)
-        with _progress_bar(err, "sampling", samples) as advance:
-            report = monitor_process(
-                pid,
-                profile=profile,
-                topology=topology,
-                samples=samples,
-                interval_ms=interval_ms,
-                pause=pause,
-                settings=Settings(runs_dir=runs_dir),
-                progress=advance,
-            )
-        _print_report(report, "json" if json_out else "text")
-
-
-# -- run ----------------------------------------------------------------------------------------
-
-
-def _run(
-    scenario: str, *, json_out: bool, duration: float | None, bursts: int, runs_dir: Path
-) -> None:
-    if bursts < 1:
-        raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
-    loaded = resolve_scenario(scenario)
-    if duration is not None and duration <= 0:
-        raise ConfigError(f"--duration {duration}: must be a positive number of seconds")
-    session = RunSession(loaded, Settings(runs_dir=runs_dir))
-    monitor = loaded.monitor
-    burst_s = monitor.samples * monitor.interval_ms / 1000
-    planned = max(duration or loaded.duration_s, monitor.warmup_s + bursts * burst_s)
-    view = Console(stderr=json_out)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeRemainingColumn(),
-        console=view,
-        transient=True,
-    )
-    task_id = progress.add_task("warming up", total=monitor.samples, start=False)
-    try:
-        session.start()
-        with Live(
-            _live_view(session, progress),
-            console=view,
-            refresh_per_second=4,
-            transient=not view.is_terminal,
-        ) as live:
-
-            def refresh() -> None:
-                live.update(_live_view(session, progress))
-
-            _sleep_with(session, monitor.warmup_s, refresh)
-            for n in range(bursts):
-                progress.reset(
-                    task_id, total=monitor.samples, description=f"sampling {n + 1}/{bursts}"
-                )
-                progress.start_task(task_id)
-
-                def advance(done: int, total: int) -> None:
-                    progress.update(task_id, completed=done, total=total)
-                    if done % 5 == 0:  # the table every 5 samples: it costs the sampler time
-                        refresh()
-
-                session.burst(advance)
-            remaining = planned - session.job.elapsed_s
-            progress.update(task_id, visible=False)
-            _sleep_with(session, remaining, refresh)
-    finally:
-        result = session.stop()
-    _finish_run(session, result.leaks, json_out, view)
-
-
-def _sleep_with(session: RunSession, seconds: float, refresh: Callable[[], None]) -> None:
-    deadline = time.monotonic() + max(0.0, seconds)
-    while (left := deadline - time.monotonic()) > 0:
-        session.wait(min(0.25, left))
-        refresh()
-
-
-def _finish_run(session: RunSession, leaks: tuple[str, ...], json_out: bool, view: Console) -> None:
-    reports = session.outcome.reports
-    if leaks:
-        Console(stderr=True).print(
-            f"bpmon: warning: the job did not end cleanly: {'; '.join(leaks)}"
+        events = monitor_process(
+            pid,
+            collector_profile=profile,
+            topology=topology,
+            samples=samples,
+            interval_ms=interval_ms,
+            pause=pause,
+            settings=Settings(runs_dir=runs_dir, rules_path=rules),
         )
+        _show_watch(events, f"pid {pid}", json_out)
+
+
+# -- watching -----------------------------------------------------------------------------------
+
+
+def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
+    """Consume a watch's events: a live view on the terminal, then the reports."""
+    view = Console(stderr=json_out)
+    live = LiveView(view, title)
+    ended: JobEnded | None = None
+    try:
+        with live:
+            for event in events:
+                if isinstance(event, LiveSnapshot):
+                    live.update(event)
+                elif isinstance(event, JobEnded):
+                    ended = event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()  # a Ctrl-C mid-watch: stop the job now, every thread and buffer back
+    if ended is None:  # the service always ends a watch with JobEnded: a bug otherwise
+        raise BpmonError("the watch ended without a final event")
+    _finish(ended, json_out, view)
+
+
+def _finish(ended: JobEnded, json_out: bool, view: Console) -> None:
+    if ended.leaks:
+        typer.echo(
+            f"bpmon: warning: the job did not end cleanly: {'; '.join(ended.leaks)}", err=True
+        )
+    if isinstance(ended, JobFailed):
+        saved = (
+            f" ({len(ended.reports)} burst(s) saved as run {ended.run_id})" if ended.reports else ""
+        )
+        raise JobError(f"{ended.error}{saved}")
     if json_out:
-        docs = [report_to_dict(r) for r in reports]
+        docs = [report_to_dict(r) for r in ended.reports]
         typer.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
-        return
-    for report in reports:
-        render_text(report, view)
-    folder = session.outcome.saved[0].parent if session.outcome.saved else None
-    view.print(
-        f"\nrun {session.run_id}: saved in {folder}; "
-        f"`bpmon diagnose {session.run_id}` shows it again",
-        highlight=False,
+    else:
+        for report in ended.reports:
+            render_text(report, view)
+    folder = ended.paths[0].parent if ended.paths else None
+    typer.echo(
+        f"run {ended.run_id}: saved in {folder}; `bpmon diagnose {ended.run_id}` shows it again",
+        err=json_out,
     )
-
-
-def _live_view(session: RunSession, progress: Progress) -> Group:
-    table = Table(
-        title=f"{session.scenario.name} — {session.job.elapsed_s:4.1f} s",
-        title_justify="left",
-        expand=False,
-    )
-    for column in (
-        "vertex",
-        "rec in/s",
-        "rec out/s",
-        "busy",
-        "idle",
-        "backpr.",
-        "outPool",
-        "inPool",
-    ):
-        table.add_column(column, justify="left" if column == "vertex" else "right")
-    for vertex, group in session.live_metrics().items():
-        table.add_row(vertex, *_vertex_row(group))
-    return Group(table, progress)
-
-
-def _vertex_row(group: list[TaskMetrics]) -> list[str]:
-    def most(values: list[float | None]) -> str:
-        present = [v for v in values if v is not None]
-        return f"{max(present):.2f}" if present else "–"
-
-    bp = max(m.backpressured_ms_per_s for m in group)
-    colour = "red" if bp > 500 else "yellow" if bp > 100 else "green"
-    return [
-        f"{sum(m.records_in_per_s for m in group):,.0f}",
-        f"{sum(m.records_out_per_s for m in group):,.0f}",
-        f"{max(m.busy_ms_per_s for m in group):.0f} ms/s",
-        f"{max(m.idle_ms_per_s for m in group):.0f} ms/s",
-        f"[{colour}]{bp:.0f} ms/s[/]",
-        most([m.out_pool_usage for m in group]),
-        most([m.in_pool_usage for m in group]),
-    ]
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -297,22 +297,17 @@ def _print_report(report: Report, output: Format) -> None:
         render_text(report, Console())
 
 
-@contextmanager
-def _progress_bar(console: Console, label: str, total: int) -> Iterator[Callable[[int, int], None]]:
-    if not console.is_terminal:  # no bar (not even its blank line) in logs and pipes
-        yield lambda done, of: None
-        return
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        console=console,
-        transient=True,
-    ) as progress:
-        task_id = progress.add_task(label, total=total)
-        yield lambda done, of: progress.update(task_id, completed=done, total=of)
-
-
 def main() -> None:
-    """Entry point of the ``bpmon`` script."""
-    app()
+    """Entry point of the ``bpmon`` script: a usage error is one line too, with exit code 2."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # typer's usage errors: a bad flag, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = getattr(ctx, "command_path", None) or "bpmon"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        typer.echo(f"bpmon: error: {message}; see `{where} --help`", err=True)
+        sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
+    except typer.Abort:
+        typer.echo("bpmon: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

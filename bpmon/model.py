@@ -8,9 +8,10 @@ knows which target a report came from. Values a source cannot give are ``None``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 Level = Literal["OK", "LOW", "HIGH"]
@@ -24,6 +25,7 @@ CauseKind = Literal[
     "network",
     "resource-starved",
     "spilling",
+    "stalled",
 ]
 
 REPORT_SCHEMA = "bpmon.report/1"
@@ -40,10 +42,12 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """The monitoring window: one burst of ``samples`` stack samples, ``interval_ms`` apart.
+    """The monitoring window as it was taken: ``samples`` stack samples, ``interval_ms`` apart.
 
-    ``samples`` is the number actually taken; ``jitter_ms_p99`` how late the samples were against
-    their absolute deadlines (None when the collector cannot tell).
+    ``samples`` and ``interval_ms`` are what was achieved (the mean gap between the first and the
+    last sample); ``planned_samples`` and ``planned_interval_ms`` what was asked for, so a slow
+    collector (py-spy on a loaded machine) shows as such. ``jitter_ms_p99`` is how late the
+    samples were against their absolute deadlines (None when the collector cannot tell).
     """
 
     start: datetime
@@ -51,14 +55,82 @@ class Window:
     samples: int
     interval_ms: float
     jitter_ms_p99: float | None = None
+    planned_samples: int | None = None
+    planned_interval_ms: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        """The window's length in seconds."""
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """The metric values of a subtask (or, totalled, a vertex) over one window.
+
+    In an :class:`Observation` they are the target's own accounting (Flink's names in brackets);
+    in a :class:`Report` ``busy_ratio`` and ``idle_ratio`` fall back to the sampled shares when the
+    target has no time accounting. ``None`` means the target cannot tell; nothing is invented.
+
+    Attributes:
+        busy_ratio: ``busyTimeMsPerSecond / 1000``.
+        idle_ratio: ``idleTimeMsPerSecond / 1000``.
+        backpressured_time_ratio: ``backPressuredTimeMsPerSecond / 1000``.
+        out_pool_usage: ``outPoolUsage`` (above 1 while overdraft buffers are out).
+        in_pool_usage: ``inPoolUsage`` (remote channels only).
+        records_in_per_s: ``numRecordsInPerSecond``.
+        records_out_per_s: ``numRecordsOutPerSecond``.
+        extra: any further metric by its Flink (or ``bpmon_``-prefixed) name.
+    """
+
+    busy_ratio: float | None = None
+    idle_ratio: float | None = None
+    backpressured_time_ratio: float | None = None
+    out_pool_usage: float | None = None
+    in_pool_usage: float | None = None
+    records_in_per_s: float | None = None
+    records_out_per_s: float | None = None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+def _max_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _sum_all(values: Iterable[float | None]) -> float | None:
+    items = list(values)
+    if not items or any(v is None for v in items):
+        return None
+    return sum(v for v in items if v is not None)
+
+
+def total_metrics(parts: Iterable[Metrics]) -> Metrics:
+    """A vertex's metrics from its subtasks': the MAX of ratios and pool usages, as Flink's UI
+    shows them, and the SUM of record rates (unknown as soon as one subtask's rate is unknown:
+    a partial sum would understate). The one place a vertex is totalled."""
+    items = tuple(parts)
+    return Metrics(
+        busy_ratio=_max_known(m.busy_ratio for m in items),
+        idle_ratio=_max_known(m.idle_ratio for m in items),
+        backpressured_time_ratio=_max_known(m.backpressured_time_ratio for m in items),
+        out_pool_usage=_max_known(m.out_pool_usage for m in items),
+        in_pool_usage=_max_known(m.in_pool_usage for m in items),
+        records_in_per_s=_sum_all(m.records_in_per_s for m in items),
+        records_out_per_s=_sum_all(m.records_out_per_s for m in items),
+    )
+
+
+NO_METRICS = Metrics()
+"""A subtask whose target gives no metrics at all (py-spy)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SubtaskWindow:
     """What was observed of one subtask (one thread) over a window.
 
-    Sample counts come from the stack collector, classified by a collector profile; the metric
-    fields come from the target's own accounting (None when the target cannot give them).
+    Sample counts come from the stack collector, classified by a collector profile; ``metrics``
+    from the target's own accounting over the same window.
 
     Attributes:
         index: subtask index, 0-based.
@@ -68,14 +140,9 @@ class SubtaskWindow:
         idle: samples waiting for input.
         busy: the remaining samples.
         task_manager: the (simulated) task manager hosting the subtask, when known.
-        busy_time_ratio: ``busyTimeMsPerSecond / 1000``.
-        idle_time_ratio: ``idleTimeMsPerSecond / 1000``.
-        backpressured_time_ratio: ``backPressuredTimeMsPerSecond / 1000``.
-        out_pool_usage: Flink's ``outPoolUsage`` (above 1 while overdraft buffers are out).
-        in_pool_usage: Flink's ``inPoolUsage`` (remote channels only).
-        records_in_per_s: ``numRecordsInPerSecond``.
-        records_out_per_s: ``numRecordsOutPerSecond``.
-        metrics: any further metric by its Flink (or bpmon) name.
+        metrics: the target's metric values (all None when it gives none).
+        data_path: whether the thread was ever seen on the data path (exchanging records with
+            another stage); False for a thread that only sleeps or waits to keep a program alive.
     """
 
     index: int
@@ -85,14 +152,8 @@ class SubtaskWindow:
     idle: int = 0
     busy: int = 0
     task_manager: int | None = None
-    busy_time_ratio: float | None = None
-    idle_time_ratio: float | None = None
-    backpressured_time_ratio: float | None = None
-    out_pool_usage: float | None = None
-    in_pool_usage: float | None = None
-    records_in_per_s: float | None = None
-    records_out_per_s: float | None = None
-    metrics: Mapping[str, float] = field(default_factory=dict)
+    metrics: Metrics = NO_METRICS
+    data_path: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +170,40 @@ class VertexObservation:
     kind: str | None = None
 
 
+FlowControl = Literal["credit", "tcp"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSettings:
+    """What the target says of its own set-up (None where it cannot tell)."""
+
+    flow_control: FlowControl | None = None
+    task_managers: int | None = None
+    segment_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeLoad:
+    """How hard bpmon's own runtime worked over a window, to tell a slow job from a slow model.
+
+    Attributes:
+        cpu_cores_used: CPU time of the process over the window / the window's length.
+        lag_ms_p99: how far behind their pacing deadlines rate-limited sources ran (p99).
+        saturated: the runtime could not keep up with the scenario: its figures describe the
+            Python process, not the job.
+        capacity_records_per_s: records/s the runtime was moving when saturated (None otherwise).
+    """
+
+    cpu_cores_used: float
+    lag_ms_p99: float | None
+    saturated: bool
+    capacity_records_per_s: float | None = None
+
+
+LevelsFrom = Literal["samples", "time"]
+"""Where levels came from: stack samples, or the time accounting when no sample was taken."""
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """Everything one window of monitoring saw: the input of the rules engine."""
@@ -118,7 +213,8 @@ class Observation:
     window: Window
     vertices: tuple[VertexObservation, ...]
     run_id: str = ""
-    settings: Mapping[str, object] = field(default_factory=dict)
+    settings: TargetSettings = TargetSettings()
+    load: RuntimeLoad | None = None
 
     def vertex(self, name: str) -> VertexObservation:
         """The vertex called ``name``; KeyError if there is none."""
@@ -127,38 +223,33 @@ class Observation:
                 return v
         raise KeyError(name)
 
+    @property
+    def levels_from(self) -> LevelsFrom:
+        """``samples`` when any subtask was sampled, else ``time`` (the time accounting)."""
+        sampled = any(s.samples > 0 for v in self.vertices for s in v.subtasks)
+        return "samples" if sampled else "time"
+
 
 @dataclass(frozen=True, slots=True)
 class SubtaskStatus:
-    """One subtask in a report: its level (from the sampled ratio) and its metrics."""
+    """One subtask in a report: its level (from its backpressure ratio) and its metrics."""
 
     index: int
     level: Level | None = None
     ratio: float | None = None
-    busy_ratio: float | None = None
-    idle_ratio: float | None = None
-    out_pool_usage: float | None = None
-    in_pool_usage: float | None = None
-    records_in_per_s: float | None = None
-    records_out_per_s: float | None = None
-    backpressured_time_ratio: float | None = None
+    metrics: Metrics = NO_METRICS
     disagreement: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class VertexStatus:
-    """One vertex in a report; its ``ratio`` and ``level`` are those of its worst subtask."""
+    """One vertex in a report: the level and ratio of its worst subtask, its totalled metrics."""
 
     name: str
     parallelism: int
     level: Level | None = None
     ratio: float | None = None
-    busy_ratio: float | None = None
-    idle_ratio: float | None = None
-    out_pool_usage: float | None = None
-    in_pool_usage: float | None = None
-    records_in_per_s: float | None = None
-    records_out_per_s: float | None = None
+    metrics: Metrics = NO_METRICS
     inputs: tuple[Edge, ...] = ()
     subtasks: tuple[SubtaskStatus, ...] = ()
 
@@ -173,6 +264,9 @@ class RootCause:
     confidence: float = 0.0
     evidence: tuple[str, ...] = ()
     recommendation: str = ""
+    capacity_per_subtask: float | None = None
+    offered_rate: float | None = None
+    recommended_parallelism: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +290,40 @@ class Report:
     root_causes: tuple[RootCause, ...] | None = None
     findings: tuple[Finding, ...] = ()
     schema: str = REPORT_SCHEMA
+    levels_from: LevelsFrom = "samples"
+
+
+_LEVEL_ORDER: tuple[Level, ...] = ("OK", "LOW", "HIGH")
+
+
+def worst_level(report: Report) -> Level | None:
+    """The highest level among the report's vertices; None when none has one."""
+    levels = [v.level for v in report.vertices if v.level is not None]
+    return max(levels, key=_LEVEL_ORDER.index) if levels else None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One stored run, as listed: what ran, when, and its first burst's diagnosis.
+
+    Attributes:
+        run_id: the run's id (its folder name).
+        path: the run's folder.
+        job: the job name.
+        source: what was watched (``runtime``, ``pyspy``, ``flink``).
+        start: the start of the first burst's window (UTC).
+        end: the end of the first burst's window (UTC).
+        bursts: how many burst reports the folder holds.
+        worst_level: the highest vertex level of the first burst (None: not diagnosed).
+        root_causes: the first burst's root causes (None: not diagnosed).
+    """
+
+    run_id: str
+    path: Path
+    job: str
+    source: Source
+    start: datetime
+    end: datetime
+    bursts: int
+    worst_level: Level | None
+    root_causes: tuple[RootCause, ...] | None

@@ -11,7 +11,7 @@ A surface: it imports rich, and nothing below the surfaces imports it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from rich import box
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bpmon.model import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.model import Level, Report, RootCause, RunInfo, SubtaskStatus, VertexStatus, worst_level
 from bpmon.report_json import format_timestamp, report_to_json
 
 NULL = "\u2013"  # an en dash
@@ -85,12 +85,12 @@ class _Row:
 def _metric_cells(status: VertexStatus | SubtaskStatus) -> tuple[str, ...]:
     return (
         format_ratio(status.ratio),
-        format_ratio(status.busy_ratio),
-        format_ratio(status.idle_ratio),
-        format_ratio(status.out_pool_usage),
-        format_ratio(status.in_pool_usage),
-        format_rate(status.records_in_per_s),
-        format_rate(status.records_out_per_s),
+        format_ratio(status.metrics.busy_ratio),
+        format_ratio(status.metrics.idle_ratio),
+        format_ratio(status.metrics.out_pool_usage),
+        format_ratio(status.metrics.in_pool_usage),
+        format_rate(status.metrics.records_in_per_s),
+        format_rate(status.metrics.records_out_per_s),
     )
 
 
@@ -252,3 +252,57 @@ def _md(text: str) -> str:
 def render_json(report: Report) -> str:
     """The report as the JSON document of ``spec/report.md`` (two-space indent)."""
     return report_to_json(report, indent=2)
+
+
+# ------------------------------------------------------------------------------------- listings
+
+
+def runs_table(runs: Sequence[RunInfo]) -> Table:
+    """``bpmon history``: one row per stored run, newest first."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("run", no_wrap=True)
+    for column in ("source", "bursts", "worst", "root cause (first burst)"):
+        table.add_column(column, overflow="fold")
+    for run in runs:
+        table.add_row(
+            run.run_id,
+            run.source,
+            str(run.bursts),
+            _level_text(run.worst_level),
+            _top_cause(run.root_causes),
+        )
+    return table
+
+
+def bursts_table(bursts: Sequence[tuple[int, Report]]) -> Table:
+    """``bpmon history RUN``: one row per burst of the run (``bpmon diagnose RUN --burst K``)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("burst", no_wrap=True)
+    table.add_column("window start", no_wrap=True)
+    for column in ("seconds", "samples", "worst", "root cause"):
+        table.add_column(column, overflow="fold")
+    for number, report in bursts:
+        w = report.window
+        table.add_row(
+            str(number),
+            format_timestamp(w.start),
+            f"{w.seconds:.2f}",
+            str(w.samples),
+            _level_text(worst_level(report)),
+            _top_cause(report.root_causes),
+        )
+    return table
+
+
+def _level_text(level: Level | None) -> Text:
+    return Text(level or NULL, style=LEVEL_STYLES[level] if level else "")
+
+
+def _top_cause(causes: Sequence[RootCause] | None) -> str:
+    if causes is None:
+        return "not diagnosed"
+    if not causes:
+        return "none"
+    top = causes[0]
+    more = f" (+{len(causes) - 1})" if len(causes) > 1 else ""
+    return f"{top.kind} at {top.vertex} ({format_ratio(top.confidence)}){more}"

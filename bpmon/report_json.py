@@ -26,6 +26,8 @@ from bpmon.model import (
     Edge,
     Finding,
     Level,
+    LevelsFrom,
+    Metrics,
     Report,
     RootCause,
     Source,
@@ -40,6 +42,7 @@ SCHEMA_MAJOR = int(_MAJOR)
 
 LEVELS: tuple[Level, ...] = ("OK", "LOW", "HIGH")
 SOURCES: tuple[Source, ...] = ("runtime", "pyspy", "flink")
+LEVELS_FROM: tuple[LevelsFrom, ...] = ("samples", "time")
 CAUSE_KINDS: tuple[CauseKind, ...] = (
     "slow-operator",
     "data-skew",
@@ -48,6 +51,7 @@ CAUSE_KINDS: tuple[CauseKind, ...] = (
     "network",
     "resource-starved",
     "spilling",
+    "stalled",
 )
 
 _RATIO_DIGITS = 3
@@ -76,6 +80,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "run_id": report.run_id,
         "job": report.job,
         "source": report.source,
+        "levels_from": report.levels_from,
         "window": _window_to_dict(report.window),
         "vertices": [_vertex_to_dict(v) for v in report.vertices],
     }
@@ -113,6 +118,8 @@ def _window_to_dict(window: Window) -> dict[str, Any]:
         "samples": window.samples,
         "interval_ms": _number(window.interval_ms, _MS_DIGITS),
         "jitter_ms_p99": _number(window.jitter_ms_p99, _MS_DIGITS),
+        "planned_samples": window.planned_samples,
+        "planned_interval_ms": _number(window.planned_interval_ms, _MS_DIGITS),
     }
 
 
@@ -123,7 +130,7 @@ def _status_to_dict(status: VertexStatus | SubtaskStatus, head: dict[str, Any]) 
     if status.ratio is not None:
         head["ratio"] = _number(status.ratio, _RATIO_DIGITS)
     for name, digits in _METRICS:
-        head[name] = _number(getattr(status, name), digits)
+        head[name] = _number(getattr(status.metrics, name), digits)
     return head
 
 
@@ -139,7 +146,9 @@ def _vertex_to_dict(vertex: VertexStatus) -> dict[str, Any]:
 
 def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
     doc = _status_to_dict(subtask, {"index": subtask.index})
-    doc["backpressured_time_ratio"] = _number(subtask.backpressured_time_ratio, _RATIO_DIGITS)
+    doc["backpressured_time_ratio"] = _number(
+        subtask.metrics.backpressured_time_ratio, _RATIO_DIGITS
+    )
     doc["disagreement"] = subtask.disagreement
     return doc
 
@@ -152,6 +161,9 @@ def _cause_to_dict(cause: RootCause) -> dict[str, Any]:
         "confidence": _number(cause.confidence, _RATIO_DIGITS),
         "evidence": list(cause.evidence),
         "recommendation": cause.recommendation,
+        "capacity_per_subtask": _number(cause.capacity_per_subtask, _RATE_DIGITS),
+        "offered_rate": _number(cause.offered_rate, _RATE_DIGITS),
+        "recommended_parallelism": cause.recommended_parallelism,
     }
 
 
@@ -179,6 +191,9 @@ def report_from_dict(doc: object) -> Report:
         run_id=top.get("run_id", str),
         job=top.get("job", str),
         source=top.choice("source", SOURCES),
+        levels_from=top.choice("levels_from", LEVELS_FROM)
+        if "levels_from" in top.doc
+        else "samples",
         window=_window_from(top.child("window")),
         vertices=tuple(_vertex_from(f) for f in top.children("vertices")),
         root_causes=None
@@ -223,15 +238,20 @@ def _window_from(f: _Fields) -> Window:
         samples=f.get("samples", int),
         interval_ms=f.number("interval_ms"),
         jitter_ms_p99=f.optional_number("jitter_ms_p99"),
+        planned_samples=f.optional("planned_samples", int),
+        planned_interval_ms=f.optional_number("planned_interval_ms"),
     )
 
 
 def _metrics_from(f: _Fields) -> dict[str, Any]:
-    """level, ratio and the metric fields, as keyword arguments of a status dataclass."""
+    """level, ratio and the metrics, as keyword arguments of a status dataclass."""
     values: dict[str, Any] = {name: f.optional_number(name) for name, _ in _METRICS}
-    values["level"] = f.optional_choice("level", LEVELS)
-    values["ratio"] = f.optional_number("ratio")
-    return values
+    values["backpressured_time_ratio"] = f.optional_number("backpressured_time_ratio")
+    return {
+        "level": f.optional_choice("level", LEVELS),
+        "ratio": f.optional_number("ratio"),
+        "metrics": Metrics(**values),
+    }
 
 
 def _vertex_from(f: _Fields) -> VertexStatus:
@@ -254,7 +274,6 @@ def _vertex_from(f: _Fields) -> VertexStatus:
 def _subtask_from(f: _Fields) -> SubtaskStatus:
     return SubtaskStatus(
         index=f.get("index", int),
-        backpressured_time_ratio=f.optional_number("backpressured_time_ratio"),
         disagreement=f.get("disagreement", bool, False),
         **_metrics_from(f),
     )
@@ -274,6 +293,9 @@ def _cause_from(f: _Fields) -> RootCause:
             for n, e in enumerate(f.get("evidence", list, []))
         ),
         recommendation=f.get("recommendation", str, ""),
+        capacity_per_subtask=f.optional_number("capacity_per_subtask"),
+        offered_rate=f.optional_number("offered_rate"),
+        recommended_parallelism=f.optional("recommended_parallelism", int),
     )
 
 

@@ -1,7 +1,11 @@
-"""The service facade: run a scenario and diagnose it, monitor a process, re-read a saved run.
+"""The service facade: every surface (CLI, server, dashboard) stands on this module and the model.
 
-Surfaces (the CLI, later the web dashboard) call only this module. It wires the layers below:
-runtime -> collectors -> rules -> history, and owns no state of its own beyond a run in progress.
+It owns the run loop — warm-up, bursts, the rest of the job's duration, saving, stop — as one
+generator of :mod:`bpmon.events` (job started, live snapshot, burst sampled, report ready, job
+ended or failed) over any :class:`~bpmon.collectors.target.Target`: bpmon's runtime running a
+scenario, or another process read with py-spy. Surfaces consume the events and never reach
+below: they render model values, and stopping a watch is closing its generator (or setting its
+``stop`` event).
 
 May import: everything below it (history, rules, collectors, runtime, model).
 """
@@ -9,34 +13,51 @@ May import: everything below it (history, rules, collectors, runtime, model).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
-from bpmon.collectors.observe import observation_from_burst
-from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler
-from bpmon.collectors.runtime import RuntimeCollector
-from bpmon.errors import ConfigError, JobError
+from bpmon.collectors.process import ProcessTarget
+from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.sampler import utc_now
+from bpmon.collectors.target import Target
+from bpmon.errors import ConfigError, HistoryError, JobError
+from bpmon.events import (
+    BurstSampled,
+    Event,
+    JobEnded,
+    JobFailed,
+    JobStarted,
+    LiveSnapshot,
+    ReportReady,
+    Sampling,
+)
 from bpmon.history.runs import RunStore, new_run_id
-from bpmon.model import Report
+from bpmon.model import Observation, Report, RunInfo, VertexStatus
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.engine import diagnose
-from bpmon.runtime.job import Job, JobResult
-from bpmon.runtime.metrics import TaskMetrics, job_metrics
-from bpmon.scenario import Scenario, example_names, load_example, load_scenario, load_topology
+from bpmon.rules.levels import vertex_status
+from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 
-Progress = Callable[[int, int], None]
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
+LIVE_EVERY_S = 0.25
+"""How often a live snapshot is taken while a job runs (the CLI's table refreshes at 4 Hz)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Where runs are kept and which rules apply (built once at the edge, passed down)."""
+    """Where runs are kept, which rules apply, and the clock and randomness of run ids.
+
+    Built once at the edge (defaults, then flags and ``BPMON_*`` variables) and passed down.
+    """
 
     runs_dir: Path = DEFAULT_RUNS_DIR
     rules_path: Path | None = None
+    now: Callable[[], datetime] = utc_now
+    rng: random.Random = field(default_factory=random.Random)
 
     def rules(self) -> RulesConfig:
         """The rules in force."""
@@ -45,6 +66,51 @@ class Settings:
     def store(self) -> RunStore:
         """The runs directory."""
         return RunStore(self.runs_dir)
+
+    def new_run_id(self, job: str) -> str:
+        """A fresh run id for ``job``: the one place run ids are made."""
+        return new_run_id(job, self.now(), self.rng)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchPlan:
+    """How a target is watched.
+
+    Attributes:
+        samples: stack samples per burst.
+        interval_ms: planned delay between two samples.
+        bursts: windows to sample; None watches until stopped.
+        warmup_s: seconds to let the job run before the first burst.
+        every_s: seconds from the start of one burst to the start of the next (back to back
+            when None or shorter than a burst).
+        duration_s: the least total time the job runs (it keeps running after the last burst
+            until then); None stops right after the last burst.
+    """
+
+    samples: int = 100
+    interval_ms: float = 50.0
+    bursts: int | None = 1
+    warmup_s: float = 0.0
+    every_s: float | None = None
+    duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.samples < 1 or not self.interval_ms > 0:
+            raise ConfigError(
+                f"samples {self.samples} / interval {self.interval_ms} ms: need at least 1 "
+                "sample and a positive interval"
+            )
+        if self.bursts is not None and self.bursts < 1:
+            raise ConfigError(f"--bursts {self.bursts}: sample at least 1 window")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ConfigError(f"--duration {self.duration_s}: must be a positive number of seconds")
+        if self.every_s is not None and not self.every_s > 0:
+            raise ConfigError(f"--every {self.every_s}: must be a positive number of seconds")
+
+    @property
+    def burst_s(self) -> float:
+        """The planned length of one burst."""
+        return self.samples * self.interval_ms / 1000
 
 
 def resolve_scenario(name_or_path: str) -> Scenario:
@@ -66,113 +132,202 @@ def resolve_scenario(name_or_path: str) -> Scenario:
     )
 
 
-@dataclass
-class RunOutcome:
-    """What a run produced."""
-
-    run_id: str
-    reports: list[Report] = field(default_factory=list)
-    saved: list[Path] = field(default_factory=list)
-    result: JobResult | None = None
-
-
-class RunSession:
-    """One scenario run under watch: start, look at its live metrics, take bursts, stop.
-
-    Args:
-        scenario: the job to run.
-        settings: runs directory and rules.
-        clock_now: wall clock for the run id (injected for tests).
-        rng: randomness for the run id.
-    """
-
-    def __init__(
-        self,
-        scenario: Scenario,
-        settings: Settings | None = None,
-        clock_now: Callable[[], datetime] | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.scenario = scenario
-        self.settings = settings or Settings()
-        self._rules = self.settings.rules()
-        now = (clock_now or (lambda: datetime.now(UTC)))()
-        self.run_id = new_run_id(scenario.name, now, rng or random.Random())
-        self.job = Job(scenario)
-        self._collector = RuntimeCollector(self.job, run_id=self.run_id)
-        self.outcome = RunOutcome(self.run_id)
-
-    def start(self) -> None:
-        """Start the job."""
-        self.job.start()
-
-    def live_metrics(self) -> dict[str, list[TaskMetrics]]:
-        """Every subtask's metrics right now."""
-        return job_metrics(self.job.tasks)
-
-    def burst(self, progress: Progress | None = None) -> Report:
-        """Sample one window, diagnose it, save the report; a failed job raises JobError."""
-        monitor = self.scenario.monitor
-        observation = self._collector.collect(monitor.samples, monitor.interval_ms, progress)
-        self._raise_if_failed()
-        report = diagnose(observation, self._rules)
-        burst_no = len(self.outcome.reports)
-        self.outcome.saved.append(self.settings.store().save(report, burst=burst_no))
-        self.outcome.reports.append(report)
-        return report
-
-    def wait(self, seconds: float) -> None:
-        """Let the job run ``seconds`` more (returns early, raising, if it fails)."""
-        self.job.wait(seconds)
-        self._raise_if_failed()
-
-    def stop(self) -> JobResult:
-        """Stop the job (idempotent); every thread stops and every buffer returns."""
-        result = self.job.stop()
-        self.outcome.result = result
-        return result
-
-    def _raise_if_failed(self) -> None:
-        if self.job.failed:
-            result = self.stop()
-            raise JobError(f"job {self.scenario.name!r} failed: {result.error}")
+def scenario_plan(
+    scenario: Scenario, *, bursts: int | None = 1, duration_s: float | None = None
+) -> WatchPlan:
+    """The plan of ``bpmon run``: the scenario's ``[monitor]``, its duration unless overridden."""
+    monitor = scenario.monitor
+    return WatchPlan(
+        samples=monitor.samples,
+        interval_ms=monitor.interval_ms,
+        bursts=bursts,
+        warmup_s=monitor.warmup_s,
+        duration_s=scenario.duration_s if duration_s is None else duration_s,
+    )
 
 
-def load_report(run: str, settings: Settings | None = None) -> Report:
-    """A saved report by run id, run directory or file path."""
-    return (settings or Settings()).store().load(run)
+def run_scenario(
+    scenario: Scenario,
+    settings: Settings | None = None,
+    *,
+    bursts: int | None = 1,
+    duration_s: float | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`."""
+    plan = scenario_plan(scenario, bursts=bursts, duration_s=duration_s)
+    return watch(RuntimeTarget(scenario), plan, settings, stop=stop)
 
 
 def monitor_process(
     pid: int,
     *,
-    profile: str = "python-queue",
+    collector_profile: str = "python-queue",
     topology: str | None = None,
     samples: int = 100,
     interval_ms: float = 50.0,
+    bursts: int | None = 1,
+    every_s: float | None = None,
     pause: bool = False,
     settings: Settings | None = None,
-    progress: Progress | None = None,
-) -> Report:
-    """Diagnose an external Python process through py-spy (``spec/monitor.md``)."""
-    if samples < 1 or interval_ms <= 0:
-        raise ConfigError(
-            f"--samples {samples} / --interval-ms {interval_ms}: need at least 1 sample and a "
-            f"positive interval"
-        )
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """Diagnose an external Python process through py-spy (``docs/topology.md``)."""
+    plan = WatchPlan(samples=samples, interval_ms=interval_ms, bursts=bursts, every_s=every_s)
+    target = ProcessTarget(pid, collector_profile=collector_profile, topology=topology, pause=pause)
+    return watch(target, plan, settings, stop=stop)
+
+
+def watch(
+    target: Target,
+    plan: WatchPlan,
+    settings: Settings | None = None,
+    *,
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """The run loop: start ``target``, sample it as ``plan`` says, diagnose and save every burst.
+
+    Yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times a second,
+    :class:`BurstSampled` and :class:`ReportReady` per burst, and last :class:`JobEnded` or
+    :class:`JobFailed`. The target is stopped however the loop ends: exhausted, closed by the
+    consumer (``generator.close()``), interrupted (Ctrl-C) or stopped through ``stop``.
+
+    Raises:
+        BpmonError: bad settings or an unreadable target, before or while watching; a failed
+            runtime job is not raised but ends the stream with :class:`JobFailed`.
+    """
     settings = settings or Settings()
-    chosen = load_profile(profile)
-    graph = load_topology(topology) if topology is not None else None
-    sampler = PySpySampler(pid, chosen, pause=pause)
-    burst = sampler.burst(samples, interval_ms, progress=progress)
-    job = graph.name if graph is not None else f"pid-{pid}"
-    observation = observation_from_burst(burst, graph, chosen, job, "pyspy")
-    run_id = new_run_id(job, datetime.now(UTC), random.Random())
-    report = diagnose(replace(observation, run_id=run_id), settings.rules())
-    settings.store().save(report)
-    return report
+    rules, store = settings.rules(), settings.store()
+    loop = _Loop(target, plan, rules, stop or threading.Event())
+    run_id = settings.new_run_id(target.job)
+    reports: list[Report] = []
+    paths: list[Path] = []
+    failure: str | None = None
+    try:
+        target.start()
+        yield JobStarted(run_id, target.job, target.source, plan.bursts, plan.duration_s)
+        yield from loop.idle(plan.warmup_s, "warming up")
+        burst = 0
+        while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
+            began = loop.clock()
+            observation = yield from loop.sample(burst)
+            observation = replace(observation, run_id=run_id)
+            yield BurstSampled(run_id, burst, observation)
+            report = diagnose(observation, rules)
+            paths.append(store.save(report, burst=burst))
+            reports.append(report)
+            yield ReportReady(run_id, burst, report, paths[-1])
+            burst += 1
+            if plan.every_s is not None and (plan.bursts is None or burst < plan.bursts):
+                yield from loop.idle(plan.every_s - (loop.clock() - began), "waiting")
+        if plan.duration_s is not None:
+            yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
+    except JobError as exc:
+        failure = str(exc)
+    finally:
+        loop.stopped = True
+        ending = target.stop()
+    ended = (run_id, tuple(reports), tuple(paths), ending.leaks)
+    yield JobFailed(*ended, error=failure) if failure is not None else JobEnded(*ended)
+
+
+class _Loop:
+    """The waiting and sampling of :func:`watch`, yielding live snapshots as it goes."""
+
+    def __init__(
+        self, target: Target, plan: WatchPlan, rules: RulesConfig, stop: threading.Event
+    ) -> None:
+        self.target, self.plan, self.rules, self.stop = target, plan, rules, stop
+        self.clock = time.monotonic
+        self._t0 = self.clock()
+        self.stopped = False
+
+    def elapsed(self) -> float:
+        """Seconds since the loop began."""
+        return self.clock() - self._t0
+
+    def idle(self, seconds: float, phase: str) -> Iterator[Event]:
+        """Let ``seconds`` pass, a live snapshot every quarter second."""
+        deadline = self.clock() + max(0.0, seconds)
+        while not self.stopped and (left := deadline - self.clock()) > 0:
+            if self.stop.wait(min(LIVE_EVERY_S, left)):
+                self.stopped = True
+                break
+            self.target.wait(0)
+            yield self.live(phase)
+
+    def sample(self, burst: int) -> Generator[Event, None, Observation]:
+        """One burst, sampled on a thread of its own; live snapshots from this one meanwhile.
+
+        Rendering a snapshot never runs on the sampler's thread nor between its deadlines:
+        the sampler only records how far it got.
+        """
+        done = [0]
+
+        def progress(taken: int, total: int) -> None:
+            done[0] = taken
+
+        result: list[Observation] = []
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(
+                    self.target.observe(self.plan.samples, self.plan.interval_ms, progress)
+                )
+            except BaseException as exc:  # handed to the loop's thread, raised there
+                errors.append(exc)
+
+        sampler = threading.Thread(target=run, name="bpmon-sampler", daemon=True)
+        sampler.start()
+        while sampler.is_alive():
+            sampler.join(LIVE_EVERY_S)
+            if sampler.is_alive():
+                yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
+        if errors:
+            raise errors[0]
+        return result[0]
+
+    def live(self, phase: str, sampling: Sampling | None = None) -> LiveSnapshot:
+        """The target's metrics now, with levels from the time accounting."""
+        snapshot = self.target.snapshot()
+        vertices = () if snapshot is None else observation_levels(snapshot, self.rules)
+        return LiveSnapshot(self.elapsed(), phase, vertices, sampling)
+
+
+def drain(events: Iterator[Event]) -> JobEnded:
+    """Run a watch to its end without looking at it; JobError if the job failed."""
+    last: Event | None = None
+    for event in events:
+        last = event
+    if isinstance(last, JobFailed):
+        raise JobError(last.error)
+    assert isinstance(last, JobEnded)
+    return last
+
+
+def load_report(run: str, settings: Settings | None = None, burst: int = 0) -> Report:
+    """A saved report by run id, run directory or file path (burst ``burst`` of a run)."""
+    return (settings or Settings()).store().load(run, burst=burst)
+
+
+def stored_runs(
+    settings: Settings | None = None, on_corrupt: Callable[[HistoryError], None] | None = None
+) -> list[RunInfo]:
+    """Every stored run, newest first; an unreadable one goes to ``on_corrupt``, untouched."""
+    return (settings or Settings()).store().list_runs(on_corrupt)
+
+
+def run_bursts(run: str, settings: Settings | None = None) -> list[tuple[int, Report]]:
+    """Every burst report of a stored run, in order."""
+    return (settings or Settings()).store().bursts(run)
 
 
 def shipped_examples() -> Sequence[str]:
     """The names of the example scenarios bpmon ships."""
     return example_names()
+
+
+def observation_levels(observation: Observation, rules: RulesConfig) -> tuple[VertexStatus, ...]:
+    """The report lines of an observation, without a diagnosis (levels and totals only)."""
+    return tuple(vertex_status(v, rules.levels) for v in observation.vertices)

@@ -17,40 +17,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from bpmon.collectors.profile import Profile
 from bpmon.collectors.sampler import Burst, ThreadCounts
 from bpmon.errors import ConfigError
-from bpmon.model import Edge, Observation, Source, SubtaskWindow, VertexObservation, Window
+from bpmon.model import (
+    NO_METRICS,
+    Edge,
+    Metrics,
+    Observation,
+    Source,
+    SubtaskWindow,
+    VertexObservation,
+    Window,
+)
 from bpmon.scenario import OperatorSpec, Scenario, default_thread_pattern, thread_pattern
 
 _SHOWN_THREADS = 8
 
 
-@dataclass(frozen=True, slots=True)
-class SubtaskMetrics:
-    """One subtask's metric values over the window, from the target's own accounting.
-
-    The fields are those of :class:`~bpmon.model.SubtaskWindow` that stack samples cannot give;
-    ``None`` means the target cannot tell (py-spy targets give none at all).
-    """
-
-    task_manager: int | None = None
-    busy_time_ratio: float | None = None
-    idle_time_ratio: float | None = None
-    backpressured_time_ratio: float | None = None
-    out_pool_usage: float | None = None
-    in_pool_usage: float | None = None
-    records_in_per_s: float | None = None
-    records_out_per_s: float | None = None
-    metrics: Mapping[str, float] = field(default_factory=dict)
-
-
-MetricsByVertex = Mapping[str, Mapping[int, SubtaskMetrics]]
+MetricsByVertex = Mapping[str, Mapping[int, Metrics]]
 """Metrics per vertex name, then per subtask index (0-based)."""
 
-_Group = tuple[str, tuple[ThreadCounts, ...]]
+PlacementByVertex = Mapping[str, Mapping[int, int]]
+"""The task manager hosting each subtask, per vertex name, then per subtask index."""
+
+_Readings = tuple[MetricsByVertex, PlacementByVertex]
 
 
 def observation_from_burst(
@@ -61,6 +53,7 @@ def observation_from_burst(
     source: Source,
     *,
     metrics: MetricsByVertex | None = None,
+    placement: PlacementByVertex | None = None,
 ) -> Observation:
     """The Observation of one burst: vertices, subtasks with their sample counts, and metrics.
 
@@ -72,26 +65,29 @@ def observation_from_burst(
         job: the job name.
         source: what was watched (``runtime``, ``pyspy`` or ``flink``).
         metrics: metric values per vertex and subtask index; missing ones stay None.
+        placement: the task manager of each subtask, when the target knows it.
 
     Raises:
         ConfigError: an operator's thread regex matches none of the threads seen.
     """
     if topology is not None:
-        vertices = _by_topology(burst.threads, topology, metrics or {})
+        vertices = _by_topology(burst.threads, topology, (metrics or {}, placement or {}))
     else:
-        vertices = _by_thread_names(burst.threads, profile, metrics or {})
+        vertices = _by_thread_names(burst.threads, profile, (metrics or {}, placement or {}))
     window = Window(
         start=burst.start,
         end=burst.end,
         samples=burst.samples,
         interval_ms=burst.interval_ms,
         jitter_ms_p99=burst.jitter_ms_p99,
+        planned_samples=burst.planned_samples,
+        planned_interval_ms=burst.planned_interval_ms,
     )
     return Observation(job=job, source=source, window=window, vertices=tuple(vertices))
 
 
 def _by_topology(
-    threads: Sequence[ThreadCounts], topology: Scenario, metrics: MetricsByVertex
+    threads: Sequence[ThreadCounts], topology: Scenario, readings: _Readings
 ) -> list[VertexObservation]:
     taken: set[int] = set()
     vertices = []
@@ -106,13 +102,17 @@ def _by_topology(
             raise ConfigError(_no_match_message(op, topology, threads))
         taken.update(i for _, i, _ in mine)
         ordered = tuple(t for _, _, t in sorted(mine, key=lambda m: _order(m[0], m[2].name)))
-        edges = tuple(Edge(e.source, e.partitioner, e.exchange) for e in op.inputs)
-        vertices.append(_vertex(op.name, ordered, metrics, inputs=edges, kind=op.kind))
+        vertices.append(_vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind))
     return vertices
 
 
+def edges_of(op: OperatorSpec) -> tuple[Edge, ...]:
+    """The model's edges of an operator's inputs."""
+    return tuple(Edge(e.source, e.partitioner, e.exchange) for e in op.inputs)
+
+
 def _by_thread_names(
-    threads: Sequence[ThreadCounts], profile: Profile, metrics: MetricsByVertex
+    threads: Sequence[ThreadCounts], profile: Profile, readings: _Readings
 ) -> list[VertexObservation]:
     groups: dict[str, list[tuple[tuple[object, ...], ThreadCounts]]] = {}
     for t in threads:
@@ -120,7 +120,7 @@ def _by_thread_names(
         vertex = found.group("vertex") if found is not None else t.name
         groups.setdefault(vertex, []).append((_order(found, t.name), t))
     return [
-        _vertex(vertex, tuple(t for _, t in sorted(members, key=lambda m: m[0])), metrics)
+        _vertex(vertex, tuple(t for _, t in sorted(members, key=lambda m: m[0])), readings)
         for vertex, members in sorted(groups.items(), key=lambda g: _natural(g[0]))
     ]
 
@@ -128,19 +128,23 @@ def _by_thread_names(
 def _vertex(
     name: str,
     threads: tuple[ThreadCounts, ...],
-    metrics: MetricsByVertex,
+    readings: _Readings,
     inputs: tuple[Edge, ...] = (),
     kind: str | None = None,
 ) -> VertexObservation:
-    per_subtask = metrics.get(name, {})
-    subtasks = tuple(_subtask(index, t, per_subtask.get(index)) for index, t in enumerate(threads))
+    metrics, placement = readings[0].get(name, {}), readings[1].get(name, {})
+    subtasks = tuple(
+        _subtask(index, t, metrics.get(index), placement.get(index))
+        for index, t in enumerate(threads)
+    )
     return VertexObservation(
         name=name, parallelism=len(subtasks), inputs=inputs, subtasks=subtasks, kind=kind
     )
 
 
-def _subtask(index: int, counts: ThreadCounts, m: SubtaskMetrics | None) -> SubtaskWindow:
-    m = m if m is not None else SubtaskMetrics()
+def _subtask(
+    index: int, counts: ThreadCounts, m: Metrics | None, task_manager: int | None
+) -> SubtaskWindow:
     return SubtaskWindow(
         index=index,
         thread=counts.name,
@@ -148,15 +152,8 @@ def _subtask(index: int, counts: ThreadCounts, m: SubtaskMetrics | None) -> Subt
         backpressured=counts.backpressured,
         idle=counts.idle,
         busy=counts.busy,
-        task_manager=m.task_manager,
-        busy_time_ratio=m.busy_time_ratio,
-        idle_time_ratio=m.idle_time_ratio,
-        backpressured_time_ratio=m.backpressured_time_ratio,
-        out_pool_usage=m.out_pool_usage,
-        in_pool_usage=m.in_pool_usage,
-        records_in_per_s=m.records_in_per_s,
-        records_out_per_s=m.records_out_per_s,
-        metrics=dict(m.metrics),
+        task_manager=task_manager,
+        metrics=m if m is not None else NO_METRICS,
     )
 
 

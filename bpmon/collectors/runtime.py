@@ -1,76 +1,164 @@
-"""The collector of bpmon's own runtime: stack bursts of the job's task threads plus its metrics.
+"""bpmon's own runtime as a :class:`~bpmon.collectors.target.Target`.
 
-One :meth:`RuntimeCollector.collect` is one monitoring window: a burst of stack samples of every
-task thread at once (in-process, ``sys._current_frames``), classified by the ``bpmon-runtime``
-profile, and the job's metrics read at the end of the burst (the time accounting and rates cover
-the last few seconds, so they describe the same window). The result is an Observation the rules
-engine reads like any other.
+:class:`RuntimeTarget` runs a scenario's job and watches it. One :meth:`~RuntimeTarget.observe`
+is one monitoring window: a burst of stack samples of every task thread at once (in-process,
+``sys._current_frames``), classified by the ``bpmon-runtime`` profile, and the job's metrics
+read at the end of the burst. :meth:`~RuntimeTarget.snapshot` gives the same metrics without
+samples, for live views. The result is an Observation the rules engine reads like any other.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from dataclasses import replace
 
-from bpmon.collectors.observe import SubtaskMetrics, observation_from_burst
+from bpmon.collectors.observe import (
+    MetricsByVertex,
+    PlacementByVertex,
+    edges_of,
+    observation_from_burst,
+)
 from bpmon.collectors.profile import Profile, load_profile
-from bpmon.collectors.sampler import StackSampler
-from bpmon.model import Observation
+from bpmon.collectors.sampler import Burst, Progress, StackSampler, utc_now
+from bpmon.collectors.target import Ending
+from bpmon.errors import JobError
+from bpmon.model import (
+    Metrics,
+    Observation,
+    Source,
+    SubtaskWindow,
+    TargetSettings,
+    VertexObservation,
+    Window,
+)
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, job_metrics
+from bpmon.scenario import Scenario
 
-Progress = Callable[[int, int], None]
 
-
-def subtask_metrics(m: TaskMetrics) -> SubtaskMetrics:
-    """A runtime metrics snapshot in the collectors' terms (ratios are ms/s ÷ 1000)."""
-    return SubtaskMetrics(
-        task_manager=m.task_manager,
-        busy_time_ratio=m.busy_ms_per_s / 1000,
-        idle_time_ratio=m.idle_ms_per_s / 1000,
+def metrics_of(m: TaskMetrics) -> Metrics:
+    """A runtime metrics snapshot as the model's value (ratios are ms/s ÷ 1000)."""
+    return Metrics(
+        busy_ratio=m.busy_ms_per_s / 1000,
+        idle_ratio=m.idle_ms_per_s / 1000,
         backpressured_time_ratio=m.backpressured_ms_per_s / 1000,
         out_pool_usage=m.out_pool_usage,
         in_pool_usage=m.in_pool_usage,
         records_in_per_s=m.records_in_per_s,
         records_out_per_s=m.records_out_per_s,
-        metrics=m.as_flink(),
+        extra=m.as_flink(),
     )
 
 
-class RuntimeCollector:
-    """Watches a running :class:`~bpmon.runtime.job.Job`.
+class RuntimeTarget:
+    """A scenario's job on bpmon's runtime, under watch.
 
     Args:
-        job: the running job.
+        scenario: the job to run.
         profile: how to read its stacks (default: the shipped ``bpmon-runtime`` profile).
-        run_id: stamped on every Observation.
+        job: an already built job of ``scenario`` (tests); built here when None.
     """
 
-    def __init__(self, job: Job, profile: Profile | None = None, run_id: str = "") -> None:
-        self.job = job
+    def __init__(
+        self, scenario: Scenario, profile: Profile | None = None, job: Job | None = None
+    ) -> None:
+        self.scenario = scenario
+        self.runtime = job if job is not None else Job(scenario)
         self.profile = profile or load_profile("bpmon-runtime")
-        self.run_id = run_id
         self._sampler = StackSampler(self.profile)
+        network = scenario.network
+        self._settings = TargetSettings(
+            flow_control=network.flow_control,
+            task_managers=network.task_managers,
+            segment_size=network.segment_size,
+        )
 
-    def collect(
+    @property
+    def job(self) -> str:
+        """The scenario's name."""
+        return self.scenario.name
+
+    @property
+    def source(self) -> Source:
+        """Always ``runtime``."""
+        return "runtime"
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job started."""
+        return self.runtime.elapsed_s
+
+    def start(self) -> None:
+        """Start the job's threads."""
+        self.runtime.start()
+
+    def observe(
         self, samples: int = 100, interval_ms: float = 50.0, progress: Progress | None = None
     ) -> Observation:
         """One window: a burst of ``samples`` stack samples ``interval_ms`` apart, and metrics."""
         burst = self._sampler.burst(samples, interval_ms, progress=progress)
-        metrics = {
-            vertex: {m.index: subtask_metrics(m) for m in group}
-            for vertex, group in job_metrics(self.job.tasks).items()
-        }
+        self._raise_if_failed()
+        return self._observation(burst)
+
+    def snapshot(self) -> Observation:
+        """Every subtask's metrics now (the runtime's sliding window), without samples."""
+        readings = job_metrics(self.runtime.tasks)
+        vertices = tuple(
+            VertexObservation(
+                name=op.name,
+                parallelism=op.parallelism,
+                inputs=edges_of(op),
+                kind=op.kind,
+                subtasks=tuple(
+                    SubtaskWindow(
+                        index=m.index,
+                        thread=m.thread,
+                        task_manager=m.task_manager,
+                        metrics=metrics_of(m),
+                    )
+                    for m in readings.get(op.name, ())
+                ),
+            )
+            for op in self.scenario.operators
+        )
+        now = utc_now()
+        return Observation(
+            job=self.job,
+            source="runtime",
+            window=Window(start=now, end=now, samples=0, interval_ms=0.0),
+            vertices=vertices,
+            settings=self._settings,
+        )
+
+    def wait(self, seconds: float) -> None:
+        """Let the job run ``seconds`` more (returns early, raising JobError, if it fails)."""
+        self.runtime.wait(seconds)
+        self._raise_if_failed()
+
+    def stop(self) -> Ending:
+        """Stop the job (idempotent): every thread stops and every buffer returns."""
+        result = self.runtime.stop()
+        return Ending(leaks=result.leaks, error=result.error)
+
+    def _raise_if_failed(self) -> None:
+        if self.runtime.failed:
+            ending = self.stop()
+            raise JobError(f"job {self.job!r} failed: {ending.error}")
+
+    def _readings(self) -> tuple[MetricsByVertex, PlacementByVertex]:
+        snapshot = job_metrics(self.runtime.tasks)
+        metrics = {v: {m.index: metrics_of(m) for m in group} for v, group in snapshot.items()}
+        placement = {v: {m.index: m.task_manager for m in group} for v, group in snapshot.items()}
+        return metrics, placement
+
+    def _observation(self, burst: Burst) -> Observation:
+        metrics, placement = self._readings()
         observation = observation_from_burst(
-            burst, self.job.scenario, self.profile, self.job.name, "runtime", metrics=metrics
+            burst,
+            self.scenario,
+            self.profile,
+            self.job,
+            "runtime",
+            metrics=metrics,
+            placement=placement,
         )
-        network = self.job.scenario.network
-        return dataclasses.replace(
-            observation,
-            run_id=self.run_id,
-            settings={
-                "flow_control": network.flow_control,
-                "task_managers": network.task_managers,
-                "segment_size": network.segment_size,
-            },
-        )
+        return replace(observation, settings=self._settings)

@@ -73,12 +73,15 @@ class Burst:
         start: when the first sample was due (UTC).
         end: when the window closed, ``samples x interval`` after ``start`` when on time (UTC).
         samples: samples actually taken (fewer when stopped early or samples were missed).
-        interval_ms: the planned delay between two samples.
+        interval_ms: the achieved delay between two samples: the mean gap between the first and
+            the last sample taken (the planned one when fewer than two were taken).
         jitter_ms_p99: 99th percentile of the samples' lateness against their absolute deadlines,
             less the smallest lateness (a constant offset, such as py-spy's attach time, is not
             jitter); ``None`` when no sample was taken.
         threads: per-thread counts, ordered by thread name.
         missed: samples the collector could not read (py-spy errors); not in ``samples``.
+        planned_samples: the samples asked for.
+        planned_interval_ms: the delay asked for between two samples.
     """
 
     start: datetime
@@ -88,6 +91,8 @@ class Burst:
     jitter_ms_p99: float | None
     threads: tuple[ThreadCounts, ...]
     missed: int = 0
+    planned_samples: int | None = None
+    planned_interval_ms: float | None = None
 
     def thread(self, name: str) -> ThreadCounts:
         """The counts of the (first) thread called ``name``; KeyError if none was seen."""
@@ -133,6 +138,7 @@ def record_burst(
     interval_s = interval_ms / 1000.0
     tally = _Tally()
     lateness: list[float] = []
+    taken_at: list[float] = []
     missed = 0
     wall0, t0 = wall_clock(), clock()
     for k in range(samples):
@@ -145,6 +151,7 @@ def record_burst(
             missed += 1
         else:
             lateness.append(snapshot.at - deadline)
+            taken_at.append(snapshot.at)
             tally.add(snapshot.threads)
         if progress is not None:
             progress(k + 1, samples)
@@ -154,10 +161,12 @@ def record_burst(
         start=wall0,
         end=wall0 + timedelta(seconds=clock() - t0),
         samples=len(lateness),
-        interval_ms=float(interval_ms),
+        interval_ms=_achieved_interval_ms(taken_at, interval_ms),
         jitter_ms_p99=_jitter_p99_ms(lateness),
         threads=tally.result(),
         missed=missed,
+        planned_samples=samples,
+        planned_interval_ms=float(interval_ms),
     )
 
 
@@ -293,6 +302,13 @@ def _sleep_until(
     while remaining > 0:
         sleep(remaining)
         remaining = deadline - clock()
+
+
+def _achieved_interval_ms(taken_at: list[float], planned_ms: float) -> float:
+    """The mean gap between consecutive samples taken; the planned one below two samples."""
+    if len(taken_at) < 2:
+        return float(planned_ms)
+    return round((taken_at[-1] - taken_at[0]) / (len(taken_at) - 1) * 1000.0, 3)
 
 
 def _jitter_p99_ms(lateness: list[float]) -> float | None:

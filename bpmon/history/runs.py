@@ -20,12 +20,11 @@ import random
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bpmon.errors import ConfigError, HistoryError, TargetNotFoundError
-from bpmon.model import Level, Report, RootCause, Source
+from bpmon.model import Report, RunInfo, worst_level
 from bpmon.report_json import report_from_json, report_to_json
 
 REPORT_FILE = "report.json"
@@ -37,7 +36,6 @@ LIST_HINT = "`bpmon history` lists the stored runs"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _BURST_FILE = re.compile(r"report(?:-([1-9][0-9]*))?\.json")
 _JOB_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
-_LEVEL_ORDER: dict[Level, int] = {"OK": 0, "LOW": 1, "HIGH": 2}
 
 
 def new_run_id(job: str, now: datetime, rng: random.Random) -> str:
@@ -58,33 +56,6 @@ def burst_file_name(burst: int) -> str:
     if burst < 0:
         raise ConfigError(f"burst = {burst}: expected 0 or more")
     return REPORT_FILE if burst == 0 else f"report-{burst}.json"
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """One stored run, as listed: what ran, when, and its first burst's diagnosis.
-
-    Attributes:
-        run_id: the run's id (its folder name).
-        path: the run's folder.
-        job: the job name.
-        source: what was watched (``runtime``, ``pyspy``, ``flink``).
-        start: the start of the first burst's window (UTC).
-        end: the end of the first burst's window (UTC).
-        bursts: how many burst reports the folder holds.
-        worst_level: the highest vertex level of the first burst (None: not diagnosed).
-        root_causes: the first burst's root causes (None: not diagnosed).
-    """
-
-    run_id: str
-    path: Path
-    job: str
-    source: Source
-    start: datetime
-    end: datetime
-    bursts: int
-    worst_level: Level | None
-    root_causes: tuple[RootCause, ...] | None
 
 
 class RunStore:
@@ -140,6 +111,17 @@ class RunStore:
                     f"run {run_dir.name} has no burst {burst}: {run_dir} holds {found}"
                 )
         return read_report(path)
+
+    def bursts(self, run_id_or_path: str | Path) -> list[tuple[int, Report]]:
+        """Every burst report of a run, in burst order (a file path is one burst).
+
+        Raises TargetNotFoundError when there is no such run, HistoryError when one of its
+        files is unreadable (the file is left untouched).
+        """
+        path = self._resolve(run_id_or_path)
+        if not path.is_dir():
+            return [(0, read_report(path))]
+        return [(b, read_report(path / burst_file_name(b))) for b in _bursts(path)]
 
     def _resolve(self, run_id_or_path: str | Path) -> Path:
         """The run folder or file that ``run_id_or_path`` names (store run ids first)."""
@@ -218,17 +200,9 @@ def _run_info(run_dir: Path, report: Report) -> RunInfo:
         start=report.window.start,
         end=report.window.end,
         bursts=len(_bursts(run_dir)),
-        worst_level=_worst_level(report),
+        worst_level=worst_level(report),
         root_causes=report.root_causes,
     )
-
-
-def _worst_level(report: Report) -> Level | None:
-    """The highest level among the report's vertices; None when none has one."""
-    levels: list[Level] = [v.level for v in report.vertices if v.level is not None]
-    if not levels:
-        return None
-    return max(levels, key=_LEVEL_ORDER.__getitem__)
 
 
 def _bursts(run_dir: Path) -> list[int]:

@@ -29,8 +29,8 @@ def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> floa
     caps = []
     for s in subs:
         busy = busy_ratio(s)
-        if s.records_in_per_s is not None and busy is not None and busy >= min_busy:
-            caps.append(s.records_in_per_s / busy)
+        if s.metrics.records_in_per_s is not None and busy is not None and busy >= min_busy:
+            caps.append(s.metrics.records_in_per_s / busy)
     return sum(caps) / len(caps) if caps else None
 
 
@@ -38,17 +38,17 @@ def _source_offer(vertex: VertexObservation, rules: RulesConfig) -> float | None
     cap = rules.capacity.max_producer_backpressure
     total = 0.0
     for s in vertex.subtasks:
-        views = [v for v in (sampled_ratio(s), s.backpressured_time_ratio) if v is not None]
+        views = [v for v in (sampled_ratio(s), s.metrics.backpressured_time_ratio) if v is not None]
         bp = sum(views) / len(views) if views else None
-        if s.records_out_per_s is None or bp is None:
+        if s.metrics.records_out_per_s is None or bp is None:
             return None
-        total += s.records_out_per_s / (1.0 - min(max(bp, 0.0), cap))
+        total += s.metrics.records_out_per_s / (1.0 - min(max(bp, 0.0), cap))
     return total if vertex.subtasks else None
 
 
 def _amplification(vertex: VertexObservation) -> float | None:
-    ins = [s.records_in_per_s for s in vertex.subtasks]
-    outs = [s.records_out_per_s for s in vertex.subtasks]
+    ins = [s.metrics.records_in_per_s for s in vertex.subtasks]
+    outs = [s.metrics.records_out_per_s for s in vertex.subtasks]
     if not ins or None in ins or None in outs:
         return None
     total_in = sum(v for v in ins if v is not None)
@@ -169,9 +169,9 @@ def _skew(
     exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
     lines: list[str] = []
     cap = capacity_per_subtask(hot, rules.capacity.min_busy)
-    total = sum(s.records_in_per_s or 0.0 for s in vertex.subtasks)
+    total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     if cap is not None and demand and total > 0:
-        share = sum(s.records_in_per_s or 0.0 for s in hot) / total
+        share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
         lines.append(
             f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy and would be offered "
             f"~{demand * share / len(hot):,.0f} ({_ESTIMATE})"

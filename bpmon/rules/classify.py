@@ -74,7 +74,9 @@ def classify(
 def _network(vertex: VertexObservation, rules: RulesConfig) -> Classification:
     idle_min = rules.network.idle_min
     idle = [s for s in vertex.subtasks if (blended_idle(s) or 0.0) >= idle_min]
-    pools = [s.in_pool_usage for s in vertex.subtasks if s.in_pool_usage is not None]
+    pools = [
+        s.metrics.in_pool_usage for s in vertex.subtasks if s.metrics.in_pool_usage is not None
+    ]
     most = max((blended_idle(s) or 0.0 for s in idle), default=0.0)
     lines = [f"{vertex.name} idles {most:.0%} waiting for input"]
     certainty = 1.0
@@ -109,7 +111,7 @@ def _busy_kind(vertex: VertexObservation, loc: Localization, rules: RulesConfig)
     rest = [s for s in vertex.subtasks if s not in hot]
     if not rest:
         return Classification("slow-operator", indices, (_busy_line(vertex, hot),))
-    if any(s.records_in_per_s is None for s in vertex.subtasks):
+    if any(s.metrics.records_in_per_s is None for s in vertex.subtasks):
         return Classification(
             "slow-subtask",
             indices,
@@ -163,7 +165,7 @@ def _by_rates(
 
 
 def _mean_rate(subs: list[SubtaskWindow]) -> float:
-    return sum(s.records_in_per_s or 0.0 for s in subs) / len(subs)
+    return sum(s.metrics.records_in_per_s or 0.0 for s in subs) / len(subs)
 
 
 def _time_per_record(subs: list[SubtaskWindow]) -> float:
@@ -174,15 +176,15 @@ def _time_per_record(subs: list[SubtaskWindow]) -> float:
     flusher may show no busy sample at all though it is 20% busy).
     """
     busy = sum(_busy_for_cost(s) for s in subs)
-    records = sum(s.records_in_per_s or 0.0 for s in subs)
+    records = sum(s.metrics.records_in_per_s or 0.0 for s in subs)
     if records <= 0:
         return float("inf") if busy > 0 else 0.0
     return busy / records
 
 
 def _busy_for_cost(sw: SubtaskWindow) -> float:
-    if sw.busy_time_ratio is not None:
-        return sw.busy_time_ratio
+    if sw.metrics.busy_ratio is not None:
+        return sw.metrics.busy_ratio
     return blended_busy(sw) or 0.0
 
 
@@ -191,8 +193,8 @@ def _ms(seconds: float) -> str:
 
 
 def _share_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
-    total = sum(s.records_in_per_s or 0.0 for s in vertex.subtasks)
-    got = sum(s.records_in_per_s or 0.0 for s in hot)
+    total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
+    got = sum(s.metrics.records_in_per_s or 0.0 for s in hot)
     share = got / total if total > 0 else 0.0
     fair = len(hot) / max(1, len(vertex.subtasks))
     verb = "receives" if len(hot) == 1 else "receive"
@@ -216,7 +218,7 @@ def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
 
 def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification | None:
     spilled = {
-        s.index: sum(s.metrics.get(m, 0.0) for m in rules.kinds.spill_metrics)
+        s.index: sum(s.metrics.extra.get(m, 0.0) for m in rules.kinds.spill_metrics)
         for s in vertex.subtasks
     }
     heavy = {i: b for i, b in spilled.items() if b > 0 and b >= rules.kinds.spill_bytes_per_s_min}

@@ -54,6 +54,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         vertices=vertices,
         root_causes=tuple(causes),
         findings=loc.findings,
+        levels_from=observation.levels_from,
     )
 
 
@@ -126,7 +127,7 @@ def _agreement(sw: SubtaskWindow | None, rules: RulesConfig) -> float:
     """1 when samples and time accounting agree on busy, 0.5 when not, 0.75 with one view."""
     if sw is None:
         return 0.0
-    sampled, timed = sample_share(sw, sw.busy), sw.busy_time_ratio
+    sampled, timed = sample_share(sw, sw.busy), sw.metrics.busy_ratio
     if sampled is None or timed is None:
         return 0.75
     return 1.0 if abs(sampled - timed) <= rules.levels.disagreement else 0.5
@@ -148,8 +149,8 @@ def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tupl
     sampled = sample_share(sw, sw.busy)
     if sampled is not None:
         views.append(f"{sampled:.0%} (samples)")
-    if sw.busy_time_ratio is not None:
-        views.append(f"{sw.busy_time_ratio * 1000:.0f} ms/s (time accounting)")
+    if sw.metrics.busy_ratio is not None:
+        views.append(f"{sw.metrics.busy_ratio * 1000:.0f} ms/s (time accounting)")
     if not views:
         return ()
     return (f"{name_subtasks(suspect.vertex, [sw.index])} busy {' / '.join(views)}",)

@@ -5,8 +5,9 @@ buffer (Flink's sampled backpressure); its level is OK / LOW / HIGH against ``[l
 rules file. The time accounting (``backPressuredTimeMsPerSecond``) is reported beside it, and a
 subtask is flagged ``disagreement`` when the two views differ by more than the configured margin.
 A vertex takes its worst subtask's ratio and level, and the MAX of busy/idle/pool usage (what
-Flink's UI shows), the SUM of record rates. A subtask without samples has no ratio and no level:
-nothing is invented.
+Flink's UI shows), the SUM of record rates (:func:`bpmon.model.total_metrics`). A subtask without
+samples takes its ratio from the time accounting (``backPressuredTimeMsPerSecond``), and one
+without either has no ratio and no level: nothing is invented.
 
 The ``blended_*`` and ``effective_*`` functions are the measures the bottleneck search uses: they
 combine both views when both exist, so one noisy view does not decide alone.
@@ -15,8 +16,16 @@ combine both views when both exist, so one noisy view does not decide alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
-from bpmon.model import Level, SubtaskStatus, SubtaskWindow, VertexObservation, VertexStatus
+from bpmon.model import (
+    Level,
+    SubtaskStatus,
+    SubtaskWindow,
+    VertexObservation,
+    VertexStatus,
+    total_metrics,
+)
 from bpmon.rules.config import LevelRules
 
 
@@ -45,15 +54,15 @@ def sampled_ratio(sw: SubtaskWindow) -> float | None:
 
 def busy_ratio(sw: SubtaskWindow) -> float | None:
     """The reported busy ratio: the time accounting if the target gives it, else busy samples."""
-    if sw.busy_time_ratio is not None:
-        return sw.busy_time_ratio
+    if sw.metrics.busy_ratio is not None:
+        return sw.metrics.busy_ratio
     return sample_share(sw, sw.busy)
 
 
 def idle_ratio(sw: SubtaskWindow) -> float | None:
     """The reported idle ratio: the time accounting if the target gives it, else idle samples."""
-    if sw.idle_time_ratio is not None:
-        return sw.idle_time_ratio
+    if sw.metrics.idle_ratio is not None:
+        return sw.metrics.idle_ratio
     return sample_share(sw, sw.idle)
 
 
@@ -64,47 +73,41 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def blended_busy(sw: SubtaskWindow) -> float | None:
     """Busy as the diagnosis sees it: the mean of the sampled share and the time accounting."""
-    return _mean((sample_share(sw, sw.busy), sw.busy_time_ratio))
+    return _mean((sample_share(sw, sw.busy), sw.metrics.busy_ratio))
 
 
 def blended_idle(sw: SubtaskWindow) -> float | None:
     """Idle as the diagnosis sees it: the mean of the sampled share and the time accounting."""
-    return _mean((sample_share(sw, sw.idle), sw.idle_time_ratio))
-
-
-def effective_backpressure(sw: SubtaskWindow) -> float | None:
-    """Backpressure as the diagnosis sees it: the sampled ratio, else the time accounting.
-
-    The samples come first because the report's levels are built on them; a target that gives
-    only time metrics (a Flink cluster without thread dumps) is still diagnosed.
-    """
-    ratio = sampled_ratio(sw)
-    return ratio if ratio is not None else sw.backpressured_time_ratio
+    return _mean((sample_share(sw, sw.idle), sw.metrics.idle_ratio))
 
 
 def disagrees(sw: SubtaskWindow, levels: LevelRules) -> bool:
     """Whether the sampled ratio and the time accounting differ by more than the margin."""
     ratio = sampled_ratio(sw)
-    timed = sw.backpressured_time_ratio
+    timed = sw.metrics.backpressured_time_ratio
     if ratio is None or timed is None:
         return False
     return abs(ratio - timed) > levels.disagreement
 
 
+def backpressure_ratio(sw: SubtaskWindow) -> float | None:
+    """The ratio a level is read from: the sampled one, else the time accounting's.
+
+    A target that gives only time metrics (a Flink cluster without thread dumps, a live view
+    between bursts) still gets levels; the report says where they came from.
+    """
+    ratio = sampled_ratio(sw)
+    return ratio if ratio is not None else sw.metrics.backpressured_time_ratio
+
+
 def subtask_status(sw: SubtaskWindow, levels: LevelRules) -> SubtaskStatus:
     """The report line of one subtask."""
-    ratio = sampled_ratio(sw)
+    ratio = backpressure_ratio(sw)
     return SubtaskStatus(
         index=sw.index,
         level=level_of(ratio, levels),
         ratio=ratio,
-        busy_ratio=busy_ratio(sw),
-        idle_ratio=idle_ratio(sw),
-        out_pool_usage=sw.out_pool_usage,
-        in_pool_usage=sw.in_pool_usage,
-        records_in_per_s=sw.records_in_per_s,
-        records_out_per_s=sw.records_out_per_s,
-        backpressured_time_ratio=sw.backpressured_time_ratio,
+        metrics=replace(sw.metrics, busy_ratio=busy_ratio(sw), idle_ratio=idle_ratio(sw)),
         disagreement=disagrees(sw, levels),
     )
 
@@ -115,16 +118,8 @@ def max_known(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def sum_all(values: Iterable[float | None]) -> float | None:
-    """The sum, or None as soon as one value is unknown (a partial sum would understate)."""
-    items = list(values)
-    if not items or any(v is None for v in items):
-        return None
-    return sum(v for v in items if v is not None)
-
-
 def vertex_status(vertex: VertexObservation, levels: LevelRules) -> VertexStatus:
-    """The report line of one vertex: its worst subtask's level, MAX ratios, SUM of rates."""
+    """The report line of one vertex: its worst subtask's level and ratio, totalled metrics."""
     subs = tuple(subtask_status(sw, levels) for sw in vertex.subtasks)
     ratio = max_known(s.ratio for s in subs)
     return VertexStatus(
@@ -132,12 +127,7 @@ def vertex_status(vertex: VertexObservation, levels: LevelRules) -> VertexStatus
         parallelism=vertex.parallelism,
         level=level_of(ratio, levels),
         ratio=ratio,
-        busy_ratio=max_known(s.busy_ratio for s in subs),
-        idle_ratio=max_known(s.idle_ratio for s in subs),
-        out_pool_usage=max_known(s.out_pool_usage for s in subs),
-        in_pool_usage=max_known(s.in_pool_usage for s in subs),
-        records_in_per_s=sum_all(s.records_in_per_s for s in subs),
-        records_out_per_s=sum_all(s.records_out_per_s for s in subs),
+        metrics=total_metrics(s.metrics for s in subs),
         inputs=vertex.inputs,
         subtasks=subs,
     )

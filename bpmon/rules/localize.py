@@ -37,9 +37,9 @@ from typing import Literal
 from bpmon.model import Edge, Finding, Observation, VertexObservation
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.levels import (
+    backpressure_ratio,
     blended_busy,
     blended_idle,
-    effective_backpressure,
     level_of,
     max_known,
 )
@@ -76,17 +76,17 @@ def profile(vertex: VertexObservation) -> VertexProfile:
     """Summarise one vertex's subtasks."""
     subs = vertex.subtasks
     running = any(
-        s.samples > 0 or s.busy_time_ratio is not None or s.idle_time_ratio is not None
+        s.samples > 0 or s.metrics.busy_ratio is not None or s.metrics.idle_ratio is not None
         for s in subs
     )
     return VertexProfile(
         name=vertex.name,
         kind=vertex.kind,
-        backpressure=max_known(effective_backpressure(s) for s in subs),
+        backpressure=max_known(backpressure_ratio(s) for s in subs),
         busy=max_known(blended_busy(s) for s in subs),
         idle=max_known(blended_idle(s) for s in subs),
-        in_pool=max_known(s.in_pool_usage for s in subs),
-        out_pool=max_known(s.out_pool_usage for s in subs),
+        in_pool=max_known(s.metrics.in_pool_usage for s in subs),
+        out_pool=max_known(s.metrics.out_pool_usage for s in subs),
         running=running,
     )
 
@@ -330,7 +330,7 @@ class _Search:
         links = self._links(pressing, name)
         if links is not None and not links:
             return None  # every channel is local: the network cannot be the limit
-        if self.obs.settings.get("flow_control") == "tcp":
+        if self.obs.settings.flow_control == "tcp":
             blocker = self._sharing_bottleneck(links, busy)
             if blocker is not None:  # only a finding, so any backpressure above OK will do
                 return self._head_of_line(name, pressing, blocker)

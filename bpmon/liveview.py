@@ -1,0 +1,97 @@
+"""The live view of a running watch: one table of every vertex, redrawn from the service's
+:class:`~bpmon.events.LiveSnapshot` events.
+
+It draws on the thread that consumes the events, never on the sampler's (the service samples on
+a thread of its own), and only when a snapshot arrives (about four times a second): rich's own
+refresh thread is off. Off a terminal (a log, a pipe) it draws nothing. A surface: it imports rich.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bpmon.events import LiveSnapshot
+from bpmon.model import VertexStatus
+from bpmon.render import LEVEL_STYLES, NULL, format_rate, format_ratio
+
+COLUMNS = (
+    "vertex",
+    "level",
+    "rec in/s",
+    "rec out/s",
+    "busy",
+    "idle",
+    "backpr.",
+    "outPool",
+    "inPool",
+)
+
+
+class LiveView:
+    """A context manager that shows the latest snapshot of a watch titled ``title``."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal:
+            self._live = Live(
+                Text(f"{self.title}: starting", style="dim"),
+                console=self.console,
+                auto_refresh=False,
+                transient=True,
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(kind, exc, tb)
+            self._live = None
+
+    def update(self, snapshot: LiveSnapshot) -> None:
+        """Redraw with ``snapshot`` (nothing happens off a terminal)."""
+        if self._live is not None:
+            self._live.update(live_table(self.title, snapshot), refresh=True)
+
+
+def live_table(title: str, snapshot: LiveSnapshot) -> Group:
+    """The table of one snapshot, with the phase (and sampling progress) beneath it."""
+    table = Table(title=f"{title} — {snapshot.elapsed_s:4.1f} s", title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("vertex", "level") else "right")
+    for vertex in snapshot.vertices:
+        table.add_row(*_cells(vertex))
+    phase = snapshot.phase
+    if snapshot.sampling is not None:
+        s = snapshot.sampling
+        phase = f"sampling burst {s.burst + 1}: {s.done}/{s.samples} samples"
+    return Group(table, Text(phase, style="dim"))
+
+
+def _cells(vertex: VertexStatus) -> tuple[str | Text, ...]:
+    m = vertex.metrics
+    level = Text(vertex.level or NULL, style=LEVEL_STYLES[vertex.level] if vertex.level else "")
+    return (
+        vertex.name,
+        level,
+        format_rate(m.records_in_per_s),
+        format_rate(m.records_out_per_s),
+        format_ratio(m.busy_ratio),
+        format_ratio(m.idle_ratio),
+        format_ratio(vertex.ratio),
+        format_ratio(m.out_pool_usage),
+        format_ratio(m.in_pool_usage),
+    )
