@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.partition import Event, PipelinedSubpartition
+from bpmon.runtime.subpartition import Event, ResultSubpartition
 
 if TYPE_CHECKING:
     from bpmon.runtime.credit import RemoteInputChannel
@@ -54,7 +54,7 @@ class SenderView:
     def __init__(
         self,
         connection: Connection,
-        subpartition: PipelinedSubpartition,
+        subpartition: ResultSubpartition,
         channel: RemoteInputChannel,
         initial_credit: int,
     ) -> None:
@@ -63,7 +63,7 @@ class SenderView:
         self.channel = channel
         self.credit = initial_credit
         self.queued = False
-        subpartition.reader = self
+        subpartition.connect(self)
         channel.connection = connection
         channel.sender = self
 
@@ -181,9 +181,7 @@ class Connection:
         self.closed = False
         self.views: list[SenderView] = []
 
-    def register(
-        self, subpartition: PipelinedSubpartition, channel: RemoteInputChannel
-    ) -> SenderView:
+    def register(self, subpartition: ResultSubpartition, channel: RemoteInputChannel) -> SenderView:
         """Connect a producer's subpartition to a consumer's remote channel."""
         view = SenderView(self, subpartition, channel, channel.initial_credit)
         self.views.append(view)

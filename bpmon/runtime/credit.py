@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from bpmon.runtime.buffers import Buffer, Recycler
 from bpmon.runtime.gate import InputChannel, InputGate
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.partition import Event
+from bpmon.runtime.subpartition import Event
 
 if TYPE_CHECKING:
     from bpmon.runtime.connection import Connection, SenderView

@@ -18,7 +18,7 @@ from collections import deque
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.local_pool import LocalBufferPool
-from bpmon.runtime.partition import END_OF_PARTITION, Event, PipelinedSubpartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, Event, ResultSubpartition
 
 
 class InputChannel:
@@ -57,10 +57,10 @@ class InputChannel:
 class LocalInputChannel(InputChannel):
     """Reads a producer's subpartition on the same task manager: no copy, no credit."""
 
-    def __init__(self, gate: InputGate, index: int, subpartition: PipelinedSubpartition) -> None:
+    def __init__(self, gate: InputGate, index: int, subpartition: ResultSubpartition) -> None:
         super().__init__(gate, index)
         self.subpartition = subpartition
-        subpartition.reader = self
+        subpartition.connect(self)
 
     def notify_data_available(self, priority: bool = False) -> None:
         """Called by the subpartition when it goes from empty to non-empty (or gets a priority

@@ -1,7 +1,8 @@
 """Result partitions: where a task writes its records, serialized into network buffers.
 
-One ``ResultPartition`` per outgoing edge of a subtask, with one pipelined subpartition per
-consuming subtask (Flink's ``BufferWritingResultPartition`` + ``PipelinedSubpartition``).
+One ``ResultPartition`` per outgoing edge of a subtask, with one subpartition per consuming subtask
+(Flink's ``BufferWritingResultPartition``); its subpartitions are pipelined
+(``subpartition.py``), and only the ``ResultSubpartition`` interface is used to reach them.
 
 Records are carried as objects with their exact serialized size: a record is appended to the
 buffer being built for its subpartition while it fits; one larger than the free space fills the
@@ -17,94 +18,17 @@ takes no lock; the network lock is taken once per buffer.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from bpmon.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.local_pool import LocalBufferPool
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """An event travelling with the data: ``end-of-partition`` or a checkpoint ``barrier``.
-
-    ``priority`` events (unaligned checkpoint barriers) overtake the buffers queued before them.
-    """
-
-    kind: str
-    checkpoint_id: int = 0
-    priority: bool = False
-
-
-END_OF_PARTITION = Event("end-of-partition")
-
-
-class SubpartitionReader(Protocol):
-    """The consumer side of a subpartition: a local input channel or a connection's sender."""
-
-    def notify_data_available(self, priority: bool = False) -> None:
-        """The subpartition went from nothing to read to something to read.
-
-        ``priority``: a priority event (unaligned barrier) was put at the head.
-        """
-        ...
-
-
-class PipelinedSubpartition:
-    """The queue of finished buffers and events for one consuming subtask."""
-
-    __slots__ = ("_queue", "backlog", "index", "partition", "queued_bytes", "reader")
-
-    def __init__(self, partition: ResultPartition, index: int) -> None:
-        self.partition = partition
-        self.index = index
-        self._queue: deque[Buffer | Event] = deque()
-        self.backlog = 0  # data buffers queued (events not counted), as Flink announces it
-        self.queued_bytes = 0
-        self.reader: SubpartitionReader | None = None
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def add(self, item: Buffer | Event) -> None:
-        """Queue a finished buffer or an event; a priority event goes to the head."""
-        was_empty = not self._queue
-        priority = False
-        if isinstance(item, Buffer):
-            self._queue.append(item)
-            self.backlog += 1
-            self.queued_bytes += item.size
-        elif item.priority:
-            self._queue.appendleft(item)
-            priority = True
-        else:
-            self._queue.append(item)
-        if (was_empty or priority) and self.reader is not None:
-            self.reader.notify_data_available(priority)
-
-    def peek(self) -> Buffer | Event | None:
-        """The next item without taking it."""
-        return self._queue[0] if self._queue else None
-
-    def poll(self) -> Buffer | Event | None:
-        """Take the next buffer or event, or None."""
-        if not self._queue:
-            return None
-        item = self._queue.popleft()
-        if isinstance(item, Buffer):
-            self.backlog -= 1
-            self.queued_bytes -= item.size
-        return item
-
-    def release(self) -> None:
-        """Recycle every queued buffer (teardown)."""
-        while self._queue:
-            item = self.poll()
-            if isinstance(item, Buffer):
-                item.recycle()
+from bpmon.runtime.subpartition import (
+    END_OF_PARTITION,
+    Event,
+    PipelinedSubpartition,
+    ResultSubpartition,
+)
 
 
 class _Builder:
@@ -139,7 +63,9 @@ class ResultPartition:
         self.pool = pool
         self.name = name
         self.segment_size = segment_size
-        self.subpartitions = [PipelinedSubpartition(self, i) for i in range(num_subpartitions)]
+        self.subpartitions: list[ResultSubpartition] = [
+            PipelinedSubpartition(self, i) for i in range(num_subpartitions)
+        ]
         self._lock = pool.lock
         self._builders = [_Builder() for _ in range(num_subpartitions)]
         self.hard_backpressure: Callable[[bool], None] | None = None

@@ -32,8 +32,8 @@ from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import RateLimiter, ServiceTime
-from bpmon.runtime.partition import END_OF_PARTITION, Event
 from bpmon.runtime.routing import Output
+from bpmon.runtime.subpartition import END_OF_PARTITION, Event
 from bpmon.scenario import OperatorSpec
 
 SOURCE_CHUNK = 64

@@ -36,7 +36,8 @@ from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.partition import END_OF_PARTITION, Event, ResultPartition
+from bpmon.runtime.partition import ResultPartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, Event
 from bpmon.scenario import FlowControl, NetworkConfig
 
 SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None)

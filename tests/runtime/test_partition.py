@@ -13,7 +13,7 @@ from bpmon.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
-from bpmon.runtime.partition import Event
+from bpmon.runtime.subpartition import Event
 
 Env = Callable[..., NetworkEnvironment]
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]

@@ -1,0 +1,161 @@
+"""Subpartitions: what one consuming subtask reads of a result partition, and what travels in it.
+
+A result partition (``partition.py``) has one subpartition per consuming subtask. Through the
+:class:`ResultSubpartition` interface its reader takes finished buffers and events in order;
+:class:`PipelinedSubpartition` is the streaming implementation (Flink's ``PipelinedSubpartition``:
+in memory, read while it is written). Events (end of partition, checkpoint barriers) travel in
+order with the buffers and take no buffer; a priority event (an unaligned barrier) overtakes the
+buffers queued before it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from bpmon.runtime.buffers import Buffer
+
+if TYPE_CHECKING:
+    from bpmon.runtime.partition import ResultPartition
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event travelling with the data: ``end-of-partition`` or a checkpoint ``barrier``.
+
+    ``priority`` events (unaligned checkpoint barriers) overtake the buffers queued before them.
+    """
+
+    kind: str
+    checkpoint_id: int = 0
+    priority: bool = False
+
+
+END_OF_PARTITION = Event("end-of-partition")
+
+
+class SubpartitionReader(Protocol):
+    """The consumer side of a subpartition: a local input channel or a connection's sender."""
+
+    def notify_data_available(self, priority: bool = False) -> None:
+        """The subpartition went from nothing to read to something to read.
+
+        ``priority``: a priority event (unaligned barrier) was put at the head.
+        """
+        ...
+
+
+class ResultSubpartition(ABC):
+    """One consuming subtask's share of a result partition (Flink's ``ResultSubpartition``).
+
+    The partition adds finished buffers and events; one reader (a local input channel, or a
+    connection's sender view for a remote channel) takes them in order. Readers, gates and
+    connections use only this interface, so a subpartition that keeps its data elsewhere (a
+    blocking one on disk, a hybrid one in memory or on disk) plugs in without touching them.
+
+    Attributes (kept current by every implementation; metrics read them from any thread):
+        index: the consuming subtask this subpartition is for.
+        partition: the result partition it belongs to.
+        reader: who is told when data becomes available (:meth:`connect`).
+        backlog: data buffers queued (events not counted), as Flink announces it to the reader.
+        queued_bytes: bytes of the data buffers queued.
+    """
+
+    __slots__ = ()
+
+    index: int
+    partition: ResultPartition
+    reader: SubpartitionReader | None
+    backlog: int
+    queued_bytes: int
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Items (buffers and events) the reader could take now."""
+
+    @abstractmethod
+    def connect(self, reader: SubpartitionReader) -> None:
+        """Make ``reader`` the one told when data becomes available (it reads from now on)."""
+
+    @abstractmethod
+    def add(self, item: Buffer | Event) -> None:
+        """Queue a finished buffer or an event (the partition, lock held).
+
+        A priority event goes to the head. The reader is notified when the subpartition goes
+        from nothing to read to something, and for every priority event.
+        """
+
+    @abstractmethod
+    def peek(self) -> Buffer | Event | None:
+        """The next item without taking it."""
+
+    @abstractmethod
+    def poll(self) -> Buffer | Event | None:
+        """Take the next buffer or event, or None; the reader recycles a buffer it took."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give back every buffer still held (teardown, lock held)."""
+
+
+class PipelinedSubpartition(ResultSubpartition):
+    """The queue of finished buffers and events for one consuming subtask, read while written.
+
+    Flink's ``PipelinedSubpartition``: everything stays in memory until its reader takes it.
+    """
+
+    __slots__ = ("_queue", "backlog", "index", "partition", "queued_bytes", "reader")
+
+    def __init__(self, partition: ResultPartition, index: int) -> None:
+        self.partition = partition
+        self.index = index
+        self._queue: deque[Buffer | Event] = deque()
+        self.backlog = 0  # data buffers queued (events not counted), as Flink announces it
+        self.queued_bytes = 0
+        self.reader: SubpartitionReader | None = None
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def connect(self, reader: SubpartitionReader) -> None:
+        """Make ``reader`` the one told when data becomes available."""
+        self.reader = reader
+
+    def add(self, item: Buffer | Event) -> None:
+        """Queue a finished buffer or an event; a priority event goes to the head."""
+        was_empty = not self._queue
+        priority = False
+        if isinstance(item, Buffer):
+            self._queue.append(item)
+            self.backlog += 1
+            self.queued_bytes += item.size
+        elif item.priority:
+            self._queue.appendleft(item)
+            priority = True
+        else:
+            self._queue.append(item)
+        if (was_empty or priority) and self.reader is not None:
+            self.reader.notify_data_available(priority)
+
+    def peek(self) -> Buffer | Event | None:
+        """The next item without taking it."""
+        return self._queue[0] if self._queue else None
+
+    def poll(self) -> Buffer | Event | None:
+        """Take the next buffer or event, or None."""
+        if not self._queue:
+            return None
+        item = self._queue.popleft()
+        if isinstance(item, Buffer):
+            self.backlog -= 1
+            self.queued_bytes -= item.size
+        return item
+
+    def release(self) -> None:
+        """Recycle every queued buffer (teardown)."""
+        while self._queue:
+            item = self.poll()
+            if isinstance(item, Buffer):
+                item.recycle()
