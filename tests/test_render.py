@@ -9,7 +9,16 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
-from bpmon.model import Edge, Finding, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model import (
+    Edge,
+    Finding,
+    Metrics,
+    Report,
+    RootCause,
+    SubtaskStatus,
+    VertexStatus,
+    Window,
+)
 from bpmon.render import render_json, render_markdown, render_text
 
 EVIDENCE = (
@@ -23,7 +32,9 @@ ADVICE = "Spread the hot key: salt it, or pre-aggregate before the hash exchange
 def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
     """source (2 subtasks, HIGH) -> enrich (4 subtasks, one hot) -> sink (1 subtask, LOW)."""
     enrich = tuple(
-        SubtaskStatus(i, "OK", 0.0, 0.99 if i == 0 else 0.3, 0.0 if i == 0 else 0.7, 0.1, 1.0)
+        SubtaskStatus(
+            i, "OK", 0.0, Metrics(0.99 if i == 0 else 0.3, 0.0 if i == 0 else 0.7, None, 0.1, 1.0)
+        )
         for i in range(4)
     )
     cause = RootCause("enrich", "data-skew", (0,), 0.92, EVIDENCE, ADVICE)
@@ -44,8 +55,7 @@ def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
                 parallelism=2,
                 level="HIGH",
                 ratio=0.97,
-                out_pool_usage=1.0,
-                records_out_per_s=3990.0,
+                metrics=Metrics(out_pool_usage=1.0, records_out_per_s=3990.0),
                 subtasks=(SubtaskStatus(0, "HIGH", 0.98), SubtaskStatus(1, "HIGH", 0.96)),
             ),
             VertexStatus(
@@ -53,7 +63,7 @@ def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
                 parallelism=4,
                 level="OK",
                 ratio=0.0,
-                busy_ratio=0.99,
+                metrics=Metrics(busy_ratio=0.99),
                 inputs=(Edge("source", "hash"),),
                 subtasks=enrich,
             ),
@@ -62,7 +72,7 @@ def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
                 parallelism=1,
                 level="LOW",
                 ratio=0.31,
-                records_in_per_s=12_345.0,
+                metrics=Metrics(records_in_per_s=12_345.0),
                 subtasks=(SubtaskStatus(0, "LOW", 0.31),),
             ),
         ),

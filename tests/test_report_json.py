@@ -13,6 +13,7 @@ from bpmon.errors import HistoryError
 from bpmon.model import (
     Edge,
     Finding,
+    Metrics,
     Report,
     RootCause,
     SubtaskStatus,
@@ -37,13 +38,15 @@ def realistic_report() -> Report:
             index=i,
             level="OK",
             ratio=0.0,
-            busy_ratio=0.99 if i == 0 else 0.3,
-            idle_ratio=0.0 if i == 0 else 0.7,
-            out_pool_usage=0.1,
-            in_pool_usage=1.0 if i == 0 else 0.2,
-            records_in_per_s=2434.0 if i == 0 else 520.5,
-            records_out_per_s=2434.0 if i == 0 else 520.5,
-            backpressured_time_ratio=0.0,
+            metrics=Metrics(
+                busy_ratio=0.99 if i == 0 else 0.3,
+                idle_ratio=0.0 if i == 0 else 0.7,
+                out_pool_usage=0.1,
+                in_pool_usage=1.0 if i == 0 else 0.2,
+                records_in_per_s=2434.0 if i == 0 else 520.5,
+                records_out_per_s=2434.0 if i == 0 else 520.5,
+                backpressured_time_ratio=0.0,
+            ),
             disagreement=i == 3,
         )
         for i in range(4)
@@ -52,21 +55,27 @@ def realistic_report() -> Report:
         run_id="20261122T101500Z-slow-enrich-3f9a",
         job="slow-enrich",
         source="runtime",
-        window=Window(START, END, samples=100, interval_ms=50.0, jitter_ms_p99=0.8),
+        window=Window(START, END, 97, 51.5, 0.8, planned_samples=100, planned_interval_ms=50.0),
         vertices=(
             VertexStatus(
                 name="source",
                 parallelism=2,
                 level="HIGH",
                 ratio=0.97,
-                busy_ratio=0.02,
-                idle_ratio=0.0,
-                out_pool_usage=1.0,
-                records_in_per_s=0.0,
-                records_out_per_s=3990.0,
+                metrics=Metrics(
+                    busy_ratio=0.02,
+                    idle_ratio=0.0,
+                    out_pool_usage=1.0,
+                    records_in_per_s=0.0,
+                    records_out_per_s=3990.0,
+                ),
                 subtasks=(
-                    SubtaskStatus(0, "HIGH", 0.98, 0.02, 0.0, 1.0, None, 0.0, 2001.0, 0.97),
-                    SubtaskStatus(1, "HIGH", 0.96, 0.02, 0.0, 1.0, None, 0.0, 1989.0, None),
+                    SubtaskStatus(
+                        0, "HIGH", 0.98, Metrics(0.02, 0.0, 0.97, 1.0, None, 0.0, 2001.0)
+                    ),
+                    SubtaskStatus(
+                        1, "HIGH", 0.96, Metrics(0.02, 0.0, None, 1.0, None, 0.0, 1989.0)
+                    ),
                 ),
             ),
             VertexStatus(
@@ -74,12 +83,14 @@ def realistic_report() -> Report:
                 parallelism=4,
                 level="OK",
                 ratio=0.0,
-                busy_ratio=0.99,
-                idle_ratio=0.0,
-                out_pool_usage=0.1,
-                in_pool_usage=1.0,
-                records_in_per_s=3990.0,
-                records_out_per_s=3990.0,
+                metrics=Metrics(
+                    busy_ratio=0.99,
+                    idle_ratio=0.0,
+                    out_pool_usage=0.1,
+                    in_pool_usage=1.0,
+                    records_in_per_s=3990.0,
+                    records_out_per_s=3990.0,
+                ),
                 inputs=(Edge("source", "hash", "pipelined"),),
                 subtasks=enrich,
             ),
@@ -100,6 +111,9 @@ def realistic_report() -> Report:
                 0.92,
                 ("enrich[0] receives 61% of the records", "enrich[0] busy 99%, others idle 70%"),
                 "Spread the hot key: salt it or pre-aggregate before the hash exchange.",
+                capacity_per_subtask=2458.6,
+                offered_rate=5000.0,
+                recommended_parallelism=7,
             ),
             RootCause("sink", "slow-sink", (), 0.4, ("sink busy 30%",), "Scale the sink."),
         ),
@@ -120,14 +134,13 @@ def small_report() -> Report:
                 1,
                 "LOW",
                 0.25,
-                0.5,
-                0.25,
-                0.75,
-                None,
-                10.0,
-                9.5,
+                Metrics(0.5, 0.25, None, 0.75, None, 10.0, 9.5),
                 (Edge("src", "rebalance", "blocking"),),
-                (SubtaskStatus(0, "LOW", 0.25, 0.5, 0.25, 0.75, None, 10.0, 9.5, 0.3, True),),
+                (
+                    SubtaskStatus(
+                        0, "LOW", 0.25, Metrics(0.5, 0.25, 0.3, 0.75, None, 10.0, 9.5), True
+                    ),
+                ),
             ),
         ),
         root_causes=(RootCause("map", "slow-operator", (0,), 0.8, ("map busy",), "Scale it."),),
@@ -137,8 +150,10 @@ def small_report() -> Report:
 
 SMALL_JSON = """{
   "schema": "bpmon.report/1", "run_id": "r1", "job": "j", "source": "pyspy",
+  "levels_from": "samples",
   "window": {"start": "2026-11-22T10:15:02.000Z", "end": "2026-11-22T10:15:07.010Z",
-             "samples": 100, "interval_ms": 50.0, "jitter_ms_p99": null},
+             "samples": 100, "interval_ms": 50.0, "jitter_ms_p99": null,
+             "planned_samples": null, "planned_interval_ms": null},
   "vertices": [
     {"name": "map", "parallelism": 1, "level": "LOW", "ratio": 0.25,
      "busy_ratio": 0.5, "idle_ratio": 0.25, "out_pool_usage": 0.75, "in_pool_usage": null,
@@ -153,7 +168,8 @@ SMALL_JSON = """{
   ],
   "root_causes": [
     {"vertex": "map", "kind": "slow-operator", "subtasks": [0], "confidence": 0.8,
-     "evidence": ["map busy"], "recommendation": "Scale it."}
+     "evidence": ["map busy"], "recommendation": "Scale it.",
+     "capacity_per_subtask": null, "offered_rate": null, "recommended_parallelism": null}
   ],
   "findings": [{"kind": "head-of-line", "vertex": "map", "detail": "d"}]
 }"""
@@ -207,16 +223,17 @@ def test_keys_values_and_their_order_are_those_of_the_spec() -> None:
 
 def test_the_top_level_keys_come_in_spec_order() -> None:
     keys = list(report_to_dict(realistic_report()))
-    expected = ["schema", "run_id", "job", "source", "window", "vertices", "root_causes"]
+    expected = ["schema", "run_id", "job", "source", "levels_from", "window", "vertices"]
+    expected.append("root_causes")
     assert keys == [*expected, "findings"]
 
 
 def test_the_spec_example_reads() -> None:
     report = report_from_json(SPEC_EXAMPLE)
     source, enrich = report.vertices
-    assert (source.level, source.ratio, source.records_out_per_s) == ("HIGH", 0.97, 3990.0)
-    assert source.subtasks[0].in_pool_usage is None
-    assert (enrich.records_in_per_s, enrich.records_out_per_s) == (None, None)
+    assert (source.level, source.ratio, source.metrics.records_out_per_s) == ("HIGH", 0.97, 3990.0)
+    assert source.subtasks[0].metrics.in_pool_usage is None
+    assert (enrich.metrics.records_in_per_s, enrich.metrics.records_out_per_s) == (None, None)
     assert enrich.inputs == (Edge("source", "hash", "pipelined"),)
     assert report.window.interval_ms == 50.0
     assert report.window.end == END
@@ -232,9 +249,12 @@ def undiagnosed() -> Report:
         VertexStatus(
             v.name,
             v.parallelism,
-            busy_ratio=v.busy_ratio,
+            metrics=Metrics(busy_ratio=v.metrics.busy_ratio),
             inputs=v.inputs,
-            subtasks=tuple(SubtaskStatus(s.index, busy_ratio=s.busy_ratio) for s in v.subtasks),
+            subtasks=tuple(
+                SubtaskStatus(s.index, metrics=Metrics(busy_ratio=s.metrics.busy_ratio))
+                for s in v.subtasks
+            ),
         )
         for v in r.vertices
     )
@@ -263,7 +283,7 @@ def test_an_empty_diagnosis_is_an_empty_list() -> None:
 
 def test_nan_and_infinities_are_written_as_null() -> None:
     r = small_report()
-    odd = VertexStatus("map", 1, "HIGH", math.nan, math.inf, -math.inf, math.nan)
+    odd = VertexStatus("map", 1, "HIGH", math.nan, Metrics(math.inf, -math.inf, None, math.nan))
     cause = RootCause("map", "spilling", confidence=math.nan)
     report = Report(r.run_id, r.job, r.source, r.window, (odd,), (cause,))
     text = report_to_json(report)
@@ -282,7 +302,9 @@ def test_nan_and_infinities_are_written_as_null() -> None:
 
 def test_numbers_are_rounded_ratios_to_three_decimals_rates_to_one() -> None:
     r = small_report()
-    v = VertexStatus("map", 1, "LOW", 0.123456, 0.98765, None, 1.0004, None, 1234.5678, 0.04)
+    v = VertexStatus(
+        "map", 1, "LOW", 0.123456, Metrics(0.98765, None, None, 1.0004, None, 1234.5678, 0.04)
+    )
     doc = report_to_dict(Report(r.run_id, r.job, r.source, r.window, (v,), ()))
     vertex = doc["vertices"][0]
     assert (vertex["ratio"], vertex["busy_ratio"], vertex["out_pool_usage"]) == (

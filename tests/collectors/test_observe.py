@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.observe import SubtaskMetrics, observation_from_burst
+from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.sampler import Burst, ThreadCounts
 from bpmon.errors import ConfigError
-from bpmon.model import Edge
+from bpmon.model import Edge, Metrics
 from bpmon.scenario import parse_topology
 
 ETL = (Path(__file__).parent / "etl-topology.toml").read_text()
@@ -107,9 +107,7 @@ def test_without_topology_the_profile_groups_threads() -> None:
 
 def test_metrics_fill_their_subtasks_and_the_rest_stay_none() -> None:
     metrics = {
-        "transform": {
-            1: SubtaskMetrics(out_pool_usage=1.0, records_in_per_s=250.0, metrics={"credit": 2.0})
-        }
+        "transform": {1: Metrics(out_pool_usage=1.0, records_in_per_s=250.0, extra={"credit": 2.0})}
     }
     obs = observation_from_burst(
         PIPELINE,
@@ -120,7 +118,7 @@ def test_metrics_fill_their_subtasks_and_the_rest_stay_none() -> None:
         metrics=metrics,
     )
     second = obs.vertex("transform").subtasks[1]
-    assert (second.out_pool_usage, second.records_in_per_s) == (1.0, 250.0)
-    assert second.metrics == {"credit": 2.0}
+    assert (second.metrics.out_pool_usage, second.metrics.records_in_per_s) == (1.0, 250.0)
+    assert second.metrics.extra == {"credit": 2.0}
     first = obs.vertex("transform").subtasks[0]
-    assert first.out_pool_usage is None and first.busy_time_ratio is None
+    assert first.metrics.out_pool_usage is None and first.metrics.busy_ratio is None

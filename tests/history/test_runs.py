@@ -13,7 +13,7 @@ import pytest
 
 from bpmon.errors import ConfigError, HistoryError, TargetNotFoundError
 from bpmon.history.runs import RunStore, new_run_id
-from bpmon.model import Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
 T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 
@@ -27,7 +27,7 @@ def report(run_id: str, start: datetime = T0, job: str = "slow-enrich") -> Repor
         window=Window(start, start + timedelta(seconds=5), samples=100, interval_ms=50.0),
         vertices=(
             VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
-            VertexStatus("sink", 1, "OK", 0.0, busy_ratio=1.0, records_in_per_s=None),
+            VertexStatus("sink", 1, "OK", 0.0, Metrics(busy_ratio=1.0, records_in_per_s=None)),
         ),
         root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, ("sink busy 100%",), "Scale."),),
     )

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from bpmon.model import Edge, Observation, Source, SubtaskWindow, VertexObservation, Window
+from bpmon.model import (
+    Edge,
+    Metrics,
+    Observation,
+    Source,
+    SubtaskWindow,
+    TargetSettings,
+    VertexObservation,
+    Window,
+)
 
 WINDOW = Window(
     start=datetime(2026, 11, 22, 10, 15, 2, tzinfo=UTC),
@@ -60,14 +69,16 @@ def sub(
         idle=n_idle,
         busy=n_busy,
         task_manager=tm,
-        busy_time_ratio=t_busy if timed else None,
-        idle_time_ratio=t_idle if timed else None,
-        backpressured_time_ratio=t_bp if timed else None,
-        out_pool_usage=out_pool,
-        in_pool_usage=in_pool,
-        records_in_per_s=rin,
-        records_out_per_s=rout,
-        metrics=dict(metrics or {}),
+        metrics=Metrics(
+            busy_ratio=t_busy if timed else None,
+            idle_ratio=t_idle if timed else None,
+            backpressured_time_ratio=t_bp if timed else None,
+            out_pool_usage=out_pool,
+            in_pool_usage=in_pool,
+            records_in_per_s=rin,
+            records_out_per_s=rout,
+            extra=dict(metrics or {}),
+        ),
     )
 
 
@@ -96,7 +107,7 @@ def observation(
     *vertices: VertexObservation,
     job: str = "job",
     source: Source = "runtime",
-    settings: Mapping[str, object] | None = None,
+    settings: TargetSettings | None = None,
 ) -> Observation:
     """An observation of one window."""
     return Observation(
@@ -105,5 +116,5 @@ def observation(
         window=WINDOW,
         vertices=tuple(vertices),
         run_id=f"20261122T101500Z-{job}",
-        settings=dict(settings or {}),
+        settings=settings or TargetSettings(),
     )

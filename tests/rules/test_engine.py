@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from bpmon.model import Observation, Report, RootCause
+from bpmon.model import Observation, Report, RootCause, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
@@ -89,7 +89,7 @@ def test_report_carries_the_window_and_every_vertex() -> None:
     assert [v.name for v in report.vertices] == ["source", "parse", "enrich", "sink"]
     parse = report.vertices[1]
     assert parse.level == "HIGH" and parse.ratio == pytest.approx(0.97)
-    assert parse.records_in_per_s == pytest.approx(2000)
+    assert parse.metrics.records_in_per_s == pytest.approx(2000)
     assert report.vertices[2].level == "OK"
 
 
@@ -259,7 +259,7 @@ def tcp_head_of_line(flow_control: str = "tcp", audit_tm: tuple[int, int] = (0, 
         vertex("metrics", sub(0, busy=0.01, rin=150, in_pool=0.02, tm=0),
                sub(1, busy=0.01, rin=150, in_pool=0.03, tm=1),
                inputs=[edge("metrics-source")], kind="sink"),
-        settings={"flow_control": flow_control},
+        settings=TargetSettings(flow_control=flow_control),
     )  # fmt: skip
 
 
@@ -357,8 +357,8 @@ def test_pyspy_samples_only_still_finds_the_slow_thread() -> None:
     cause = first(report)
     assert (cause.kind, cause.subtasks) == ("slow-subtask", (0,))
     assert any("no record rates" in e for e in cause.evidence)
-    assert report.vertices[1].busy_ratio == pytest.approx(0.95)
-    assert report.vertices[1].records_in_per_s is None
+    assert report.vertices[1].metrics.busy_ratio == pytest.approx(0.95)
+    assert report.vertices[1].metrics.records_in_per_s is None
     assert "no record rates" in cause.recommendation or "Investigate" in cause.recommendation
 
 

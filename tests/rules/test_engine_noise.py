@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.model import Observation, SubtaskWindow
+from bpmon.model import Observation, SubtaskWindow, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
@@ -124,7 +124,7 @@ def tcp(rng: random.Random) -> Observation:
         vertex("metrics-source", victim(rng, 0, 150), victim(rng, 1, 150, tm=1), kind="source"),
         vertex("metrics", idler(rng, 0, 150), idler(rng, 1, 150, tm=1),
                inputs=[edge("metrics-source")], kind="sink"),
-        settings={"flow_control": "tcp"},
+        settings=TargetSettings(flow_control="tcp"),
     )  # fmt: skip
 
 

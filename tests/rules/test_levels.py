@@ -41,16 +41,21 @@ def test_thresholds_come_from_the_rules() -> None:
     assert level_of(0.55, LevelRules(ok_max=0.2, low_max=0.6)) == "LOW"
 
 
-def test_subtask_without_samples_has_no_ratio_and_no_level() -> None:
+def test_subtask_without_samples_takes_its_level_from_the_time_accounting() -> None:
     status = subtask_status(sub(0, bp=0.5, busy=0.4, samples=0), LEVELS)
-    assert status.ratio is None and status.level is None
-    assert status.backpressured_time_ratio == pytest.approx(0.53)  # the time view is still there
+    assert status.ratio == pytest.approx(0.53)  # backPressuredTimeMsPerSecond / 1000
+    assert status.level == "HIGH"
     assert not status.disagreement
+
+
+def test_subtask_without_samples_or_time_accounting_has_no_ratio_and_no_level() -> None:
+    status = subtask_status(sub(0, bp=0.5, busy=0.4, samples=0, timed=False), LEVELS)
+    assert status.ratio is None and status.level is None
 
 
 def test_subtask_without_samples_or_metrics_reports_nothing_invented() -> None:
     status = subtask_status(SubtaskWindow(index=3, thread="x (4/4)"), LEVELS)
-    assert (status.ratio, status.level, status.busy_ratio, status.idle_ratio) == (
+    assert (status.ratio, status.level, status.metrics.busy_ratio, status.metrics.idle_ratio) == (
         None,
         None,
         None,
@@ -60,10 +65,10 @@ def test_subtask_without_samples_or_metrics_reports_nothing_invented() -> None:
 
 def test_busy_and_idle_prefer_the_time_accounting_and_fall_back_on_samples() -> None:
     timed = subtask_status(sub(0, busy=0.6, drift=0.1), LEVELS)
-    assert timed.busy_ratio == pytest.approx(0.55)  # time view: 0.6 - 0.1 / 2
+    assert timed.metrics.busy_ratio == pytest.approx(0.55)  # time view: 0.6 - 0.1 / 2
     sampled = subtask_status(sub(0, busy=0.6, timed=False), LEVELS)
-    assert sampled.busy_ratio == pytest.approx(0.6)
-    assert sampled.idle_ratio == pytest.approx(0.4)
+    assert sampled.metrics.busy_ratio == pytest.approx(0.6)
+    assert sampled.metrics.idle_ratio == pytest.approx(0.4)
 
 
 def test_disagreement_when_samples_and_time_accounting_differ_by_more_than_the_margin() -> None:
@@ -84,20 +89,21 @@ def test_vertex_takes_the_worst_subtask_max_ratios_and_summed_rates() -> None:
     )
     status = vertex_status(v, LEVELS)
     assert (status.level, status.ratio) == ("HIGH", pytest.approx(0.62))
-    assert status.busy_ratio == pytest.approx(0.87)  # subtask 0, time view 0.9 - 0.03
-    assert status.in_pool_usage == pytest.approx(0.9)
-    assert status.out_pool_usage == pytest.approx(1.2)  # above 1 with overdraft buffers
-    assert status.records_in_per_s == pytest.approx(450)
-    assert status.records_out_per_s == pytest.approx(405)
+    assert status.metrics.busy_ratio == pytest.approx(0.87)  # subtask 0, time view 0.9 - 0.03
+    assert status.metrics.in_pool_usage == pytest.approx(0.9)
+    assert status.metrics.out_pool_usage == pytest.approx(1.2)  # above 1 with overdraft buffers
+    assert status.metrics.records_in_per_s == pytest.approx(450)
+    assert status.metrics.records_out_per_s == pytest.approx(405)
     assert [s.index for s in status.subtasks] == [0, 1, 2]
     assert status.parallelism == 3
 
 
 def test_vertex_rates_are_unknown_when_one_subtask_lacks_them() -> None:
     status = vertex_status(vertex("v", sub(0, rin=100), sub(1)), LEVELS)
-    assert status.records_in_per_s is None
+    assert status.metrics.records_in_per_s is None
 
 
-def test_vertex_without_samples_has_no_level() -> None:
-    status = vertex_status(vertex("v", sub(0, samples=0), sub(1, samples=0)), LEVELS)
+def test_vertex_without_samples_or_time_accounting_has_no_level() -> None:
+    quiet = vertex("v", sub(0, samples=0, timed=False), sub(1, samples=0, timed=False))
+    status = vertex_status(quiet, LEVELS)
     assert status.level is None and status.ratio is None

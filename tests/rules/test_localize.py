@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bpmon.model import Observation
+from bpmon.model import Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
 from bpmon.rules.localize import Localization, build_topology, localize, profile
 
@@ -162,7 +162,7 @@ def test_tcp_with_unknown_task_managers_assumes_the_connection_is_shared() -> No
         vertex("a", sub(0, busy=0.97), inputs=[edge("a-src")]),
         vertex("b-src", sub(0, bp=0.9, busy=0.03)),
         vertex("b", sub(0, busy=0.02), inputs=[edge("b-src")]),
-        settings={"flow_control": "tcp"},
+        settings=TargetSettings(flow_control="tcp"),
     )
     loc = found(obs)
     assert [s.vertex for s in loc.suspects] == ["a"]
@@ -227,7 +227,7 @@ def test_tcp_head_of_line_is_reported_even_for_a_mildly_backpressured_producer()
         vertex("a", sub(0, busy=0.97, tm=1), inputs=[edge("a-src")]),
         vertex("b-src", sub(0, bp=0.3, busy=0.03, tm=0)),
         vertex("b", sub(0, busy=0.02, tm=1), inputs=[edge("b-src")]),
-        settings={"flow_control": "tcp"},
+        settings=TargetSettings(flow_control="tcp"),
     )
     loc = found(obs)
     assert [s.vertex for s in loc.suspects] == ["a"]
