@@ -11,9 +11,9 @@ only three places a task thread waits, and the stack collectors know them by nam
 Time is accounted as Flink does (busy, idle, soft and hard backpressured ms per second over a short
 sliding window), and ``cost_us`` is service time (``pacing.ServiceTime``). The output flusher runs
 inside the loop: buffers are flushed every ``buffer_timeout_ms``, and the waits are bounded so an
-idle or backpressured task still flushes. Checkpoint barriers are handled here too (aligned: block
-a channel until every channel delivered the barrier; unaligned: forward the first barrier at once,
-overtaking buffered data, and count the in-flight bytes).
+idle or backpressured task still flushes. A source injects the barriers of the checkpoints it is
+triggered for; the barriers arriving at the inputs are handled by ``alignment.BarrierHandler``
+(aligned or unaligned), which the loop calls for each barrier and finished channel it reads.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Protocol
 
 from bpmon.errors import CancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
+from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
@@ -93,7 +93,6 @@ class Task:
         self._clock = clock
         self._flush_interval = flush_interval_s
         self._next_flush = 0.0
-        self._aligned = aligned
         self.account = TimeAccount(now=clock)
         self.records_in = RateMeter(now=clock)
         self.records_out = RateMeter(now=clock)
@@ -114,10 +113,14 @@ class Task:
         self._gate_turn = 0
         self._checkpoint: CheckpointListener | None = None
         self._pending_trigger: int | None = None
-        self._barrier_id = 0
-        self._barrier_channels: set[tuple[int, int]] = set()
-        self._barrier_start = 0.0
-        self._barrier_bytes = 0
+        self.barriers = BarrierHandler(
+            self.gates,
+            aligned=aligned,
+            lock=condition,
+            clock=clock,
+            forward=self._forward_barrier,
+            acknowledge=self._acknowledge,
+        )
         self.error: BaseException | None = None
         self.on_failure: Callable[[Task, BaseException], None] | None = None
         for output in self.outputs:
@@ -221,9 +224,9 @@ class Task:
                     with self._lock:
                         item.recycle()
             elif item is not END_OF_PARTITION:
-                self._on_barrier(item, gate_index, channel)
-            elif self._barrier_channels and len(self._barrier_channels) >= self._live_channels():
-                self._complete_alignment()  # the last channel we waited on finished instead
+                self.barriers.on_event(item, gate_index, channel)
+            else:
+                self.barriers.on_channel_finished()
 
     def _process(self, records: list[object]) -> None:
         self.records_in.add(len(records))
@@ -306,15 +309,15 @@ class Task:
                 if self._cancel.is_set() or self._outputs_available():
                     break
                 if self._pending_trigger is None:
-                    priority = self._priority_barrier()
+                    priority = self.barriers.priority_barrier()
                     if priority is None:
                         self.condition.wait(max(0.001, self._until_flush()))
-                        priority = self._priority_barrier()
+                        priority = self.barriers.priority_barrier()
             self._check_cancel()
             if self._pending_trigger is not None:
                 self._inject_barrier()
             if priority is not None:
-                self._on_barrier(*priority)
+                self.barriers.on_event(*priority)
             if self._clock() >= self._next_flush:
                 self._flush()
         self._check_cancel()
@@ -335,13 +338,6 @@ class Task:
             return True
         return any(gate.is_available for gate in self.gates)
 
-    def _priority_barrier(self) -> tuple[Event, int, int] | None:
-        for gate_index, gate in enumerate(self.gates):
-            found = gate.priority_event()
-            if found is not None:
-                return found[0], gate_index, found[1]
-        return None
-
     def _hard_backpressure(self, blocked: bool) -> None:
         self.account.mark(State.HARD_BP if blocked else State.BUSY)
 
@@ -356,52 +352,8 @@ class Task:
         self._acknowledge(checkpoint_id, 0.0, overtaken)
 
     def _forward_barrier(self, checkpoint_id: int) -> int:
-        barrier = Event("barrier", checkpoint_id, priority=not self._aligned)
+        barrier = self.barriers.barrier(checkpoint_id)
         return sum(output.partition.add_event(barrier) for output in self.outputs)
-
-    def _on_barrier(self, event: Event, gate_index: int, channel: int) -> None:
-        if event.kind != "barrier":
-            return
-        if event.checkpoint_id != self._barrier_id:
-            self._start_alignment(event.checkpoint_id)
-        self._barrier_channels.add((gate_index, channel))
-        if self._aligned:
-            with self._lock:
-                self.gates[gate_index].block(channel)
-        if len(self._barrier_channels) >= self._live_channels():
-            self._complete_alignment()
-
-    def _start_alignment(self, checkpoint_id: int) -> None:
-        self._barrier_id = checkpoint_id
-        self._barrier_channels = set()
-        self._barrier_start = self._clock()
-        self._barrier_bytes = 0
-        if not self._aligned:  # the first barrier overtakes everything: forward it now
-            self._barrier_bytes = self._forward_barrier(checkpoint_id)
-            self._barrier_bytes += sum(self._queued_input_bytes(g) for g in self.gates)
-
-    def _complete_alignment(self) -> None:
-        alignment = self._clock() - self._barrier_start
-        if self._aligned:
-            self._forward_barrier(self._barrier_id)
-            with self._lock:
-                for gate in self.gates:
-                    gate.unblock_all()
-        self._acknowledge(self._barrier_id, alignment, self._barrier_bytes)
-        self._barrier_channels = set()
-
-    def _live_channels(self) -> int:
-        return sum(len(g.channels) - g.finished_channels for g in self.gates)
-
-    @staticmethod
-    def _queued_input_bytes(gate: InputGate) -> int:
-        """In-flight input an unaligned barrier overtakes: remote channels only, as a local
-        channel's data is the producer's output, which the producer already counted."""
-        return sum(
-            channel.queued_input_bytes()
-            for channel in gate.channels
-            if isinstance(channel, RemoteInputChannel)
-        )
 
     def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
         if self._checkpoint is not None:
