@@ -17,6 +17,10 @@ value a reader computes comes from one consistent state and is clamped to ``[0, 
 
 The window's far edge falls inside a slot; there the totals are interpolated between the two
 checkpoints around it, which is exact when the subtask stayed in one state for that slot.
+
+Both also keep cumulative totals (:meth:`TimeAccount.totals`, :attr:`RateMeter.total`): readings
+at the start and the end of an interval give the exact shares and rates over it
+(:func:`shares_between`), so a monitoring window reports the span it sampled, not the last 3 s.
 """
 
 from __future__ import annotations
@@ -57,12 +61,45 @@ class TimeShares:
     hard_backpressured_ms_per_s: float
     backpressured_ms_per_s: float
     busy_ms_per_s: float
-    max_soft_ms: float
-    """Longest single soft-backpressured period ending in the window (or still going on)."""
-    max_hard_ms: float
-    """Longest single hard-backpressured period ending in the window (or still going on)."""
+    max_soft_ms: float | None
+    """Longest single soft-backpressured period ending in the window (or still going on); None
+    over an interval of two readings (:func:`shares_between`), which keeps no periods."""
+    max_hard_ms: float | None
+    """Longest single hard-backpressured period ending in the window (or still going on); None
+    over an interval of two readings."""
     window_s: float
     """The span averaged over: the window, or the account's age when younger."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccountTotals:
+    """Cumulative seconds a :class:`TimeAccount` counted in each waiting state, at one instant.
+
+    Busy time is what remains of the elapsed time, as in Flink, so it is not stored.
+    """
+
+    at: float
+    """The instant of the reading, on the account's clock."""
+    idle_s: float
+    soft_s: float
+    hard_s: float
+
+
+def shares_between(start: AccountTotals, end: AccountTotals) -> TimeShares:
+    """The exact shares over ``[start.at, end.at]``, from two readings of the same account.
+
+    Raises:
+        ValueError: ``end`` is not later than ``start`` (readings swapped or of another clock).
+    """
+    span = end.at - start.at
+    if span <= 0:
+        raise ValueError(f"shares_between: end ({end.at}) must be later than start ({start.at})")
+    values = (
+        1000.0 * (end.idle_s - start.idle_s) / span,
+        1000.0 * (end.soft_s - start.soft_s) / span,
+        1000.0 * (end.hard_s - start.hard_s) / span,
+    )
+    return _shares(values, (None, None), span)
 
 
 _WAITING = (_IDLE, _SOFT, _HARD)
@@ -143,7 +180,7 @@ class TimeAccount:
 
     The task thread calls :meth:`mark` at every state change; the time since the previous mark goes
     to the previous state (repeating the current state costs almost nothing). Any thread reads with
-    :meth:`shares` or the single-value readers. A new account starts :attr:`State.IDLE` so a task
+    :meth:`shares` (the sliding window) or :meth:`totals` (cumulative). A new account starts :attr:`State.IDLE` so a task
     that has not received work yet does not look busy.
     """
 
@@ -215,33 +252,13 @@ class TimeAccount:
                 return reading
         return self._read_ongoing_only(self._cur, self._now())
 
-    def idle_ms_per_s(self) -> float:
-        """``idleTimeMsPerSecond``: time waiting for input."""
-        return self.shares().idle_ms_per_s
-
-    def soft_backpressured_ms_per_s(self) -> float:
-        """``softBackPressuredTimeMsPerSecond``: time the loop waited for an available output."""
-        return self.shares().soft_backpressured_ms_per_s
-
-    def hard_backpressured_ms_per_s(self) -> float:
-        """``hardBackPressuredTimeMsPerSecond``: time blocked in an output buffer request."""
-        return self.shares().hard_backpressured_ms_per_s
-
-    def backpressured_ms_per_s(self) -> float:
-        """``backPressuredTimeMsPerSecond``: soft + hard."""
-        return self.shares().backpressured_ms_per_s
-
-    def busy_ms_per_s(self) -> float:
-        """``busyTimeMsPerSecond``: ``1000 - min(idle + backpressured, 1000)``, as Flink."""
-        return self.shares().busy_ms_per_s
-
-    def max_soft_ms(self) -> float:
-        """``maxSoftBackPressureTimeMs``: longest single soft period in the window."""
-        return self.shares().max_soft_ms
-
-    def max_hard_ms(self) -> float:
-        """``maxHardBackPressureTimeMs``: longest single hard period in the window."""
-        return self.shares().max_hard_ms
+    def totals(self) -> AccountTotals:
+        """Cumulative idle, soft and hard seconds up to now, the ongoing period included (any
+        thread: one consistent state)."""
+        cur = self._cur
+        at = self._now()
+        idle, soft, hard = _totals_at(cur, max(at, cur[1]))
+        return AccountTotals(at, idle, soft, hard)
 
     def _read(self, cur: _Current, t: float) -> TimeShares | None:
         """Compute the shares at ``t`` from ``cur``; None if a checkpoint was overwritten."""
@@ -299,7 +316,9 @@ def _totals_at(cur: _Current, t: float) -> tuple[float, ...]:
     return (idle, soft, hard)
 
 
-def _shares(values: tuple[float, ...], peaks_ms: tuple[float, float], span: float) -> TimeShares:
+def _shares(
+    values: tuple[float, ...], peaks_ms: tuple[float | None, float | None], span: float
+) -> TimeShares:
     """Clamp raw idle, soft and hard ms per second; derive backpressured and busy as Flink does."""
     idle, soft, hard = (_clamp_ms(v) for v in values)
     backpressured = _clamp_ms(soft + hard)

@@ -2,13 +2,23 @@
 
 Nothing is stopped to read them: the time accounting and rate meters are published by their task
 thread for readers, and the network metrics read counters (``netmetrics.py``).
+
+Two views. :func:`job_metrics` is the live one: time shares and rates over the last few seconds
+(a sliding window, as Flink's gauges), for a dashboard. :func:`window_metrics` reports exactly an
+interval the caller chose: take ``start = counters(job.tasks)`` when a monitoring window begins
+and ``end = counters(job.tasks)`` when it ends, and every subtask's busy, idle and backpressured
+ms per second and its record and buffer rates cover ``[start, end]`` and nothing else (from the
+cumulative totals the accounting keeps). Pool usages and queue lengths are gauges: they are the
+values at ``end``, not averages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bpmon.runtime.netmetrics import input_metrics, output_metrics
+from bpmon.runtime.accounting import AccountTotals, TimeShares, shares_between
+from bpmon.runtime.netmetrics import InputMetrics, OutputMetrics, input_metrics, output_metrics
 from bpmon.runtime.task import Task
 
 
@@ -60,37 +70,136 @@ class TaskMetrics:
         return {name: value for name, value in values.items() if value is not None}
 
 
-def task_metrics(task: Task) -> TaskMetrics:
-    """A snapshot of ``task``'s metrics."""
-    shares = task.account.shares()
-    partitions = [output.partition for output in task.outputs]
-    out = output_metrics(partitions)
-    inputs = input_metrics(task.gates)
-    has_out, has_in = bool(partitions), bool(task.gates)
-    return TaskMetrics(
+@dataclass(frozen=True, slots=True)
+class TaskCounters:
+    """One subtask at one instant: its cumulative counters and its gauges.
+
+    Two of these (from :func:`counters`) make the metrics of the interval between them.
+    """
+
+    vertex: str
+    index: int
+    thread: str
+    task_manager: int
+    time: AccountTotals
+    """Cumulative idle, soft and hard backpressured seconds, and the instant of the reading."""
+    records_in: float
+    records_out: float
+    out: OutputMetrics | None
+    """The output gauges (None for a sink: no result partition); ``buffers_out`` is cumulative."""
+    inputs: InputMetrics | None
+    """The input gauges (None for a source: no input gate)."""
+
+
+def task_counters(task: Task) -> TaskCounters:
+    """``task``'s counters and gauges now (any thread)."""
+    time = task.account.totals()
+    return TaskCounters(
         vertex=task.spec.name,
         index=task.index,
         thread=task.name,
         task_manager=task.task_manager,
+        time=time,
+        records_in=task.records_in.total,
+        records_out=task.records_out.total,
+        out=output_metrics([o.partition for o in task.outputs]) if task.outputs else None,
+        inputs=input_metrics(task.gates) if task.gates else None,
+    )
+
+
+def task_metrics(task: Task) -> TaskMetrics:
+    """A snapshot of ``task``'s metrics: time shares and rates over the sliding window."""
+    return _assemble(
+        task_counters(task),
+        task.account.shares(),
+        task.records_in.per_second(),
+        task.records_out.per_second(),
+        task.buffers_out.per_second(),
+    )
+
+
+def job_metrics(tasks: Mapping[str, Sequence[Task]]) -> dict[str, list[TaskMetrics]]:
+    """Every subtask's snapshot, by vertex name, in subtask order (the live, sliding view)."""
+    return {vertex: [task_metrics(t) for t in group] for vertex, group in tasks.items()}
+
+
+# -- metrics over an exact interval -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Every subtask's counters at one instant, by vertex in subtask order."""
+
+    tasks: Mapping[str, Sequence[TaskCounters]]
+
+    @property
+    def at(self) -> float:
+        """When the reading began: the earliest subtask reading (0 for a job without tasks)."""
+        return min((c.time.at for group in self.tasks.values() for c in group), default=0.0)
+
+
+def counters(tasks: Mapping[str, Sequence[Task]]) -> Counters:
+    """Every subtask's counters now: take one when a window begins and one when it ends."""
+    return Counters({vertex: [task_counters(t) for t in group] for vertex, group in tasks.items()})
+
+
+def window_metrics(start: Counters, end: Counters) -> dict[str, list[TaskMetrics]]:
+    """Every subtask's metrics over exactly ``[start, end]``, by vertex in subtask order.
+
+    Time shares (busy, idle, soft and hard backpressured ms per second) and rates (records in
+    and out, buffers out per second) cover the interval between the two readings of each
+    subtask; gauges (pool usages, queue lengths, overdraft buffers, ``numBuffersOut``) are the
+    values at ``end``.
+
+    Raises:
+        ValueError: the readings are not of the same subtasks, or ``end`` is not later.
+    """
+    shape = {vertex: [c.thread for c in group] for vertex, group in start.tasks.items()}
+    if shape != {vertex: [c.thread for c in group] for vertex, group in end.tasks.items()}:
+        raise ValueError("window_metrics: start and end are readings of different jobs")
+    return {
+        vertex: [_between(a, b) for a, b in zip(start.tasks[vertex], group, strict=True)]
+        for vertex, group in end.tasks.items()
+    }
+
+
+def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
+    shares = shares_between(start.time, end.time)
+    span = shares.window_s
+    buffers = (end.out.buffers_out if end.out else 0) - (start.out.buffers_out if start.out else 0)
+    return _assemble(
+        end,
+        shares,
+        max(0.0, end.records_in - start.records_in) / span,
+        max(0.0, end.records_out - start.records_out) / span,
+        max(0, buffers) / span,
+    )
+
+
+def _assemble(
+    c: TaskCounters, shares: TimeShares, records_in: float, records_out: float, buffers: float
+) -> TaskMetrics:
+    """A subtask's metrics: its gauges from ``c``, shares and rates as given."""
+    out, inputs = c.out, c.inputs
+    return TaskMetrics(
+        vertex=c.vertex,
+        index=c.index,
+        thread=c.thread,
+        task_manager=c.task_manager,
         busy_ms_per_s=shares.busy_ms_per_s,
         idle_ms_per_s=shares.idle_ms_per_s,
         soft_backpressured_ms_per_s=shares.soft_backpressured_ms_per_s,
         hard_backpressured_ms_per_s=shares.hard_backpressured_ms_per_s,
         backpressured_ms_per_s=shares.backpressured_ms_per_s,
-        records_in_per_s=task.records_in.per_second(),
-        records_out_per_s=task.records_out.per_second(),
-        buffers_out=out.buffers_out,
-        buffers_out_per_s=task.buffers_out.per_second(),
-        out_pool_usage=out.out_pool_usage if has_out else None,
-        in_pool_usage=inputs.in_pool_usage if has_in else None,
-        input_floating_usage=inputs.floating_usage if has_in else None,
-        input_exclusive_usage=inputs.exclusive_usage if has_in else None,
-        output_queue_length=out.output_queue_length,
-        input_queue_length=inputs.input_queue_length,
-        overdraft_buffers=out.overdraft_buffers,
+        records_in_per_s=records_in,
+        records_out_per_s=records_out,
+        buffers_out=out.buffers_out if out else 0,
+        buffers_out_per_s=buffers,
+        out_pool_usage=out.out_pool_usage if out else None,
+        in_pool_usage=inputs.in_pool_usage if inputs else None,
+        input_floating_usage=inputs.floating_usage if inputs else None,
+        input_exclusive_usage=inputs.exclusive_usage if inputs else None,
+        output_queue_length=out.output_queue_length if out else 0,
+        input_queue_length=inputs.input_queue_length if inputs else 0,
+        overdraft_buffers=out.overdraft_buffers if out else 0,
     )
-
-
-def job_metrics(tasks: dict[str, list[Task]]) -> dict[str, list[TaskMetrics]]:
-    """Every subtask's snapshot, by vertex name, in subtask order."""
-    return {vertex: [task_metrics(t) for t in group] for vertex, group in tasks.items()}

@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from bpmon.runtime.accounting import RateMeter, State, TimeAccount, TimeShares
+from bpmon.runtime.accounting import (
+    AccountTotals,
+    RateMeter,
+    State,
+    TimeAccount,
+    TimeShares,
+    shares_between,
+)
 from bpmon.runtime.clock import ManualClock
 
 IDLE, SOFT, HARD, BUSY = State.IDLE, State.SOFT_BP, State.HARD_BP, State.BUSY
@@ -45,12 +52,12 @@ def test_ongoing_period_counts_when_reading() -> None:
     clock = ManualClock()
     account = _account(clock)
     _play(clock, account, [(IDLE, 0.4), (HARD, 0.6)])  # still hard backpressured now
-    assert account.hard_backpressured_ms_per_s() == pytest.approx(600)
-    assert account.max_hard_ms() == pytest.approx(600)
+    assert account.shares().hard_backpressured_ms_per_s == pytest.approx(600)
+    assert account.shares().max_hard_ms == pytest.approx(600)
     clock.advance(0.2)  # no mark: the same period goes on
-    assert account.hard_backpressured_ms_per_s() == pytest.approx(800)
-    assert account.idle_ms_per_s() == pytest.approx(200)
-    assert account.max_hard_ms() == pytest.approx(800)
+    assert account.shares().hard_backpressured_ms_per_s == pytest.approx(800)
+    assert account.shares().idle_ms_per_s == pytest.approx(200)
+    assert account.shares().max_hard_ms == pytest.approx(800)
 
 
 def test_young_account_averages_over_its_age() -> None:
@@ -68,8 +75,8 @@ def test_new_account_starts_idle() -> None:
     account = TimeAccount(now=clock.now)
     clock.advance(1.0)
     assert account.state is IDLE
-    assert account.idle_ms_per_s() == pytest.approx(1000)
-    assert account.busy_ms_per_s() == pytest.approx(0)
+    assert account.shares().idle_ms_per_s == pytest.approx(1000)
+    assert account.shares().busy_ms_per_s == pytest.approx(0)
 
 
 def test_soft_and_hard_are_separate_and_add_up() -> None:
@@ -94,8 +101,8 @@ def test_repeating_the_current_state_changes_nothing() -> None:
         account.mark(SOFT)  # one long period, not ten short ones
     account.mark(BUSY)
     clock.advance(0.5)
-    assert account.max_soft_ms() == pytest.approx(500)
-    assert account.soft_backpressured_ms_per_s() == pytest.approx(500)
+    assert account.shares().max_soft_ms == pytest.approx(500)
+    assert account.shares().soft_backpressured_ms_per_s == pytest.approx(500)
 
 
 def test_window_slides_and_forgets() -> None:
@@ -171,8 +178,10 @@ def test_exact_when_the_window_edge_is_on_a_slot_boundary() -> None:
         t = clock.now()
         if step % 2 == 0 and t >= 1.0:
             ongoing = [*periods, (state, start, t)]
-            assert account.idle_ms_per_s() == pytest.approx(_expected_ms(ongoing, IDLE, t, 1.0))
-            assert account.hard_backpressured_ms_per_s() == pytest.approx(
+            assert account.shares().idle_ms_per_s == pytest.approx(
+                _expected_ms(ongoing, IDLE, t, 1.0)
+            )
+            assert account.shares().hard_backpressured_ms_per_s == pytest.approx(
                 _expected_ms(ongoing, HARD, t, 1.0)
             )
         new = rng.choice(list(State))
@@ -272,3 +281,56 @@ def test_rate_meter_burst_after_silence() -> None:
     meter.add(400)
     clock.advance(0.5)
     assert meter.per_second() == pytest.approx(400)
+
+
+# --- cumulative totals and exact intervals -----------------------------------------------------
+
+
+def test_totals_count_the_ongoing_period() -> None:
+    clock = ManualClock(10.0)
+    account = _account(clock)
+    _play(clock, account, [(SOFT, 0.5), (HARD, 0.25), (IDLE, 1.0), (BUSY, 0.75)])
+    totals = account.totals()
+    assert totals == AccountTotals(at=12.5, idle_s=1.0, soft_s=0.5, hard_s=0.25)
+    clock.advance(0.25)  # still busy: busy is what remains, so the totals do not move
+    assert account.totals() == AccountTotals(at=12.75, idle_s=1.0, soft_s=0.5, hard_s=0.25)
+
+
+def test_shares_between_two_readings_cover_exactly_that_interval() -> None:
+    """A 6 s interval (twice the sliding window) read from totals matches brute force exactly."""
+    rng = random.Random(23)
+    clock = ManualClock()
+    account = TimeAccount(now=clock.now, window_s=3.0, slot_s=0.25, initial=BUSY)
+    periods: list[tuple[State, float, float]] = []
+    state, start, first = BUSY, 0.0, None
+    while clock.now() < 10.0:
+        clock.advance(rng.choice([0.0004, 0.002, 0.03, 0.2, 0.7]))
+        if first is None and clock.now() >= 2.0:
+            first = account.totals()
+        new = rng.choice(list(State))
+        if new is not state:
+            periods.append((state, start, clock.now()))
+            state, start = new, clock.now()
+        account.mark(new)
+    assert first is not None
+    last = account.totals()
+    shares = shares_between(first, last)
+    ongoing = [*periods, (state, start, last.at)]
+    span = last.at - first.at
+    assert shares.window_s == pytest.approx(span)
+    for s, value in (
+        (IDLE, shares.idle_ms_per_s),
+        (SOFT, shares.soft_backpressured_ms_per_s),
+        (HARD, shares.hard_backpressured_ms_per_s),
+        (BUSY, shares.busy_ms_per_s),
+    ):
+        assert value == pytest.approx(_expected_ms(ongoing, s, last.at, span), abs=1e-6)
+    assert shares.max_soft_ms is None and shares.max_hard_ms is None
+    # the sliding view covers only the last 3 s: another figure, as a rule
+    assert account.shares().window_s == pytest.approx(3.0)
+
+
+def test_shares_between_needs_a_later_end() -> None:
+    reading = AccountTotals(at=5.0, idle_s=1.0, soft_s=0.0, hard_s=0.0)
+    with pytest.raises(ValueError, match="later than start"):
+        shares_between(reading, reading)
