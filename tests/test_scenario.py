@@ -263,6 +263,40 @@ def test_parse_scenario_names_its_source() -> None:
         parse_scenario(chain(head='name = "j"\ncolour = 1'), "inline.toml")
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        chain(head='name = "job"\ncolour = 1'),
+        toml(SRC, head=""),
+        chain(work="fanout = 2"),
+        chain().replace("[[operators]]", "[network]\nsegment_size = 8\n\n[[operators]]", 1),
+    ],
+    ids=["unknown key", "missing key", "key of another kind", "network range"],
+)
+def test_a_format_error_ends_with_the_document_to_read(tmp_path: Path, text: str) -> None:
+    assert error_of(tmp_path, text).endswith("; see docs/scenario.md")
+    assert (REPO / "docs" / "scenario.md").is_file()
+
+
+def test_a_topology_format_error_ends_with_the_topology_document(tmp_path: Path) -> None:
+    path = tmp_path / "topo.toml"
+    path.write_text(toml('name = "a"', 'name = "b"\nthread = "x"\ninputs = [{ from = "a" }]'))
+    with pytest.raises(ScenarioError) as info:
+        load_topology(path)
+    assert str(info.value).endswith("; see docs/topology.md")
+    assert (REPO / "docs" / "topology.md").is_file()
+
+
+def test_an_unreadable_file_does_not_send_the_user_to_the_format(tmp_path: Path) -> None:
+    assert "see docs" not in error_of(tmp_path, 'name = "job"\nduration_s = = 3\n')
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "gone.toml")
+    assert "see docs" not in str(info.value)
+
+
 # --- one bad file per rule ---------------------------------------------------------------------
 
 BAD_FILES = [

@@ -1,8 +1,10 @@
-"""Loading scenario files (``spec/scenario.md``): TOML in, a checked :class:`Scenario` out.
+"""Loading scenario files (``docs/scenario.md``): TOML in, a checked :class:`Scenario` out.
 
 Every problem is one :class:`ScenarioError` whose message names the file, the table or operator,
 the key, the bad value and what was expected, so a typo never silently changes an experiment and
-never ends in a traceback. What the file format allows but the runtime cannot run yet is checked
+never ends in a traceback. A problem with the content of the file (not with reading it) ends with
+"see docs/scenario.md" (``docs/topology.md`` for a topology file): the user who wrote a wrong key
+needs the format next. What the file format allows but the runtime cannot run yet is checked
 separately (:func:`check_runtime_support`), so lifting a limitation is a one-line change.
 """
 
@@ -38,6 +40,15 @@ TOP_KEYS = (
     "expect",
 )
 """Keys of a scenario file; ``expect`` (the ground truth of examples) is ignored by the loader."""
+CHECKPOINT_KEYS = ("interval_ms", "mode")
+"""Keys of the ``[checkpoints]`` table."""
+MONITOR_KEYS = ("warmup_s", "samples", "interval_ms")
+"""Keys of the ``[monitor]`` table."""
+
+SCENARIO_DOC = "docs/scenario.md"
+"""Where the scenario format is documented; named at the end of every format error."""
+TOPOLOGY_DOC = "docs/topology.md"
+"""Where the topology format is documented; named at the end of every topology format error."""
 
 SUPPORTED_EXCHANGES = ("pipelined",)
 """Exchanges the runtime can run today; ``blocking`` and ``hybrid`` come with a later issue."""
@@ -125,10 +136,24 @@ def build_scenario(
     Args:
         data: the parsed TOML document.
         source: names the document in errors (the path as the user gave it).
-        topology: read it as a topology file (``spec/monitor.md``): ``kind``, ``rate`` and
+        topology: read it as a topology file (``docs/topology.md``): ``kind``, ``rate`` and
             ``fanout`` become optional and operators may carry a ``threads`` regex.
         path: recorded in :attr:`Scenario.path`.
+
+    Raises:
+        ScenarioError: one line naming the problem, ending with the document that describes
+            the format.
     """
+    try:
+        return _build(data, source, topology=topology, path=path)
+    except ScenarioError as exc:
+        doc = TOPOLOGY_DOC if topology else SCENARIO_DOC
+        raise ScenarioError(f"{exc}; see {doc}") from None
+
+
+def _build(
+    data: Mapping[str, object], source: str, *, topology: bool, path: str | None
+) -> Scenario:
     top = Table(data, source)
     top.check_keys(TOP_KEYS)
     name = top.require("name", top.string("name"), "the job name")
@@ -178,7 +203,7 @@ def _read_checkpoints(top: Table) -> CheckpointConfig:
     table = _sub_table(top, "checkpoints")
     if table is None:
         return CheckpointConfig()
-    table.check_keys(("interval_ms", "mode"))
+    table.check_keys(CHECKPOINT_KEYS)
     interval_ms = table.integer("interval_ms", minimum=0)
     mode = table.string("mode", CHECKPOINT_MODES)
     return CheckpointConfig(
@@ -192,7 +217,7 @@ def _read_monitor(top: Table) -> MonitorConfig:
     default = MonitorConfig()
     if table is None:
         return default
-    table.check_keys(("warmup_s", "samples", "interval_ms"))
+    table.check_keys(MONITOR_KEYS)
     warmup_s = table.number("warmup_s", 0.0)
     samples = table.integer("samples", minimum=1)
     interval_ms = table.number("interval_ms", 0.0, above_minimum=True)

@@ -1,4 +1,4 @@
-"""Topology files (``spec/monitor.md``) and how threads map to subtasks.
+"""Topology files (``docs/topology.md``) and how threads map to subtasks.
 
 For a process bpmon did not start, a topology file says which stage feeds which: a scenario file
 of which only ``name`` and the operators' ``name`` and ``inputs`` are required, plus an optional
