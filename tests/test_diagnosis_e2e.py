@@ -1,22 +1,23 @@
 """End to end: every example scenario, run on the real runtime and watched, is diagnosed right.
 
-Each scenario file states its ground truth in ``[expect]`` (the bottleneck vertex, the kind of
-cause and the subtasks to name). Here the whole chain runs for real through the service facade:
-runtime -> stack sampler and metrics -> rules engine -> runs store. One burst is taken after the
-scenario's own warm-up; the burst is shortened to 60 x 50 ms (3 s instead of Flink's 5 s) so the
-whole corpus fits in well under two minutes. Every job must end without leaking a buffer or a
-thread.
+The scenarios are the shipped examples (``bpmon/scenarios/``) and the acceptance cases beside this
+file (``tests/scenarios/``, one more per shape with other figures). Each scenario file states its
+ground truth in ``[expect]`` (the bottleneck vertex, the kind of cause and the subtasks to name).
+Here the whole chain runs for real through the service facade: runtime -> stack sampler and
+metrics -> rules engine -> runs store. One burst is taken after the scenario's own warm-up; the
+burst is shortened to 60 x 50 ms (3 s instead of Flink's 5 s) so the whole corpus fits in about two
+minutes. Every job must end without leaking a buffer or a thread.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.events import JobEnded, JobFailed
 from bpmon.model import Report
-from bpmon.runtime.job import JobResult
 from bpmon.scenario import (
     Expectation,
     Scenario,
@@ -26,34 +27,25 @@ from bpmon.scenario import (
     load_expectation,
     load_scenario,
 )
-from bpmon.service import RunSession, Settings
+from bpmon.service import Settings, WatchPlan, watch
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "scenarios"
+CASES = Path(__file__).parent / "scenarios"
 SAMPLES = 60
 INTERVAL_MS = 50.0
 
 
-def shared_files() -> list[object]:
-    """One parameter per file of the shared corpus, or one skipped placeholder without it."""
-    if not SHARED.is_dir():
-        reason = f"no shared scenario corpus at {SHARED} (it sits beside the repository)"
-        return [pytest.param(None, id="shared", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(path, id=f"shared/{path.stem}") for path in sorted(SHARED.glob("*.toml"))]
-
-
-def watch_once(scenario: Scenario, runs_dir: Path) -> tuple[Report, JobResult]:
-    """Run ``scenario``, take one shortened burst after its warm-up, stop it; report and result."""
-    monitor = replace(scenario.monitor, samples=SAMPLES, interval_ms=INTERVAL_MS)
-    session = RunSession(replace(scenario, monitor=monitor), Settings(runs_dir=runs_dir))
-    session.start()
-    try:
-        session.wait(monitor.warmup_s)
-        report = session.burst()
-    finally:
-        result = session.stop()
-    assert session.outcome.saved == [runs_dir / report.run_id / "report.json"]
-    assert session.outcome.saved[0].is_file()
-    return report, result
+def watch_once(scenario: Scenario, runs_dir: Path) -> tuple[Report, JobEnded]:
+    """Run ``scenario``, take one shortened burst after its warm-up, stop it; report and end."""
+    plan = WatchPlan(
+        samples=SAMPLES, interval_ms=INTERVAL_MS, bursts=1, warmup_s=scenario.monitor.warmup_s
+    )
+    *_, ended = watch(RuntimeTarget(scenario), plan, Settings(runs_dir=runs_dir))
+    assert isinstance(ended, JobEnded), ended
+    assert len(ended.reports) == 1, ended
+    report = ended.reports[0]
+    assert ended.paths == (runs_dir / report.run_id / "report.json",)
+    assert ended.paths[0].is_file()
+    return report, ended
 
 
 def summary(report: Report) -> str:
@@ -72,10 +64,10 @@ def check_head_of_line(report: Report, scenario: Scenario) -> None:
     assert not victims & {c.vertex for c in report.root_causes or ()}, summary(report)
 
 
-def check_diagnosis(report: Report, result: JobResult, expected: Expectation) -> None:
+def check_diagnosis(report: Report, ended: JobEnded, expected: Expectation) -> None:
     """The job ended cleanly and the report names what ``[expect]`` says, or nothing."""
-    assert result.leaks == (), result.leaks
-    assert result.state == "cancelled" and result.error is None, result
+    assert ended.leaks == (), ended.leaks
+    assert not isinstance(ended, JobFailed), ended.error
     assert report.source == "runtime"
     assert report.window.samples == SAMPLES
     assert report.root_causes is not None, "the report was not diagnosed"
@@ -97,17 +89,17 @@ def test_shipped_example_is_diagnosed_as_its_expect_table_says(name: str, tmp_pa
     expected = load_expectation(example_path(name))
     assert expected is not None, f"shipped example {name} has no [expect] table"
     scenario = load_example(name)
-    report, result = watch_once(scenario, tmp_path)
-    check_diagnosis(report, result, expected)
+    report, ended = watch_once(scenario, tmp_path)
+    check_diagnosis(report, ended, expected)
     check_head_of_line(report, scenario)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", shared_files())
-def test_shared_scenario_is_diagnosed_as_its_expect_table_says(path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", sorted(CASES.glob("*.toml")), ids=lambda path: path.stem)
+def test_acceptance_case_is_diagnosed_as_its_expect_table_says(path: Path, tmp_path: Path) -> None:
     expected = load_expectation(path)
     assert expected is not None, f"{path} has no [expect] table"
     scenario = load_scenario(path)
-    report, result = watch_once(scenario, tmp_path)
-    check_diagnosis(report, result, expected)
+    report, ended = watch_once(scenario, tmp_path)
+    check_diagnosis(report, ended, expected)
     check_head_of_line(report, scenario)

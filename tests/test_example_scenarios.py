@@ -1,9 +1,11 @@
-"""The example scenarios: bpmon's own (shipped in the package) and the shared acceptance corpus.
+"""The example scenarios: those bpmon ships (in the package) and the acceptance cases of the tests.
 
-Every example must load, carry an ``[expect]`` table, and have the shape its name promises. A
-small back-of-the-envelope load model (written here, independent of the runtime) checks that the
-numbers really make the expected operator the one bottleneck, with a clear margin, so the runtime
-and the diagnosis have an unambiguous case to get right.
+Every shape (``slow-sink``, ``hot-key``, ...) has two files with other figures: the shipped
+example (``bpmon/scenarios/``) and an acceptance case (``tests/scenarios/``), so a diagnosis tuned
+to one set of numbers cannot pass. Every file must load, carry an ``[expect]`` table, and have the
+shape its name promises. A small back-of-the-envelope load model (written here, independent of the
+runtime) checks that the numbers really make the expected operator the one bottleneck, with a
+clear margin, so the runtime and the diagnosis have an unambiguous case to get right.
 """
 
 from __future__ import annotations
@@ -49,18 +51,12 @@ KIND_OF_SHAPE: dict[str, str | None] = {
     "slow-subtask": "slow-subtask",
     "tcp-head-of-line": "slow-sink",
 }
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "scenarios"
+CASES = Path(__file__).parent / "scenarios"
+"""The acceptance cases: one more file per shape, beside the shipped examples."""
 PACKAGE = Path(bpmon.__file__).parent
 
 OWN = [pytest.param(example_path(name), id=f"own/{name}") for name in SHAPES]
-SHARED_FILES = [
-    pytest.param(
-        SHARED / f"{name}.toml",
-        id=f"shared/{name}",
-        marks=pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared corpus at {SHARED}"),
-    )
-    for name in SHAPES
-]
+CASE_FILES = [pytest.param(CASES / f"{name}.toml", id=f"case/{name}") for name in SHAPES]
 
 
 def share(edge: InputSpec, index: int, parallelism: int) -> float:
@@ -101,7 +97,7 @@ def expectation_of(path: Path) -> Expectation:
     return expectation
 
 
-@pytest.mark.parametrize("path", OWN + SHARED_FILES)
+@pytest.mark.parametrize("path", OWN + CASE_FILES)
 def test_the_numbers_make_the_expected_operator_the_one_bottleneck(path: Path) -> None:
     scenario = load_scenario(path)
     expectation = expectation_of(path)
@@ -114,7 +110,7 @@ def test_the_numbers_make_the_expected_operator_the_one_bottleneck(path: Path) -
     assert max(others.values()) <= 0.8, used
 
 
-@pytest.mark.parametrize("path", OWN + SHARED_FILES)
+@pytest.mark.parametrize("path", OWN + CASE_FILES)
 def test_each_example_has_the_shape_its_name_promises(path: Path) -> None:
     scenario = load_scenario(path)
     expectation = expectation_of(path)
@@ -141,7 +137,7 @@ def test_each_example_has_the_shape_its_name_promises(path: Path) -> None:
         assert len(scenario.sources()) >= 2
 
 
-@pytest.mark.parametrize("path", OWN + SHARED_FILES)
+@pytest.mark.parametrize("path", OWN + CASE_FILES)
 def test_skewed_and_slow_subtasks_are_the_expected_ones(path: Path) -> None:
     scenario = load_scenario(path)
     expectation = expectation_of(path)
@@ -177,11 +173,15 @@ def test_own_examples_are_documented_and_light_enough_for_two_cores(name: str) -
     assert scenario.duration_s <= 12
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared corpus at {SHARED}")
-def test_own_examples_are_variants_not_copies() -> None:
+def test_there_is_one_acceptance_case_per_shape() -> None:
+    assert sorted(path.stem for path in CASES.glob("*.toml")) == sorted(SHAPES)
+
+
+def test_shipped_examples_and_acceptance_cases_are_variants_not_copies() -> None:
     for name in SHAPES:
-        assert example_path(name).read_text() != (SHARED / f"{name}.toml").read_text()
-        assert load_example(name).name != load_scenario(SHARED / f"{name}.toml").name
+        shipped, case = load_example(name), load_scenario(CASES / f"{name}.toml")
+        assert shipped.name != case.name
+        assert [op.cost_us for op in shipped.operators] != [op.cost_us for op in case.operators]
 
 
 def test_the_demo_is_a_short_chain_with_a_slow_enrich() -> None:
