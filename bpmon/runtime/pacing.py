@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 _ABSOLUTE_SLACK = 1e-6
 """Records of tolerance when converting elapsed time to records due (float rounding only)."""
@@ -115,6 +116,35 @@ class ServiceTime:
             self._sleep(remaining)
 
 
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Where a rate-limited source stands against its schedule at one instant.
+
+    ``due == released + forgiven + behind`` always: every record the schedule called for was
+    emitted, forgiven after a stall, or is still owed.
+    """
+
+    at: float
+    """The instant of the reading, on the limiter's clock."""
+    rate: float
+    due: int
+    """Records the schedule called for from its start up to ``at``."""
+    released: int
+    """Records released so far."""
+    forgiven: int
+    """Records dropped from the schedule after stalls longer than the catch-up allowance."""
+
+    @property
+    def behind(self) -> int:
+        """Records due and still owed (the next ones the source will release)."""
+        return max(0, self.due - self.released - self.forgiven)
+
+    @property
+    def lag_s(self) -> float:
+        """How far behind its schedule the source is, in seconds."""
+        return self.behind / self.rate
+
+
 class RateLimiter:
     """Holds a source at ``rate`` records per second on an absolute schedule.
 
@@ -144,6 +174,7 @@ class RateLimiter:
         self._start: float | None = None
         self._next = 0  # schedule index of the next record to release
         self._released = 0
+        self._forgiven = 0
 
     @property
     def rate(self) -> float:
@@ -155,6 +186,29 @@ class RateLimiter:
         """Records released by :meth:`permits` so far."""
         return self._released
 
+    @property
+    def forgiven(self) -> int:
+        """Records a stall missed beyond the catch-up allowance, dropped from the schedule."""
+        return self._forgiven
+
+    def schedule(self) -> Schedule | None:
+        """Where the source stands against its schedule now; None when the rate is unlimited.
+
+        Readable from any thread: the counters are plain ints, each read at once, so a reading
+        taken while the owner releases a chunk may be off by that chunk (``behind`` is clamped
+        at 0), never torn.
+        """
+        if self._rate == 0.0:
+            return None
+        at = self._now()
+        start = self._start
+        due = 0 if start is None else self._due(at, start)
+        return Schedule(at, self._rate, due, self._released, self._forgiven)
+
+    def _due(self, now: float, start: float) -> int:
+        """Records due by ``now``: record ``k`` is due at ``start + k / rate``."""
+        return math.floor((now - start) * self._rate + _ABSOLUTE_SLACK) + 1
+
     def permits(self, max_n: int) -> int:
         """Return how many records (0 to ``max_n``) may be emitted now; they count as emitted."""
         if max_n <= 0:
@@ -165,8 +219,9 @@ class RateLimiter:
         now = self._now()
         if self._start is None:
             self._start = now
-        due = math.floor((now - self._start) * self._rate + _ABSOLUTE_SLACK) + 1
+        due = self._due(now, self._start)
         if due - self._next > self._burst:
+            self._forgiven += due - self._burst - self._next
             self._next = due - self._burst  # forgive what a stall missed beyond the catch-up
         granted = max(0, min(max_n, due - self._next))
         self._next += granted
