@@ -147,6 +147,11 @@ class Task:
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """A source's rate limiter (None for other kinds): readers may call its ``schedule()``."""
+        return self._limiter
+
     def start(self, checkpoint: CheckpointListener | None = None) -> None:
         """Start the task's thread."""
         self._checkpoint = checkpoint
