@@ -1,11 +1,8 @@
-"""A job: the scenario's graph deployed on the network stack, its threads, and its lifecycle.
+"""A job: an execution plan instantiated on the network stack, its threads, and its lifecycle.
 
-Deployment, as Flink's default scheduler places a streaming job: every subtask, in topological
-order of the vertices, goes round robin to the next task manager (so with two task managers a
-``source -> map -> sink`` chain of parallelism 1 exchanges data remotely). Each outgoing edge of a
-subtask is one result partition (one subpartition per consuming subtask; one in all for
-``forward``), each incoming edge one input gate with a channel per producing subtask, local or
-remote by placement.
+Where each subtask runs and how partitions, gates and channels connect them is decided before the
+job exists, by ``deployment.plan_deployment`` (a frozen :class:`ExecutionPlan`); the job only
+builds what the plan says, in the plan's order, and runs it.
 
 Lifecycle: :meth:`Job.start`, then :meth:`Job.stop` (cancel) or a failure; however it ends, every
 thread stops and every segment returns to its pool, and :attr:`JobResult.leaks` says otherwise.
@@ -20,11 +17,13 @@ from dataclasses import dataclass, field
 
 from bpmon.errors import JobError
 from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
+from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
+from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.routing import Output
 from bpmon.runtime.task import Task, subtask_rng
-from bpmon.scenario import OperatorSpec, Scenario
+from bpmon.scenario import Scenario
 
 STOP_TIMEOUT_S = 2.0
 """Every thread of a job stops within this time of the job's end."""
@@ -46,11 +45,31 @@ class Job:
     Args:
         scenario: the loaded scenario.
         clock: monotonic seconds, for every task, meter and the link timer.
+        plan: where and how to deploy it (default: ``plan_deployment(scenario)``).
+
+    Raises:
+        JobError: ``plan`` was made for another scenario.
     """
 
-    def __init__(self, scenario: Scenario, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        plan: ExecutionPlan | None = None,
+    ) -> None:
         self.scenario = scenario
         self.name = scenario.name
+        self.plan = plan_deployment(scenario) if plan is None else plan
+        if (self.plan.job, self.plan.task_managers) != (
+            scenario.name,
+            scenario.network.task_managers,
+        ):
+            raise JobError(
+                f"the execution plan of job {self.plan.job!r} on {self.plan.task_managers} task "
+                f"managers does not fit scenario {scenario.name!r} on "
+                f"{scenario.network.task_managers}: plan it with plan_deployment(scenario)"
+            )
         self._clock = clock
         self.env = NetworkEnvironment(scenario.network, clock=clock)
         self._cancel = threading.Event()
@@ -62,83 +81,61 @@ class Job:
         self._result: JobResult | None = None
         self._build()
 
-    # -- deployment -------------------------------------------------------------------------
+    # -- instantiating the plan -----------------------------------------------------------
 
     def _build(self) -> None:
-        scenario, env = self.scenario, self.env
-        tms = scenario.network.task_managers
-        placement: dict[str, list[int]] = {}
-        slot = 0
-        for op in scenario.topological_order():
-            placement[op.name] = [(slot + i) % tms for i in range(op.parallelism)]
-            slot += op.parallelism
-        conditions = {
-            op.name: [env.new_condition() for _ in range(op.parallelism)]
-            for op in scenario.operators
-        }
-        partitions: dict[tuple[str, int], list[ResultPartition]] = {}  # (consumer, input index)
-        outputs: dict[str, list[list[Output]]] = {
-            op.name: [[] for _ in range(op.parallelism)] for op in scenario.operators
-        }
-        for op in scenario.topological_order():
-            for edge_index, edge in enumerate(op.inputs):
-                up = scenario.operator(edge.source)
-                forward = edge.partitioner == "forward"
-                subpartitions = 1 if forward else op.parallelism
-                made = []
-                for i in range(up.parallelism):
-                    part = env.create_partition(
-                        placement[up.name][i],
-                        subpartitions,
-                        f"{up.name} ({i + 1}/{up.parallelism}) -> {op.name}",
-                        conditions[up.name][i],
-                    )
-                    made.append(part)
-                    rng = subtask_rng(scenario.seed, f"{up.name}->{op.name}", i)
-                    partitioner = "forward" if forward else edge.partitioner
-                    outputs[up.name][i].append(
-                        Output(
-                            part, partitioner, up.record_bytes, 0 if forward else i, rng, edge.skew
-                        )
-                    )
-                partitions[(op.name, edge_index)] = made
-        for op in scenario.topological_order():
-            self.tasks[op.name] = [
-                self._task(
-                    op,
-                    j,
-                    placement[op.name][j],
-                    conditions[op.name][j],
-                    partitions,
-                    outputs[op.name][j],
-                )
-                for j in range(op.parallelism)
-            ]
+        """Create every partition, connection, gate and task of the plan, in the plan's order."""
+        plan, env = self.plan, self.env
+        conditions = {(s.vertex, s.index): env.new_condition() for s in plan.subtasks}
+        partitions = [
+            env.create_partition(
+                p.task_manager,
+                p.num_subpartitions,
+                p.name,
+                conditions[(p.producer, p.producer_index)],
+            )
+            for p in plan.partitions
+        ]
+        outputs: dict[tuple[str, int], list[Output]] = {}
+        for p, partition in zip(plan.partitions, partitions, strict=True):
+            outputs.setdefault((p.producer, p.producer_index), []).append(
+                self._output(p, partition)
+            )
+        for src, dst in plan.connections:
+            env.connection(src, dst)
+        gates: dict[tuple[str, int], list[InputGate]] = {}
+        for g in plan.gates:
+            key = (g.consumer, g.consumer_index)
+            inputs = [(partitions[c.partition], c.subpartition) for c in g.channels]
+            gate = env.create_gate(g.task_manager, inputs, g.name, conditions[key])
+            gates.setdefault(key, []).append(gate)
+        for sub in plan.subtasks:
+            key = (sub.vertex, sub.index)
+            task = self._task(sub, conditions[key], gates.get(key, []), outputs.get(key, []))
+            self.tasks.setdefault(sub.vertex, []).append(task)
+
+    def _output(self, plan: PartitionPlan, partition: ResultPartition) -> Output:
+        """The producer's side of one partition: its partitioner over the subpartitions."""
+        producer = self.scenario.operator(plan.producer)
+        rng = subtask_rng(
+            self.scenario.seed, f"{plan.producer}->{plan.consumer}", plan.producer_index
+        )
+        forward = plan.partitioner == "forward"
+        index = 0 if forward else plan.producer_index
+        return Output(partition, plan.partitioner, producer.record_bytes, index, rng, plan.skew)
 
     def _task(
         self,
-        op: OperatorSpec,
-        index: int,
-        tm: int,
+        plan: SubtaskPlan,
         condition: threading.Condition,
-        partitions: dict[tuple[str, int], list[ResultPartition]],
+        gates: list[InputGate],
         outputs: list[Output],
     ) -> Task:
-        gates = []
-        for edge_index, edge in enumerate(op.inputs):
-            producers = partitions[(op.name, edge_index)]
-            inputs = (
-                [(producers[index], 0)]
-                if edge.partitioner == "forward"
-                else [(p, index) for p in producers]
-            )
-            name = f"{edge.source} -> {op.name} ({index + 1}/{op.parallelism})"
-            gates.append(self.env.create_gate(tm, inputs, name, condition))
         network = self.scenario.network
         task = Task(
-            op,
-            index,
-            tm,
+            self.scenario.operator(plan.vertex),
+            plan.index,
+            plan.task_manager,
             gates,
             outputs,
             condition,

@@ -1,0 +1,257 @@
+"""Deployment: a scenario turned into a frozen execution plan before anything is built or run.
+
+The plan decides, and :class:`~bpmon.runtime.job.Job` only carries it out:
+
+- **placement**: the task manager of every subtask;
+- **result partitions**: one per outgoing edge of each producing subtask, with one subpartition
+  per consuming subtask (one in all for ``forward``, read by the subtask of the same index);
+- **input gates**: one per incoming edge of each consuming subtask, with one channel per
+  subpartition it reads, local when the producer runs on the same task manager, else remote;
+- **connections**: the ordered pairs of task managers that remote channels need.
+
+Placement here is bpmon's own simple rule, **not Flink's**: every subtask, vertex by vertex in
+topological order, goes round robin to the next task manager, with one counter over all vertices.
+So with two task managers a ``source -> map -> sink`` chain of parallelism 1 exchanges data
+remotely. Flink places subtasks in slots, and slot sharing puts subtask *i* of every vertex of a
+slot sharing group in the same slot, so a forward edge between equal parallelisms never crosses the
+network there. The rule is :func:`round_robin_placement`, one function, so that placement by slots
+can replace it without touching what follows.
+
+Everything in the plan is listed in the order the job builds it (partitions, then gates subtask by
+subtask), which fixes how buffer pools are sized among themselves, exactly as before the plan
+existed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bpmon.errors import ConfigError
+from bpmon.scenario import Partitioner, Scenario
+
+Placement = dict[str, tuple[int, ...]]
+"""The task manager of each subtask, by vertex."""
+
+EdgePartitions = dict[tuple[str, int], list[int]]
+"""The positions of the partitions of each edge, by (consumer vertex, edge index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskPlan:
+    """One subtask and the task manager it runs on."""
+
+    vertex: str
+    index: int
+    parallelism: int
+    task_manager: int
+
+    @property
+    def name(self) -> str:
+        """Flink's subtask name, also its thread's name: ``"map (2/3)"``."""
+        return f"{self.vertex} ({self.index + 1}/{self.parallelism})"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPlan:
+    """The result partition one producing subtask writes for one input edge of a consumer.
+
+    Attributes:
+        name: ``"source (1/2) -> map"``, shown in errors and metrics.
+        producer: the producing vertex.
+        producer_index: the producing subtask's index.
+        consumer: the consuming vertex.
+        edge: the position of this edge among the consumer's inputs.
+        task_manager: where the partition lives (its producer's task manager).
+        partitioner: how the producer routes records to the subpartitions.
+        skew: ``hash`` only: the hot key's share of the records.
+        consumers: the consuming subtask that reads each subpartition, by subpartition.
+    """
+
+    name: str
+    producer: str
+    producer_index: int
+    consumer: str
+    edge: int
+    task_manager: int
+    partitioner: Partitioner
+    skew: float | None
+    consumers: tuple[int, ...]
+
+    @property
+    def num_subpartitions(self) -> int:
+        """One per consuming subtask (one for ``forward``)."""
+        return len(self.consumers)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelPlan:
+    """One input channel: which subpartition of which partition it reads, and how.
+
+    Attributes:
+        partition: the partition's position in :attr:`ExecutionPlan.partitions`.
+        subpartition: the subpartition it reads.
+        remote: True when the producer runs on another task manager (credit, a connection).
+    """
+
+    partition: int
+    subpartition: int
+    remote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GatePlan:
+    """The input gate of one consuming subtask for one of its input edges."""
+
+    name: str
+    consumer: str
+    consumer_index: int
+    edge: int
+    task_manager: int
+    channels: tuple[ChannelPlan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionPlan:
+    """Where every subtask runs and how the network connects them, for one scenario.
+
+    Attributes:
+        job: the scenario's name.
+        task_managers: how many task managers the plan uses.
+        subtasks: every subtask, vertex by vertex in topological order.
+        partitions: every result partition, in the order they are created.
+        gates: every input gate, subtask by subtask (as ``subtasks``), edge by edge.
+        connections: the ``(source, destination)`` task managers remote channels use, in the
+            order they are first needed.
+    """
+
+    job: str
+    task_managers: int
+    subtasks: tuple[SubtaskPlan, ...]
+    partitions: tuple[PartitionPlan, ...]
+    gates: tuple[GatePlan, ...]
+    connections: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        """Refuse a plan that contradicts itself (one built by hand, or by a new placement rule).
+
+        Raises:
+            ConfigError: a subtask, partition or gate on a task manager that does not exist, or a
+                channel called local or remote against the task managers of its two ends.
+        """
+        placed = [(s.name, s.task_manager) for s in self.subtasks]
+        placed += [(p.name, p.task_manager) for p in self.partitions]
+        placed += [(g.name, g.task_manager) for g in self.gates]
+        for name, tm in placed:
+            if not 0 <= tm < self.task_managers:
+                raise ConfigError(
+                    f"execution plan of {self.job!r}: {name} is on task manager {tm}, but the "
+                    f"plan has {self.task_managers} (0..{self.task_managers - 1})"
+                )
+        for gate in self.gates:
+            for channel in gate.channels:
+                remote = self.partitions[channel.partition].task_manager != gate.task_manager
+                if channel.remote != remote:
+                    raise ConfigError(
+                        f"execution plan of {self.job!r}: a channel of {gate.name} is called "
+                        f"{'remote' if channel.remote else 'local'} but its producer is "
+                        f"{'elsewhere' if remote else 'on the same task manager'}"
+                    )
+
+    def placement(self) -> dict[str, list[int]]:
+        """The task manager of each subtask, by vertex, in topological order."""
+        placed: dict[str, list[int]] = {}
+        for subtask in self.subtasks:
+            placed.setdefault(subtask.vertex, []).append(subtask.task_manager)
+        return placed
+
+
+def round_robin_placement(scenario: Scenario) -> Placement:
+    """The task manager of each subtask: round robin in topological order (not Flink's rule)."""
+    task_managers = scenario.network.task_managers
+    placement: Placement = {}
+    slot = 0
+    for op in scenario.topological_order():
+        placement[op.name] = tuple((slot + i) % task_managers for i in range(op.parallelism))
+        slot += op.parallelism
+    return placement
+
+
+def plan_deployment(scenario: Scenario) -> ExecutionPlan:
+    """The execution plan of ``scenario``: placement, partitions, gates and connections."""
+    placement = round_robin_placement(scenario)
+    subtasks = tuple(
+        SubtaskPlan(op.name, i, op.parallelism, tm)
+        for op in scenario.topological_order()
+        for i, tm in enumerate(placement[op.name])
+    )
+    partitions, by_edge = _plan_partitions(scenario, placement)
+    gates, connections = _plan_gates(scenario, placement, partitions, by_edge)
+    return ExecutionPlan(
+        job=scenario.name,
+        task_managers=scenario.network.task_managers,
+        subtasks=subtasks,
+        partitions=partitions,
+        gates=gates,
+        connections=connections,
+    )
+
+
+def _plan_partitions(
+    scenario: Scenario, placement: Placement
+) -> tuple[tuple[PartitionPlan, ...], EdgePartitions]:
+    """One partition per producing subtask and input edge, consumers edge by edge in order."""
+    partitions: list[PartitionPlan] = []
+    by_edge: EdgePartitions = {}
+    for op in scenario.topological_order():
+        for edge_index, edge in enumerate(op.inputs):
+            up = scenario.operator(edge.source)
+            forward = edge.partitioner == "forward"
+            positions = by_edge.setdefault((op.name, edge_index), [])
+            for i in range(up.parallelism):
+                positions.append(len(partitions))
+                partitions.append(
+                    PartitionPlan(
+                        name=f"{up.name} ({i + 1}/{up.parallelism}) -> {op.name}",
+                        producer=up.name,
+                        producer_index=i,
+                        consumer=op.name,
+                        edge=edge_index,
+                        task_manager=placement[up.name][i],
+                        partitioner=edge.partitioner,
+                        skew=edge.skew,
+                        consumers=(i,) if forward else tuple(range(op.parallelism)),
+                    )
+                )
+    return tuple(partitions), by_edge
+
+
+def _plan_gates(
+    scenario: Scenario,
+    placement: Placement,
+    partitions: tuple[PartitionPlan, ...],
+    by_edge: EdgePartitions,
+) -> tuple[tuple[GatePlan, ...], tuple[tuple[int, int], ...]]:
+    """One gate per consuming subtask and input edge; the connections its remote channels need.
+
+    ``forward``: subtask j reads the only subpartition of producer j; otherwise subpartition j of
+    every producer.
+    """
+    gates: list[GatePlan] = []
+    connections: dict[tuple[int, int], None] = {}  # ordered by first use
+    for op in scenario.topological_order():
+        for j, tm in enumerate(placement[op.name]):
+            for edge_index, edge in enumerate(op.inputs):
+                positions = by_edge[(op.name, edge_index)]
+                if edge.partitioner == "forward":
+                    reads = [(positions[j], 0)]
+                else:
+                    reads = [(position, j) for position in positions]
+                channels = []
+                for position, sub in reads:
+                    src = partitions[position].task_manager
+                    if src != tm:
+                        connections[(src, tm)] = None
+                    channels.append(ChannelPlan(position, sub, remote=src != tm))
+                name = f"{edge.source} -> {op.name} ({j + 1}/{op.parallelism})"
+                gates.append(GatePlan(name, op.name, j, edge_index, tm, tuple(channels)))
+    return tuple(gates), tuple(connections)
