@@ -9,8 +9,8 @@ records finishing each on overdraft buffers instead of blocking; under TCP flow 
 unrelated pipeline backpressured by the shared connection; in a healthy job nothing backpressured.
 
 Which vertices play which part is read from the scenario graph and its ``[expect]`` table, so the
-same checks run on the shipped examples (``bpmon/scenarios``) and, when present, on the shared
-acceptance corpus (``/work/shared/scenarios``), whose files use other names and numbers.
+same checks run on the shipped examples (``bpmon/scenarios``) and on the acceptance cases
+(``tests/scenarios``), whose files use other names and numbers.
 
 All jobs of a corpus run at once and share one warm-up: with 32 KiB buffers, credit and a 100 ms
 flusher a slow operator needs a few seconds before every buffer upstream of it is full, and the
@@ -43,7 +43,7 @@ from bpmon.scenario import (
 StartJob = Callable[[Scenario], Job]
 StopJob = Callable[[Job], JobResult]
 
-SHARED = Path("/work/shared/scenarios")
+CASES = Path(__file__).resolve().parents[1] / "scenarios"
 WARMUP_S = 5.0
 """Before the outPoolUsage samples; the metrics snapshot follows one second later."""
 
@@ -329,20 +329,19 @@ def test_a_rate_limited_source_is_backpressured_like_flink(shipped: dict[str, Ru
     assert shipped["reference/rate-limited"].peak_out_pool["source"] == [1.0]
 
 
-# -- the shared acceptance corpus -------------------------------------------------------------
+# -- the acceptance cases (tests/scenarios) ---------------------------------------------------
 
-SHARED_STEMS = sorted(p.stem for p in SHARED.glob("*.toml")) if SHARED.is_dir() else []
+CASE_STEMS = sorted(p.stem for p in CASES.glob("*.toml"))
 
 
 @pytest.fixture(scope="module")
-def shared(start_module_job: StartJob, stop_job: StopJob) -> Iterator[dict[str, Run]]:
-    """Every scenario of the shared corpus, after one shared warm-up."""
-    scenarios = {stem: _load(SHARED / f"{stem}.toml") for stem in SHARED_STEMS}
+def cases(start_module_job: StartJob, stop_job: StopJob) -> Iterator[dict[str, Run]]:
+    """Every acceptance case, after one shared warm-up."""
+    scenarios = {stem: _load(CASES / f"{stem}.toml") for stem in CASE_STEMS}
     yield _run_all(scenarios, start_module_job, stop_job)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared corpus at {SHARED}")
-@pytest.mark.parametrize("stem", SHARED_STEMS or ["none"])
-def test_shared_scenario_shows_its_pattern(shared: dict[str, Run], stem: str) -> None:
-    check(shared[stem], stem)
+@pytest.mark.parametrize("stem", CASE_STEMS)
+def test_acceptance_case_shows_its_pattern(cases: dict[str, Run], stem: str) -> None:
+    check(cases[stem], stem)
