@@ -45,6 +45,8 @@ from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
 LIVE_EVERY_S = 0.25
 """How often a live snapshot is taken while a job runs (the CLI's table refreshes at 4 Hz)."""
+SAMPLER_STOP_S = 2.0
+"""The longest a burst interrupted mid-way takes to stop (one py-spy dump at most)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +99,8 @@ class WatchPlan:
     def __post_init__(self) -> None:
         if self.samples < 1 or not self.interval_ms > 0:
             raise ConfigError(
-                f"samples {self.samples} / interval {self.interval_ms} ms: need at least 1 "
-                "sample and a positive interval"
+                f"--samples {self.samples} / --interval-ms {self.interval_ms:g}: need at least "
+                "1 sample and a positive interval"
             )
         if self.bursts is not None and self.bursts < 1:
             raise ConfigError(f"--bursts {self.bursts}: sample at least 1 window")
@@ -187,19 +189,23 @@ def watch(
 ) -> Iterator[Event]:
     """The run loop: start ``target``, sample it as ``plan`` says, diagnose and save every burst.
 
-    Yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times a second,
-    :class:`BurstSampled` and :class:`ReportReady` per burst, and last :class:`JobEnded` or
-    :class:`JobFailed`. The target is stopped however the loop ends: exhausted, closed by the
-    consumer (``generator.close()``), interrupted (Ctrl-C) or stopped through ``stop``.
+    The rules are read here, before anything starts, so a bad rules file is an error at once.
+    The returned stream yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times
+    a second, :class:`BurstSampled` and :class:`ReportReady` per burst, and last
+    :class:`JobEnded` (or :class:`JobFailed`). The target is stopped however the stream ends:
+    exhausted, closed by the consumer (``close()``), interrupted (Ctrl-C) or through ``stop``.
 
     Raises:
-        BpmonError: bad settings or an unreadable target, before or while watching; a failed
-            runtime job is not raised but ends the stream with :class:`JobFailed`.
+        BpmonError: bad settings at once; an unreadable target while watching. A failed runtime
+            job is not raised: it ends the stream with :class:`JobFailed`.
     """
     settings = settings or Settings()
-    rules, store = settings.rules(), settings.store()
-    loop = _Loop(target, plan, rules, stop or threading.Event())
-    run_id = settings.new_run_id(target.job)
+    loop = _Loop(target, plan, settings.rules(), stop or threading.Event())
+    return _watch(loop, settings.store(), settings.new_run_id(target.job))
+
+
+def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
+    target, plan = loop.target, loop.plan
     reports: list[Report] = []
     paths: list[Path] = []
     failure: str | None = None
@@ -213,7 +219,7 @@ def watch(
             observation = yield from loop.sample(burst)
             observation = replace(observation, run_id=run_id)
             yield BurstSampled(run_id, burst, observation)
-            report = diagnose(observation, rules)
+            report = diagnose(observation, loop.rules)
             paths.append(store.save(report, burst=burst))
             reports.append(report)
             yield ReportReady(run_id, burst, report, paths[-1])
@@ -270,20 +276,25 @@ class _Loop:
         result: list[Observation] = []
         errors: list[BaseException] = []
 
+        halt = threading.Event()
+
         def run() -> None:
             try:
-                result.append(
-                    self.target.observe(self.plan.samples, self.plan.interval_ms, progress)
-                )
+                plan = self.plan
+                result.append(self.target.observe(plan.samples, plan.interval_ms, progress, halt))
             except BaseException as exc:  # handed to the loop's thread, raised there
                 errors.append(exc)
 
         sampler = threading.Thread(target=run, name="bpmon-sampler", daemon=True)
         sampler.start()
-        while sampler.is_alive():
-            sampler.join(LIVE_EVERY_S)
-            if sampler.is_alive():
-                yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
+        try:
+            while sampler.is_alive():
+                sampler.join(LIVE_EVERY_S)
+                if sampler.is_alive():
+                    yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
+        finally:  # closed or interrupted mid-burst: the sampler stops too
+            halt.set()
+            sampler.join(SAMPLER_STOP_S)
         if errors:
             raise errors[0]
         return result[0]

@@ -1,4 +1,4 @@
-"""The service facade: finding a scenario, a run session's life, re-reading a run, monitor checks.
+"""The service facade: finding a scenario, the run loop's events, re-reading a run, monitor checks.
 
 Everything runs for real: a tiny scenario on the real runtime (a fraction of a second per burst),
 the real runs store in a temporary folder, and py-spy for the one monitor call that gets as far
@@ -10,26 +10,33 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
+import threading
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
 from bpmon.errors import ConfigError, ScenarioError, TargetNotFoundError
+from bpmon.events import Event, JobEnded, JobFailed, JobStarted, LiveSnapshot, ReportReady
 from bpmon.report_json import report_to_json
 from bpmon.rules.config import RulesConfig
 from bpmon.scenario import example_names, example_path, parse_scenario
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
-    RunSession,
     Settings,
+    drain,
     load_report,
     monitor_process,
     resolve_scenario,
+    run_bursts,
+    run_scenario,
     shipped_examples,
+    stored_runs,
 )
 
 TINY = """
@@ -64,14 +71,14 @@ def gone_pid() -> int:
     return gone.pid
 
 
-def session(runs_dir: Path, seed: int = 1) -> RunSession:
-    """A session of the tiny scenario with a fixed clock and seed."""
-    return RunSession(
-        parse_scenario(TINY),
-        Settings(runs_dir=runs_dir),
-        clock_now=lambda: NOW,
-        rng=random.Random(seed),
-    )
+def settings(runs_dir: Path, seed: int = 1) -> Settings:
+    """Settings with a fixed clock and seed, so run ids are known in advance."""
+    return Settings(runs_dir=runs_dir, now=lambda: NOW, rng=random.Random(seed))
+
+
+def task_threads() -> list[str]:
+    """The names of the runtime's task threads still alive (``"src (1/2)"``...)."""
+    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
 
 
 # -- resolve_scenario ----------------------------------------------------------------------------
@@ -132,73 +139,119 @@ def test_settings_default_to_a_local_runs_folder_and_the_shipped_rules() -> None
 
 def test_a_missing_rules_file_is_a_config_error_before_any_job_starts(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.toml"):
-        RunSession(parse_scenario(TINY), Settings(tmp_path, rules_path=tmp_path / "nope.toml"))
+        run_scenario(parse_scenario(TINY), Settings(tmp_path, rules_path=tmp_path / "nope.toml"))
+    assert task_threads() == []
 
 
-# -- RunSession ----------------------------------------------------------------------------------
+# -- the run loop --------------------------------------------------------------------------------
 
 
 def test_a_run_id_is_time_job_and_random_part(tmp_path: Path) -> None:
-    first = session(tmp_path, seed=5)
-    assert first.run_id.startswith("20260102T030405Z-tiny-")
-    assert len(first.run_id) == len("20260102T030405Z-tiny-") + 4
-    assert session(tmp_path, seed=5).run_id == first.run_id
-    assert session(tmp_path, seed=6).run_id != first.run_id
-    assert first.stop().leaks == ()  # never started: nothing to leak, nothing hangs
+    first = settings(tmp_path, seed=5).new_run_id("tiny")
+    assert first.startswith("20260102T030405Z-tiny-")
+    assert len(first) == len("20260102T030405Z-tiny-") + 4
+    assert settings(tmp_path, seed=5).new_run_id("tiny") == first
+    assert settings(tmp_path, seed=6).new_run_id("tiny") != first
 
 
-def test_a_session_starts_samples_saves_and_stops_without_leaks(tmp_path: Path) -> None:
-    run = session(tmp_path)
-    run.start()
-    try:
-        live = run.live_metrics()
-        assert list(live) == ["src", "out"]
-        assert [len(group) for group in live.values()] == [2, 1]
-        progress: list[tuple[int, int]] = []
-        first = run.burst(lambda done, total: progress.append((done, total)))
-        second = run.burst()
-    finally:
-        result = run.stop()
-    assert result.leaks == () and result.state == "cancelled", result
-    assert not [t.name for t in run.job.all_tasks() if t.thread.is_alive()]
-    assert progress[-1] == (10, 10)
-    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+def test_a_watch_starts_samples_saves_and_stops_without_leaks(tmp_path: Path) -> None:
+    events = list(run_scenario(parse_scenario(TINY), settings(tmp_path), bursts=2, duration_s=0.5))
+    started, ended = events[0], events[-1]
+    assert isinstance(started, JobStarted) and isinstance(ended, JobEnded)
+    assert not isinstance(ended, JobFailed)
+    assert (started.job, started.source, started.bursts) == ("tiny", "runtime", 2)
+    assert ended.leaks == () and task_threads() == []
+    kinds = [type(e).__name__ for e in events if not isinstance(e, LiveSnapshot)]
+    assert kinds == ["JobStarted", *["BurstSampled", "ReportReady"] * 2, "JobEnded"]
+    ready = [e for e in events if isinstance(e, ReportReady)]
+    assert [e.burst for e in ready] == [0, 1]
+    assert list(ended.reports) == [e.report for e in ready]
+    first = ended.reports[0]
     assert (first.job, first.source, first.window.samples) == ("tiny", "runtime", 10)
-    assert first.run_id == second.run_id == run.run_id
-    folder = tmp_path / run.run_id
-    assert run.outcome.saved == [folder / "report.json", folder / "report-1.json"]
-    assert run.outcome.reports == [first, second]
-    assert run.outcome.result is result
+    assert {r.run_id for r in ended.reports} == {started.run_id}
+    folder = tmp_path / started.run_id
+    assert list(ended.paths) == [folder / "report.json", folder / "report-1.json"]
     assert sorted(p.name for p in folder.iterdir()) == ["report-1.json", "report.json"]
 
 
-def test_stop_is_idempotent(tmp_path: Path) -> None:
-    run = session(tmp_path)
-    run.start()
-    run.wait(0.05)
-    first = run.stop()
-    assert run.stop() is first
-    assert first.leaks == ()
+def test_the_job_runs_its_duration_after_the_last_burst(tmp_path: Path) -> None:
+    events = list(run_scenario(parse_scenario(TINY), settings(tmp_path), duration_s=1.0))
+    after = [e for e in events[events.index(_first(events, ReportReady)) :] if _live(e)]
+    assert after and after[-1].phase == "running"
+    assert after[-1].elapsed_s >= 0.75  # the last snapshot falls in the last quarter second
+
+
+def test_live_snapshots_are_model_values_with_levels_from_the_time_accounting(
+    tmp_path: Path,
+) -> None:
+    events = list(run_scenario(parse_scenario(TINY), settings(tmp_path), duration_s=1.0))
+    snapshots = [e for e in events if isinstance(e, LiveSnapshot)]
+    assert snapshots, "no live snapshot while the job ran"
+    last = snapshots[-1]
+    assert [v.name for v in last.vertices] == ["src", "out"]
+    assert [len(v.subtasks) for v in last.vertices] == [2, 1]
+    src = last.vertices[0]
+    # a vertex is totalled from its subtasks: rates summed, ratios at their worst
+    rates = [s.metrics.records_out_per_s or 0.0 for s in src.subtasks]
+    assert src.metrics.records_out_per_s == pytest.approx(sum(rates))
+    assert src.metrics.records_out_per_s > 0
+    for v in last.vertices:
+        for sub in v.subtasks:
+            assert sub.ratio == sub.metrics.backpressured_time_ratio  # no samples: time view
+            assert sub.level == "OK"  # 200 records/s against a sink that takes 20,000
+    progress = [e.sampling.done for e in snapshots if e.sampling is not None]
+    assert progress == sorted(progress) and all(0 <= d <= 10 for d in progress)
+
+
+def test_closing_the_stream_mid_burst_stops_the_job_and_the_sampler(tmp_path: Path) -> None:
+    slow = parse_scenario(TINY.replace("samples = 10", "samples = 200"))
+    events = run_scenario(slow, settings(tmp_path))
+    for event in events:
+        if isinstance(event, LiveSnapshot) and event.sampling is not None:
+            break
+    events.close()  # type: ignore[attr-defined]
+    assert task_threads() == []
+    assert not [t for t in threading.enumerate() if t.name == "bpmon-sampler"]
+    assert not list(tmp_path.glob("*/report.json"))  # nothing half-done was saved
+
+
+def test_a_stop_event_ends_the_watch_with_what_it_has(tmp_path: Path) -> None:
+    stop = threading.Event()
+    events = run_scenario(parse_scenario(TINY), settings(tmp_path), bursts=None, stop=stop)
+    reports = 0
+    for event in events:
+        if isinstance(event, ReportReady):
+            reports += 1
+            stop.set()
+        last = event
+    assert isinstance(last, JobEnded) and reports >= 1
+    assert len(last.reports) == reports and last.leaks == ()
+    assert task_threads() == []
 
 
 def test_a_saved_report_is_read_back_by_run_id_folder_or_file(tmp_path: Path) -> None:
-    run = session(tmp_path)
-    run.start()
-    try:
-        run.burst()
-    finally:
-        run.stop()
-    saved = run.outcome.saved[0]
-    settings = Settings(runs_dir=tmp_path)
-    for ref in (run.run_id, str(saved.parent), str(saved)):
-        loaded = load_report(ref, settings)
+    ended = drain(run_scenario(parse_scenario(TINY), settings(tmp_path), duration_s=0.2))
+    saved = ended.paths[0]
+    store_settings = Settings(runs_dir=tmp_path)
+    for ref in (ended.run_id, str(saved.parent), str(saved)):
+        loaded = load_report(ref, store_settings)
         assert report_to_json(loaded) + "\n" == saved.read_text()
-    assert json.loads(saved.read_text())["run_id"] == run.run_id
+    assert json.loads(saved.read_text())["run_id"] == ended.run_id
+    assert [b for b, _ in run_bursts(ended.run_id, store_settings)] == [0]
+    assert [r.run_id for r in stored_runs(store_settings)] == [ended.run_id]
 
 
 def test_an_unknown_run_is_target_not_found(tmp_path: Path) -> None:
     with pytest.raises(TargetNotFoundError, match="nosuchrun"):
         load_report("nosuchrun", Settings(runs_dir=tmp_path))
+
+
+def _first(events: list[Event], kind: type[Event]) -> Event:
+    return next(e for e in events if isinstance(e, kind))
+
+
+def _live(event: Event) -> TypeGuard[LiveSnapshot]:
+    return isinstance(event, LiveSnapshot)
 
 
 # -- monitor_process -----------------------------------------------------------------------------
@@ -222,7 +275,9 @@ def test_monitor_rejects_no_samples_or_no_interval_before_sampling(
 def test_monitor_rejects_an_unknown_profile_naming_it(gone_pid: int, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no-such-profile") as info:
         monitor_process(
-            gone_pid, profile="no-such-profile", settings=Settings(runs_dir=tmp_path / "runs")
+            gone_pid,
+            collector_profile="no-such-profile",
+            settings=Settings(runs_dir=tmp_path / "runs"),
         )
     assert "python-queue" in str(info.value)  # the known profiles are listed
     assert not (tmp_path / "runs").exists()
@@ -239,7 +294,7 @@ def test_monitor_of_a_process_that_exited_is_target_not_found(
     gone_pid: int, tmp_path: Path
 ) -> None:
     with pytest.raises(TargetNotFoundError, match=f"PID {gone_pid}"):
-        monitor_process(gone_pid, samples=3, interval_ms=10, settings=Settings(tmp_path))
+        drain(monitor_process(gone_pid, samples=3, interval_ms=10, settings=Settings(tmp_path)))
     assert list(tmp_path.iterdir()) == []
 
 

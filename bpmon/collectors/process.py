@@ -13,7 +13,7 @@ import time
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
-from bpmon.collectors.sampler import Progress
+from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending
 from bpmon.model import Observation, Source
 from bpmon.scenario import load_topology
@@ -56,10 +56,14 @@ class ProcessTarget:
         """Nothing to start: the process runs on its own."""
 
     def observe(
-        self, samples: int = 100, interval_ms: float = 50.0, progress: Progress | None = None
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
     ) -> Observation:
         """One py-spy burst of every thread, as an Observation (no metrics: py-spy has none)."""
-        burst = self._sampler.burst(samples, interval_ms, progress=progress)
+        burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
         return observation_from_burst(burst, self.graph, self.profile, self.job, "pyspy")
 
     def snapshot(self) -> None:

@@ -18,7 +18,7 @@ from bpmon.collectors.observe import (
     observation_from_burst,
 )
 from bpmon.collectors.profile import Profile, load_profile
-from bpmon.collectors.sampler import Burst, Progress, StackSampler, utc_now
+from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, utc_now
 from bpmon.collectors.target import Ending
 from bpmon.errors import JobError
 from bpmon.model import (
@@ -92,10 +92,14 @@ class RuntimeTarget:
         self.runtime.start()
 
     def observe(
-        self, samples: int = 100, interval_ms: float = 50.0, progress: Progress | None = None
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
     ) -> Observation:
         """One window: a burst of ``samples`` stack samples ``interval_ms`` apart, and metrics."""
-        burst = self._sampler.burst(samples, interval_ms, progress=progress)
+        burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
         self._raise_if_failed()
         return self._observation(burst)
 

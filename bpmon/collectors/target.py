@@ -56,7 +56,11 @@ class Target(Protocol):
         ...
 
     def observe(
-        self, samples: int, interval_ms: float, progress: Progress | None = None
+        self,
+        samples: int,
+        interval_ms: float,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
     ) -> Observation:
         """One window: a burst of stack samples and the metrics over the same window."""
         ...
