@@ -80,7 +80,6 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "run_id": report.run_id,
         "job": report.job,
         "source": report.source,
-        "levels_from": report.levels_from,
         "window": _window_to_dict(report.window),
         "vertices": [_vertex_to_dict(v) for v in report.vertices],
     }
@@ -89,6 +88,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     doc["findings"] = [
         {"kind": f.kind, "vertex": f.vertex, "detail": f.detail} for f in report.findings
     ]
+    doc["levels_from"] = report.levels_from
     return doc
 
 
