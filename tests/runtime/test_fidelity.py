@@ -13,9 +13,16 @@ same checks run on the shipped examples (``bpmon/scenarios``) and on the accepta
 (``tests/scenarios``), whose files use other names and numbers.
 
 All jobs of a corpus run at once and share one warm-up: with 32 KiB buffers, credit and a 100 ms
-flusher a slow operator needs a few seconds before every buffer upstream of it is full, and the
-metrics average over 3 s. Thresholds leave room for a loaded 2-core machine (busy >= 800 rather
-than 1,000) but sit far from what a swapped root cause or a broken time accounting would give.
+flusher a slow operator needs a few seconds before every buffer upstream of it is full. The metrics
+then cover exactly the three seconds during which the output pools are sampled (``window_metrics``):
+a backpressured rate-limited source catches up in bursts of up to a second of records, so a shorter
+span may catch it between two bursts.
+
+What is asserted survives a loaded 2-core machine: which state each subtask spent most of that
+span in (busy, idle or backpressured), whether a healthy source kept its schedule,
+whether an output pool filled, orderings between subtasks and between the TCP and credit
+twins, and service never faster than its cost. Flink's own figures (busy ~1,000, backpressured
+~980) are measured, with their targets, by ``tests/benchmarks/bench_fidelity.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from pathlib import Path
 import pytest
 
 from bpmon.runtime.job import Job, JobResult
-from bpmon.runtime.metrics import TaskMetrics, job_metrics
+from bpmon.runtime.metrics import Counters, TaskMetrics, counters, job_metrics, window_metrics
+from bpmon.runtime.pacing import Schedule
 from bpmon.scenario import (
     Expectation,
     Scenario,
@@ -45,25 +53,24 @@ StopJob = Callable[[Job], JobResult]
 
 CASES = Path(__file__).resolve().parents[1] / "scenarios"
 WARMUP_S = 5.0
-"""Before the outPoolUsage samples; the metrics snapshot follows one second later."""
-
-BUSY = 800.0  # the bottleneck: Flink shows 1,000
-IDLE = 700.0  # downstream of the bottleneck: Flink shows 1,000
-HIGH = 500.0  # Flink's HIGH backpressure level starts above 50 %
-LOW = 100.0  # Flink's LOW level starts at 10 %; below is OK
+"""Before the measured span."""
+POOL_SAMPLES = 30
+"""outPoolUsage samples 100 ms apart: the measured span."""
 
 
 @dataclass(frozen=True)
 class Run:
-    """One scenario after the warm-up: its metrics, and what a second of samples saw."""
+    """One scenario after the warm-up: its metrics, and what the measured span saw."""
 
     name: str
     scenario: Scenario
     expect: Expectation
     metrics: dict[str, list[TaskMetrics]]
+    """Every subtask's metrics over exactly the measured span."""
     peak_out_pool: dict[str, list[float]]
-    """Per vertex and subtask, the highest outPoolUsage of ten samples over the last second (an
-    instantaneous gauge, unlike the time shares that average three seconds)."""
+    """Per vertex and subtask, the highest outPoolUsage sampled over that span."""
+    schedules: dict[str, list[tuple[Schedule, Schedule]]]
+    """Per rate-limited source and subtask, its schedule at the start and end of that span."""
     contrast: Run | None = field(default=None)
     """The same scenario under credit-based flow control (TCP scenarios only)."""
 
@@ -73,10 +80,34 @@ def _credit_variant(scenario: Scenario) -> Scenario:
     return dataclasses.replace(scenario, name=f"{scenario.name}@credit", network=network)
 
 
+Reading = tuple[Counters, dict[str, list[Schedule | None]]]
+
+
+def _read(job: Job) -> Reading:
+    schedules = {
+        vertex: [t.limiter.schedule() for t in tasks if t.limiter is not None]
+        for vertex, tasks in job.tasks.items()
+    }
+    return counters(job.tasks), schedules
+
+
+def _pairs(
+    first: dict[str, list[Schedule | None]], last: dict[str, list[Schedule | None]]
+) -> dict[str, list[tuple[Schedule, Schedule]]]:
+    """The (start, end) schedules of every rate-limited source subtask."""
+    pairs: dict[str, list[tuple[Schedule, Schedule]]] = {}
+    for vertex, readings in first.items():
+        both = [(a, b) for a, b in zip(readings, last[vertex], strict=True) if a and b]
+        if both:
+            pairs[vertex] = both
+    return pairs
+
+
 def _run_all(
     scenarios: dict[str, tuple[Scenario, Expectation]], start: StartJob, stop: StopJob
 ) -> dict[str, Run]:
-    """Start every scenario (and a credit twin of each TCP one), warm up once, snapshot, stop."""
+    """Start every scenario (and a credit twin of each TCP one), warm up once, measure one
+    span (counters at both ends, pools sampled in between), stop."""
     jobs = {name: start(scenario) for name, (scenario, _) in scenarios.items()}
     twins = {
         name: start(_credit_variant(scenario))
@@ -84,24 +115,30 @@ def _run_all(
         if scenario.network.flow_control == "tcp"
     }
     time.sleep(WARMUP_S)
+    first = {name: _read(job) for name, job in jobs.items()}
+    twin_first = {name: _read(job) for name, job in twins.items()}
     peaks: dict[str, dict[str, list[float]]] = {name: {} for name in jobs}
-    for _ in range(10):
+    for _ in range(POOL_SAMPLES):
         for name, job in jobs.items():
             for vertex, ms in job_metrics(job.tasks).items():
                 usage = [m.out_pool_usage or 0.0 for m in ms]
                 seen = peaks[name].get(vertex, usage)
                 peaks[name][vertex] = [max(a, b) for a, b in zip(seen, usage, strict=True)]
         time.sleep(0.1)
-    snapshot = {name: job_metrics(job.tasks) for name, job in jobs.items()}
-    twin_snapshot = {name: job_metrics(job.tasks) for name, job in twins.items()}
+    last = {name: _read(job) for name, job in jobs.items()}
+    twin_last = {name: _read(job) for name, job in twins.items()}
     for job in [*jobs.values(), *twins.values()]:
         stop(job)
     runs = {}
     for name, (scenario, expect) in scenarios.items():
         contrast = None
         if name in twins:
-            contrast = Run(f"{name}@credit", twins[name].scenario, expect, twin_snapshot[name], {})
-        runs[name] = Run(name, scenario, expect, snapshot[name], peaks[name], contrast)
+            (a, sa), (b, sb) = twin_first[name], twin_last[name]
+            twin = twins[name].scenario
+            contrast = Run(f"{name}@credit", twin, expect, window_metrics(a, b), {}, _pairs(sa, sb))
+        (a, sa), (b, sb) = first[name], last[name]
+        metrics = window_metrics(a, b)
+        runs[name] = Run(name, scenario, expect, metrics, peaks[name], _pairs(sa, sb), contrast)
     return runs
 
 
@@ -149,71 +186,86 @@ def _show(ms: list[TaskMetrics]) -> str:
     )
 
 
+def dominant(m: TaskMetrics) -> str:
+    """The state a subtask spent most of the measured span in: busy, idle or bp."""
+    shares = {"busy": m.busy_ms_per_s, "idle": m.idle_ms_per_s, "bp": m.backpressured_ms_per_s}
+    return max(shares, key=lambda state: shares[state])
+
+
+def mostly(run: Run, vertex: str, state: str) -> None:
+    """Every subtask of ``vertex`` spent most of the measured span in ``state``."""
+    ms = run.metrics[vertex]
+    assert all(dominant(m) == state for m in ms), f"{run.name}: {vertex} not {state}: " + _show(ms)
+
+
+def kept_schedule(run: Run, source: str) -> bool:
+    """Whether every subtask of a rate-limited source dropped nothing from its schedule during
+    the span: it was never held back longer than its one second of catch-up.
+
+    (The converse is no test of backpressure: a source held back by less than a second's worth
+    over the span catches up in bursts and looks on schedule.)"""
+    return all(last.forgiven == first.forgiven for first, last in run.schedules[source])
+
+
 # -- the checks -------------------------------------------------------------------------------
 
 
 def check_bottleneck_vertex(run: Run) -> None:
-    """The root cause busy and not backpressured; upstream backpressured; downstream idle."""
+    """The root cause busy; everything upstream backpressured with its output pools filling;
+    everything downstream idle."""
     root = run.expect.root_cause
-    roots = run.metrics[root]
-    assert all(m.busy_ms_per_s >= BUSY for m in roots), _show(roots)
-    assert all(m.backpressured_ms_per_s <= LOW for m in roots), _show(roots)
+    mostly(run, root, "busy")
     for vertex in _ancestors(run.scenario, root):
-        ms = run.metrics[vertex]
-        if _is_source(run, vertex):
-            # Flink shows ~980 here; see test_a_rate_limited_source_is_backpressured_like_flink
-            assert all(m.backpressured_ms_per_s >= 500 for m in ms), _show(ms)
-        else:
-            assert all(m.backpressured_ms_per_s >= HIGH for m in ms), _show(ms)
+        mostly(run, vertex, "bp")
         peaks = run.peak_out_pool[vertex]
         assert all(peak >= 0.5 for peak in peaks), f"{vertex}: outPoolUsage peaks {peaks}"
     for vertex in _descendants(run.scenario, root):
-        ms = run.metrics[vertex]
-        assert all(m.idle_ms_per_s >= IDLE for m in ms), _show(ms)
+        mostly(run, vertex, "idle")
 
 
 def check_hot_subtasks(run: Run) -> None:
-    """The named subtasks busy, their siblings idle, upstream HIGH, downstream idle."""
+    """The named subtasks busy, their siblings idle, a producer backpressured, downstream idle."""
     root, hot = run.expect.root_cause, set(run.expect.subtasks)
     assert hot, f"{run.name}: [expect] names no subtasks"
     for m in run.metrics[root]:
-        if m.index in hot:
-            assert m.busy_ms_per_s >= BUSY, _show([m])
-        else:
-            assert m.idle_ms_per_s >= IDLE, _show([m])
+        assert dominant(m) == ("busy" if m.index in hot else "idle"), _show([m])
     for producer in run.scenario.upstream(root):
         ms = run.metrics[producer.name]
-        assert max(m.backpressured_ms_per_s for m in ms) >= HIGH, _show(ms)
+        assert any(dominant(m) == "bp" for m in ms), _show(ms)
     for vertex in _descendants(run.scenario, root):
-        ms = run.metrics[vertex]
-        assert all(m.idle_ms_per_s >= IDLE for m in ms), _show(ms)
+        mostly(run, vertex, "idle")
 
 
 def check_fan_in(run: Run) -> None:
-    """Several sources feed the bottleneck; every one of them is backpressured by it."""
+    """Several sources feed the bottleneck; every subtask of every one of them had to wait for
+    output buffers during the span."""
     sources = [v for v in _ancestors(run.scenario, run.expect.root_cause) if _is_source(run, v)]
     assert len(sources) >= 2, sources
     for source in sources:
         ms = run.metrics[source]
-        assert all(m.backpressured_ms_per_s >= LOW for m in ms), _show(ms)
+        assert all(m.backpressured_ms_per_s > 0 for m in ms), _show(ms)
 
 
 def check_overdraft(run: Run) -> None:
     """The flatmap feeding the bottleneck, whose every record needs several buffers, waits for
-    output space without ever blocking inside a buffer request: overdraft buffers let it finish
+    output space rather than blocking inside a buffer request: overdraft buffers let it finish
     the record it is writing (FLIP-227)."""
     for producer in run.scenario.upstream(run.expect.root_cause):
         assert producer.kind == "flatmap"
         ms = run.metrics[producer.name]
-        assert all(m.soft_backpressured_ms_per_s >= HIGH for m in ms), _show(ms)
-        assert all(m.hard_backpressured_ms_per_s < LOW for m in ms), _show(ms)
+        assert all(dominant(m) == "bp" for m in ms), _show(ms)
+        assert all(m.soft_backpressured_ms_per_s > m.hard_backpressured_ms_per_s for m in ms), (
+            _show(ms)
+        )
 
 
 def check_head_of_line(run: Run) -> None:
     """Under TCP, a pipeline that shares the connection but not the bottleneck is backpressured
-    too (LOW is enough) while its own sink idles; under credit it is not backpressured at all."""
+    too while its own sink idles; under credit the same pipeline keeps its schedule and is less
+    backpressured than under TCP, and the bottleneck is still busy."""
     assert run.scenario.network.flow_control == "tcp"
     assert run.contrast is not None
+    twin = run.contrast
     root = run.expect.root_cause
     involved = {root} | _ancestors(run.scenario, root) | _descendants(run.scenario, root)
     collateral = [op.name for op in run.scenario.operators if op.name not in involved]
@@ -221,22 +273,23 @@ def check_head_of_line(run: Run) -> None:
     sinks = [v for v in collateral if run.scenario.operator(v).kind == "sink"]
     assert sources and sinks, f"{run.name}: no second pipeline"
     for sink in sinks:
-        ms = run.metrics[sink]
-        assert all(m.busy_ms_per_s <= 300 and m.idle_ms_per_s >= 600 for m in ms), _show(ms)
+        mostly(run, sink, "idle")
     for source in sources:
-        ms = run.metrics[source]
-        assert max(m.backpressured_ms_per_s for m in ms) >= LOW, _show(ms)
-        twin = run.contrast.metrics[source]
-        assert all(m.backpressured_ms_per_s < 50 for m in twin), "under credit: " + _show(twin)
-    twin_roots = run.contrast.metrics[root]
-    assert all(m.busy_ms_per_s >= BUSY for m in twin_roots), "under credit: " + _show(twin_roots)
+        tcp = max(m.backpressured_ms_per_s for m in run.metrics[source])
+        credit = max(m.backpressured_ms_per_s for m in twin.metrics[source])
+        assert tcp > credit, f"tcp: {_show(run.metrics[source])}; credit: {credit:.0f}"
+        mostly(twin, source, "idle")
+        if source in twin.schedules:
+            assert kept_schedule(twin, source), f"under credit {source} fell behind"
+    mostly(twin, root, "busy")
 
 
 def check_healthy(run: Run) -> None:
-    """Nothing backpressured, nothing more than half busy."""
-    for ms in run.metrics.values():
-        assert all(m.backpressured_ms_per_s < LOW for m in ms), _show(ms)
-        assert all(m.busy_ms_per_s <= 500 for m in ms), _show(ms)
+    """Every subtask mostly idle; every rate-limited source keeps its schedule."""
+    for vertex in run.metrics:
+        mostly(run, vertex, "idle")
+    for source in run.schedules:
+        assert kept_schedule(run, source), f"{run.name}: {source} fell behind its schedule"
 
 
 BY_KIND: dict[str | None, Callable[[Run], None]] = {
@@ -309,24 +362,26 @@ def test_shipped_example_shows_its_pattern(shipped: dict[str, Run], stem: str) -
 
 @pytest.mark.slow
 def test_source_slow_operator_sink_looks_as_on_flink(shipped: dict[str, Run]) -> None:
-    """The issue's reference: outPoolUsage 1.0 and ~980 backpressured, busy 1,000, idle 1,000."""
-    metrics = shipped["reference/unlimited"].metrics
-    (source,), (slow,), (sink,) = metrics["source"], metrics["slow"], metrics["sink"]
-    assert shipped["reference/unlimited"].peak_out_pool["source"] == [1.0]
-    assert source.backpressured_ms_per_s >= 700
-    assert slow.busy_ms_per_s >= BUSY
-    assert slow.records_in_per_s == pytest.approx(1000, rel=0.15)
-    assert sink.idle_ms_per_s >= IDLE
+    """The issue's reference: the source's output pool full and the source backpressured, the
+    slow operator busy serving at most 1,000 records/s, the sink idle."""
+    run = shipped["reference/unlimited"]
+    assert run.peak_out_pool["source"] == [1.0]
+    mostly(run, "source", "bp")
+    mostly(run, "slow", "busy")
+    mostly(run, "sink", "idle")
+    (slow,) = run.metrics["slow"]
+    # service time: never more than 1,000 records/s (plus a 20 ms lag allowance and a chunk)
+    assert slow.records_out_per_s <= 1000 * (1 + 0.02 + 0.002) + 2, _show([slow])
 
 
 @pytest.mark.slow
 def test_a_rate_limited_source_is_backpressured_like_flink(shipped: dict[str, Run]) -> None:
-    """1,500 records/s into 1,000/s of capacity: on Flink the source waits for buffers ~98 %."""
-    metrics = shipped["reference/rate-limited"].metrics
-    (source,), (slow,) = metrics["source"], metrics["slow"]
-    assert slow.busy_ms_per_s >= BUSY
-    assert source.backpressured_ms_per_s >= 700, _show([source])
-    assert shipped["reference/rate-limited"].peak_out_pool["source"] == [1.0]
+    """1,500 records/s into 1,000/s of capacity: on Flink the source waits for buffers ~98 %;
+    here too it is mostly backpressured with its output pool full."""
+    run = shipped["reference/rate-limited"]
+    mostly(run, "slow", "busy")
+    mostly(run, "source", "bp")
+    assert run.peak_out_pool["source"] == [1.0]
 
 
 # -- the acceptance cases (tests/scenarios) ---------------------------------------------------
