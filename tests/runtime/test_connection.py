@@ -13,6 +13,7 @@ from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
+from bpmon.scenario import NetworkConfig
 
 Env = Callable[..., NetworkEnvironment]
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
@@ -140,11 +141,18 @@ def test_bandwidth_cap_limits_throughput(make_env: Env) -> None:
     for thread in threads:
         thread.start()
     time.sleep(0.3)
+    began = time.monotonic()
     start = got[0]
     time.sleep(1.0)
     moved_bytes = (got[0] - start) * 100
+    took = time.monotonic() - began
     stop.set()
     env.shutdown()
     for thread in threads:
         thread.join(timeout=2.0)
-    assert 1.6e6 <= moved_bytes <= 2.4e6, f"{moved_bytes / 1e6:.2f} MB/s over a 2 MB/s link"
+    # What the consumer took in crossed the link while it was read, or was already held on the
+    # receiving side (exclusive and floating buffers) or on the wire: however late the threads
+    # ran, never more than the cap allows. (How close to the cap it gets: bench_fidelity.py.)
+    config = NetworkConfig()
+    held = (config.buffers_per_channel + config.floating_buffers_per_gate + 2) * 32768
+    assert 0 < moved_bytes <= 2e6 * took + held, f"{moved_bytes / took / 1e6:.2f} MB/s, cap 2"

@@ -175,7 +175,9 @@ def test_run_returns_after_its_duration(stop_job: StopJob) -> None:
     job = Job(parse_scenario(SMALL))
     began = time.monotonic()
     result = job.run(0.5)
-    assert 0.5 <= time.monotonic() - began <= 0.5 + 2.5
+    # it waited its duration, then stopped: every thread ended (checked by stop_job below);
+    # the upper bound only guards against run() waiting for something else, such as a hang
+    assert 0.5 <= time.monotonic() - began < 0.5 + 30
     assert result.state == "cancelled"
     assert result.error is None
     assert result.checkpoints == ()
@@ -441,11 +443,18 @@ inputs = [{{ from = "source" }}, {{ from = "source" }}]
 def test_an_operator_reading_one_upstream_twice_gets_both_edges(start_job: StartJob) -> None:
     """Each input edge is its own result partition: neither is left without a reader."""
     job = start_job(parse_scenario(TWICE.format(timeout=20, rate=500)))
-    time.sleep(2.0)
-    (sink,) = job.tasks["sink"]
+    (source,), (sink,) = job.tasks["source"], job.tasks["sink"]
     assert len(sink.gates) == 2
-    # both edges deliver: about twice the source's 500 records/s
-    assert 800 <= sink.records_in.per_second() <= 1200, sink.records_in.per_second()
+    deadline = time.monotonic() + 30  # a guard against a hang only
+    received = emitted = 0.0
+    while time.monotonic() < deadline:
+        received = sink.records_in.total
+        emitted = source.records_out.total  # read after: at least what one edge delivered
+        if received > emitted:
+            break
+        time.sleep(0.05)
+    # both edges deliver: the sink receives every record twice, more than the source emitted
+    assert received > emitted > 0, (received, emitted)
     assert all(output.partition.subpartitions[0].reader is not None
                for output in job.tasks["source"][0].outputs)  # fmt: skip
 
