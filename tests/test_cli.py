@@ -149,8 +149,28 @@ def test_version_prints_the_installed_version() -> None:
 def test_help_names_every_command() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("run", "demo", "diagnose", "monitor", "examples", "version"):
+    for command in ("run", "demo", "diagnose", "history", "monitor", "examples", "version"):
         assert re.search(rf"\b{command}\b", result.output), command
+
+
+def test_dash_h_is_help_and_the_exit_codes_are_listed() -> None:
+    result = CliRunner().invoke(app, ["-h"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "Usage:" in result.output
+    for code in ("2 bad input", "4 the job failed", "5 the", "6 a stored report", "130"):
+        assert code in " ".join(result.output.split()), code
+
+
+def test_dash_dash_version_prints_the_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == importlib.metadata.version("bpmon")
+
+
+def test_history_of_an_empty_runs_folder_says_how_to_make_a_run(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["history", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "no runs" in result.output and "bpmon run demo" in result.output
 
 
 # -- expected errors -----------------------------------------------------------------------------
@@ -202,7 +222,27 @@ def _not_python(bin_: Path, work: Path) -> Outcome:
             sleeper.kill()
 
 
+def _bad_flag(bin_: Path, work: Path) -> Outcome:
+    return bpmon(bin_, "run", "demo", "--bogus", cwd=work)
+
+
+def _missing_argument(bin_: Path, work: Path) -> Outcome:
+    return bpmon(bin_, "run", cwd=work)
+
+
+def _missing_rules(bin_: Path, work: Path) -> Outcome:
+    return bpmon(bin_, "run", "demo", "--rules", "nope.toml", "--runs-dir", "runs", cwd=work)
+
+
+def _negative_burst(bin_: Path, work: Path) -> Outcome:
+    return bpmon(bin_, "diagnose", "x", "--burst", "-1", "--runs-dir", "runs", cwd=work)
+
+
 CASES: dict[str, Callable[[Path, Path], Outcome]] = {
+    "bad-flag": _bad_flag,
+    "missing-argument": _missing_argument,
+    "missing-rules": _missing_rules,
+    "negative-burst": _negative_burst,
     "unknown-key": _unknown_key,
     "cycle": _cycle,
     "missing-file": _missing_file,
@@ -254,6 +294,25 @@ def test_an_error_exits_non_zero_with_a_message_and_no_traceback(
 def test_an_error_is_exactly_one_line_on_stderr(case: str, errors: ErrorRuns) -> None:
     out = errors[case]
     assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "words"),
+    [
+        ("bad-flag", 2, ["--bogus", "bpmon run --help"]),
+        ("missing-argument", 2, ["Missing argument", "bpmon run --help"]),
+        ("missing-rules", 2, ["nope.toml"]),
+        ("negative-burst", 2, ["--burst -1"]),
+    ],
+)
+def test_usage_errors_name_the_flag_and_where_to_look(
+    case: str, code: int, words: list[str], errors: ErrorRuns
+) -> None:
+    out = errors[case]
+    assert out.code == code, out
+    for word in words:
+        assert word in out.message, out.message
+    assert not (errors.folder(case) / "runs").exists()  # nothing ran, nothing was saved
 
 
 def test_a_scenario_with_an_unknown_key_names_the_file_and_the_key(errors: ErrorRuns) -> None:
@@ -364,9 +423,19 @@ def test_run_json_is_one_report_document_with_the_spec_keys(demo_run: DemoRun) -
     assert re.fullmatch(r"\d{8}T\d{6}Z-demo-[0-9a-f]{4}", doc["run_id"])
     assert (doc["job"], doc["source"]) == ("demo", "runtime")
     window = doc["window"]
-    assert set(window) == {"start", "end", "samples", "interval_ms", "jitter_ms_p99"}
+    assert set(window) == {
+        "start",
+        "end",
+        "samples",
+        "interval_ms",
+        "jitter_ms_p99",
+        "planned_samples",
+        "planned_interval_ms",
+    }
     assert TIMESTAMP.fullmatch(window["start"]) and TIMESTAMP.fullmatch(window["end"])
-    assert (window["samples"], window["interval_ms"]) == (100, 50)
+    assert (window["planned_samples"], window["planned_interval_ms"]) == (100, 50)
+    assert window["samples"] == 100
+    assert window["interval_ms"] == pytest.approx(50, abs=2.5)  # achieved: in-process is exact
     span = datetime.fromisoformat(window["end"]) - datetime.fromisoformat(window["start"])
     assert 4.5 <= span.total_seconds() <= 6.5, span
     for vertex in doc["vertices"]:
@@ -448,6 +517,54 @@ def test_diagnose_finds_a_run_by_folder_and_by_file_too(bpmon_bin: Path, demo_ru
     for ref in (str(demo_run.report_file.parent), str(demo_run.report_file)):
         out = diagnose(bpmon_bin, demo_run, ref, "json")
         assert json.loads(out.stdout) == demo_run.doc
+
+
+@pytest.mark.slow
+def test_history_lists_the_run_with_its_level_and_root_cause(
+    bpmon_bin: Path, demo_run: DemoRun
+) -> None:
+    out = bpmon(bpmon_bin, "history", "--runs-dir", "tmp", cwd=demo_run.runs_dir.parent)
+    assert out.code == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if demo_run.doc["run_id"] in line)
+    worst = max((v["level"] for v in demo_run.doc["vertices"]), key=LEVEL_RANK.__getitem__)
+    top = demo_run.doc["root_causes"][0]
+    assert worst in row
+    assert f"{top['kind']} at" in out.stdout and top["vertex"] in out.stdout
+
+
+@pytest.mark.slow
+def test_a_run_of_two_bursts_lists_both_and_diagnose_shows_either(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    run = bpmon(
+        bpmon_bin, "run", "healthy", "--bursts", "2", "--json", "--runs-dir", "r", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    docs = json.loads(run.stdout)
+    assert isinstance(docs, list) and len(docs) == 2
+    run_id = docs[0]["run_id"]
+    assert f"run {run_id}: saved in" in run.stderr  # where it was saved, off stdout
+    listed = bpmon(bpmon_bin, "history", run_id, "--runs-dir", "r", cwd=tmp_path)
+    assert listed.code == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert [r[0] for r in rows if r and r[0].isdigit()] == ["0", "1"]
+    for burst, doc in enumerate(docs):
+        shown = bpmon(
+            bpmon_bin,
+            "diagnose",
+            run_id,
+            "--burst",
+            str(burst),
+            "--format",
+            "json",
+            "--runs-dir",
+            "r",
+            cwd=tmp_path,
+        )
+        assert shown.code == 0, shown.stderr
+        assert json.loads(shown.stdout) == doc
+    missing = bpmon(bpmon_bin, "diagnose", run_id, "--burst", "2", "--runs-dir", "r", cwd=tmp_path)
+    assert missing.code == 5 and "has no burst 2" in missing.message
 
 
 @pytest.mark.slow
@@ -569,7 +686,12 @@ def test_monitor_report_says_what_was_watched_and_invents_no_metrics(
 ) -> None:
     doc, runs = etl_report
     assert (doc["schema"], doc["job"], doc["source"]) == ("bpmon.report/1", "etl", "pyspy")
-    assert (doc["window"]["samples"], doc["window"]["interval_ms"]) == (40, 50)
+    window = doc["window"]
+    assert (window["planned_samples"], window["planned_interval_ms"]) == (40, 50)
+    assert window["samples"] <= 40
+    # achieved: samples run on absolute deadlines, so only the first one's lateness can make
+    # the mean gap shorter than planned, by at most its share of 39 gaps
+    assert 45 < window["interval_ms"] < 200
     for vertex in doc["vertices"]:
         for key in ("out_pool_usage", "in_pool_usage", "records_in_per_s", "records_out_per_s"):
             assert vertex[key] is None, (vertex["name"], key)
