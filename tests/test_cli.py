@@ -610,14 +610,14 @@ def test_ctrl_c_stops_a_run_cleanly_with_exit_code_130(bpmon_bin: Path, tmp_path
         try:
             time.sleep(3)  # past the 2 s warm-up: sampling
             assert proc.poll() is None, proc.communicate()
-            sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
+            # the timeout only guards against a hang: that the job's threads stop within its
+            # own 2 s bound is asserted on the runtime (tests/runtime/conftest.py), not by a
+            # clock around a whole process exit on a loaded machine
             stdout, stderr = proc.communicate(timeout=15)
-            took = time.monotonic() - sent
         finally:
             proc.kill()
     assert proc.returncode == 130, stderr
-    assert took < 3.0, f"stopping took {took:.1f} s"
     assert "Traceback" not in stderr + stdout
     assert stderr.count("\n") == 1 and "interrupted" in stderr and "cleanly" in stderr, stderr
     leftovers = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
