@@ -39,6 +39,7 @@ from bpmon.service import (
     run_scenario,
     shipped_examples,
     stored_runs,
+    use_data_dir,
 )
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
@@ -98,8 +99,18 @@ def _root(
             "--version", callback=_print_version, is_eager=True, help="Print the version."
         ),
     ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="A folder with your own rules/ and collectors/ files, looked up before "
+            "bpmon's (default: $BPMON_DATA_DIR).",
+        ),
+    ] = None,
 ) -> None:
     """Find where a streaming pipeline is backpressured, and why."""
+    with _errors():
+        use_data_dir(data_dir)
 
 
 @app.command()

@@ -24,6 +24,7 @@ from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.sampler import utc_now
 from bpmon.collectors.target import Target
+from bpmon.datafiles import set_data_dir
 from bpmon.errors import ConfigError, HistoryError, JobError
 from bpmon.events import (
     BurstSampled,
@@ -332,6 +333,15 @@ def stored_runs(
 def run_bursts(run: str, settings: Settings | None = None) -> list[tuple[int, Report]]:
     """Every burst report of a stored run, in order."""
     return (settings or Settings()).store().bursts(run)
+
+
+def use_data_dir(path: Path | None) -> None:
+    """Look up rules and collector profiles in ``path`` first (``--data-dir``), then bpmon's own.
+
+    Raises:
+        ConfigError: ``path`` is not an existing folder.
+    """
+    set_data_dir(path)
 
 
 def shipped_examples() -> Sequence[str]:

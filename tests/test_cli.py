@@ -28,6 +28,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bpmon.cli import app
+from bpmon.datafiles import data_file
 from bpmon.scenario import example_names, example_path, load_example, load_expectation
 
 PIPELINE = Path(__file__).parent / "collectors" / "queue_pipeline.py"
@@ -165,6 +166,18 @@ def test_dash_dash_version_prints_the_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.output.strip() == importlib.metadata.version("bpmon")
+
+
+def test_data_dir_profiles_are_found_before_the_shipped_ones(tmp_path: Path) -> None:
+    shipped = data_file("collectors", "python-queue").read_text()
+    (tmp_path / "collectors").mkdir()
+    (tmp_path / "collectors" / "mine.toml").write_text(shipped)
+    args = ["monitor", "--pid", str(dead_pid()), "--profile", "mine", "--runs-dir", str(tmp_path)]
+    without = CliRunner().invoke(app, args)
+    assert without.exit_code == 2 and "mine" in without.output  # no such profile
+    found = CliRunner().invoke(app, ["--data-dir", str(tmp_path), *args])
+    assert found.exit_code == 5, found.output  # the profile loaded; the process is gone
+    assert "no process with PID" in found.output
 
 
 def test_history_of_an_empty_runs_folder_says_how_to_make_a_run(tmp_path: Path) -> None:
