@@ -6,7 +6,6 @@ exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 1
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from bpmon.render import (
     render_text,
     runs_table,
 )
-from bpmon.report_json import report_to_dict
+from bpmon.report_json import reports_to_json
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
     Settings,
@@ -275,8 +274,7 @@ def _finish(ended: JobEnded, json_out: bool, view: Console) -> None:
         )
         raise JobError(f"{ended.error}{saved}")
     if json_out:
-        docs = [report_to_dict(r) for r in ended.reports]
-        typer.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        typer.echo(reports_to_json(ended.reports))
     else:
         for report in ended.reports:
             render_text(report, view)

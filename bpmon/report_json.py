@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -94,7 +94,19 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 
 def report_to_json(report: Report, indent: int | None = 2) -> str:
     """The report as JSON text (strict JSON: never NaN or Infinity)."""
-    return json.dumps(report_to_dict(report), indent=indent, ensure_ascii=False, allow_nan=False)
+    return json_text(report_to_dict(report), indent)
+
+
+def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
+    """One report as its document, several as an array of them (``bpmon run --bursts N``)."""
+    if len(reports) == 1:
+        return report_to_json(reports[0], indent)
+    return json_text([report_to_dict(r) for r in reports], indent)
+
+
+def json_text(doc: object, indent: int | None = 2) -> str:
+    """The one way bpmon writes JSON: UTF-8 text, strict (a NaN is a bug, never written)."""
+    return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def format_timestamp(moment: datetime) -> str:
