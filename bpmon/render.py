@@ -26,6 +26,8 @@ NULL = "\u2013"  # an en dash
 """How a value the source could not give (None, or NaN) is shown."""
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
+NO_ROOT_CAUSE = "Backpressure without a root cause: {vertices}; the findings say why."
+NO_LEVELS = "No backpressure seen, but {vertices} gave no figures to tell."
 NO_DIAGNOSIS = "Root causes: no diagnosis yet (the report holds metrics only)."
 DISAGREEMENT_NOTE = "* the sampled ratio and the time accounting of this subtask disagree"
 
@@ -138,6 +140,23 @@ def _header_lines(report: Report) -> tuple[str, tuple[str, ...]]:
     )
 
 
+def no_cause_line(report: Report) -> tuple[str, str]:
+    """What to say (and in which style) when a diagnosed report names no root cause.
+
+    "No backpressure" only when every vertex is OK: a vertex above OK with no cause is named
+    with its level (the rules add an ``unexplained`` finding for it), and one without a level is
+    not silently called OK.
+    """
+    above = [v for v in report.vertices if v.level in ("LOW", "HIGH")]
+    if above:
+        named = ", ".join(f"{v.name} is {v.level} ({format_ratio(v.ratio)})" for v in above)
+        return NO_ROOT_CAUSE.format(vertices=named), "bold yellow"
+    unknown = [v.name for v in report.vertices if v.level is None]
+    if unknown:
+        return NO_LEVELS.format(vertices=", ".join(unknown)), "yellow"
+    return NO_BACKPRESSURE, "green"
+
+
 def _any_disagreement(report: Report) -> bool:
     return any(s.disagreement for v in report.vertices for s in v.subtasks)
 
@@ -188,7 +207,8 @@ def _print_causes(report: Report, console: Console) -> None:
         console.print(Text(NO_DIAGNOSIS, style="dim"))
         return
     if not report.root_causes:
-        console.print(Text(NO_BACKPRESSURE, style="green"))
+        line, style = no_cause_line(report)
+        console.print(Text(line, style=style))
         return
     console.print(Text("Root causes (most likely first)", style="bold"))
     for n, cause in enumerate(report.root_causes, start=1):
@@ -228,7 +248,7 @@ def _md_causes(report: Report) -> list[str]:
     if report.root_causes is None:
         return [_md(NO_DIAGNOSIS)]
     if not report.root_causes:
-        return [_md(NO_BACKPRESSURE)]
+        return [_md(no_cause_line(report)[0])]
     lines = ["### Root causes", ""]
     for n, cause in enumerate(report.root_causes, start=1):
         lines.append(f"{n}. **{_md(_cause_title(cause))}**")

@@ -154,11 +154,48 @@ def test_levels_are_coloured() -> None:
     assert "\x1b[32mOK" in out
 
 
+def all_ok(report: Report) -> Report:
+    """``report`` with every vertex and subtask OK and no root cause."""
+    return replace(
+        report,
+        root_causes=(),
+        findings=(),
+        vertices=tuple(
+            replace(
+                v,
+                level="OK",
+                ratio=0.0,
+                subtasks=tuple(replace(s, level="OK", ratio=0.0) for s in v.subtasks),
+            )
+            for v in report.vertices
+        ),
+    )
+
+
 def test_no_backpressure_and_no_diagnosis_are_said_plainly() -> None:
-    assert "No backpressure: every vertex is OK." in text_of(skewed_report(root_causes=()), 80)
+    assert "No backpressure: every vertex is OK." in text_of(all_ok(skewed_report()), 80)
     undiagnosed = text_of(replace(skewed_report(), root_causes=None), 80)
     assert "no diagnosis" in undiagnosed
     assert "No backpressure" not in undiagnosed
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_backpressure_without_a_root_cause_is_never_called_no_backpressure(width: int) -> None:
+    # source is HIGH and sink LOW, yet the rules named no root cause (only findings).
+    shown = flat(text_of(skewed_report(root_causes=()), width))
+    assert "No backpressure" not in shown
+    assert "Backpressure without a root cause: source is HIGH (0.97), sink is LOW (0.31)" in shown
+    md = render_markdown(skewed_report(()))
+    assert "No backpressure" not in md
+    assert "Backpressure without a root cause: source is HIGH (0.97)" in md
+
+
+def test_a_vertex_without_figures_is_not_called_ok() -> None:
+    report = all_ok(skewed_report())
+    blind = replace(report.vertices[2], level=None, ratio=None)
+    shown = flat(text_of(replace(report, vertices=(*report.vertices[:2], blind)), 120))
+    assert "every vertex is OK" not in shown
+    assert "sink gave no figures" in shown
 
 
 def test_names_are_shown_as_written_not_as_markup() -> None:
@@ -201,7 +238,7 @@ def test_markdown_escapes_pipes_in_names() -> None:
 
 
 def test_markdown_says_when_there_is_no_backpressure_or_no_diagnosis() -> None:
-    assert "No backpressure: every vertex is OK." in render_markdown(skewed_report(()))
+    assert "No backpressure: every vertex is OK." in render_markdown(all_ok(skewed_report()))
     assert "no diagnosis" in render_markdown(replace(skewed_report(), root_causes=None))
 
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
+from bpmon.rules.graph import Topology
 from bpmon.rules.levels import busy_ratio, sampled_ratio
-from bpmon.rules.localize import Suspect, Topology
+from bpmon.rules.localize import Suspect
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
@@ -82,10 +83,22 @@ def offered_rates(obs: Observation, topo: Topology, rules: RulesConfig) -> dict[
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """The capacity evidence lines and the recommendation for one root cause."""
+    """The capacity evidence lines and the recommendation for one root cause.
+
+    The figures the lines quote are also given as numbers (the root cause's fields of
+    ``spec/report.md``), so that the text and the JSON carry the same values.
+
+    Attributes:
+        capacity_per_subtask: records/s one of the named subtasks handles at 100% busy.
+        offered_rate: records/s the vertex's inputs would offer (DS2 estimate).
+        recommended_parallelism: the parallelism the recommendation names.
+    """
 
     evidence: tuple[str, ...]
     recommendation: str
+    capacity_per_subtask: float | None = None
+    offered_rate: float | None = None
+    recommended_parallelism: int | None = None
 
 
 _ESTIMATE = "estimate: sources' records out / (1 - backpressured ratio), carried along the graph"
@@ -148,7 +161,7 @@ def _scale(
         return Advice((), f"{lead}; no record rates were available to size it.")
     lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
     if demand is None or demand <= 0:
-        return Advice(tuple(lines), f"{lead}: it handles ~{cap:,.0f} records/s per subtask.")
+        return Advice(tuple(lines), f"{lead}: it handles ~{cap:,.0f} records/s per subtask.", cap)
     need = max(n + 1, math.ceil(demand / (cap * target)))
     lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE}, DS2-style)")
     tail = " if the external system scales with them" if sink else ""
@@ -157,6 +170,9 @@ def _scale(
         f"{lead}: about {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
         f"offered at {target:.0%} utilisation{tail} (an estimate from the measured "
         f"~{cap:,.0f} records/s per subtask).",
+        cap,
+        demand,
+        need,
     )
 
 
@@ -174,12 +190,15 @@ def _skew(
         share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
         lines.append(
             f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy and would be offered "
-            f"~{demand * share / len(hot):,.0f} ({_ESTIMATE})"
+            f"~{demand * share / len(hot):,.0f} per subtask of the ~{demand:,.0f} records/s "
+            f"offered to {vertex.name} ({_ESTIMATE})"
         )
     return Advice(
         tuple(lines),
         f"Spread the hot key(s) that land on {who}: salt the key, pre-aggregate before "
         f"{exchange}, or route hot keys separately; more parallelism does not split one key.",
+        cap,
+        demand if demand else None,
     )
 
 
@@ -202,4 +221,5 @@ def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesC
         f"Investigate or replace the instance running {who}{where}: look for a slow or "
         "overloaded machine, GC pauses or a noisy neighbour, and restart the subtask elsewhere; "
         "if a hot key is possible, compare the records each subtask receives.",
+        cap_hot,
     )

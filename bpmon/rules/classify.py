@@ -31,7 +31,13 @@ from dataclasses import dataclass
 
 from bpmon.model import CauseKind, Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.levels import blended_busy, blended_idle
+from bpmon.rules.levels import (
+    blended_busy,
+    blended_idle,
+    busy_ratio,
+    percent,
+    shown_idle,
+)
 from bpmon.rules.localize import Localization, Suspect
 
 
@@ -77,8 +83,7 @@ def _network(vertex: VertexObservation, rules: RulesConfig) -> Classification:
     pools = [
         s.metrics.in_pool_usage for s in vertex.subtasks if s.metrics.in_pool_usage is not None
     ]
-    most = max((blended_idle(s) or 0.0 for s in idle), default=0.0)
-    lines = [f"{vertex.name} idles {most:.0%} waiting for input"]
+    lines = [f"{vertex.name} idles {percent(shown_idle(vertex) or 0.0)} waiting for input"]
     certainty = 1.0
     if pools:
         lines.append(
@@ -183,9 +188,9 @@ def _time_per_record(subs: list[SubtaskWindow]) -> float:
 
 
 def _busy_for_cost(sw: SubtaskWindow) -> float:
-    if sw.metrics.busy_ratio is not None:
-        return sw.metrics.busy_ratio
-    return blended_busy(sw) or 0.0
+    """The busy ratio the report shows (time accounting, else samples), so the evidence's time
+    per record can be recomputed from the report's own busy and records-in figures."""
+    return busy_ratio(sw) or 0.0
 
 
 def _ms(seconds: float) -> str:
@@ -199,21 +204,39 @@ def _share_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
     fair = len(hot) / max(1, len(vertex.subtasks))
     verb = "receives" if len(hot) == 1 else "receive"
     who = name_subtasks(vertex.name, [s.index for s in hot])
-    return f"{who} {verb} {share:.0%} of the records of {vertex.name} (fair share {fair:.0%})"
+    return (
+        f"{who} {verb} {percent(share)} of the records of {vertex.name} "
+        f"(fair share {percent(fair)})"
+    )
+
+
+def _verb(subs: Sequence[object], one: str, many: str) -> str:
+    return one if len(subs) == 1 else many
+
+
+def busy_span(subs: Sequence[SubtaskWindow]) -> str:
+    """The busy ratios of ``subs`` as the report shows them: ``95%``, or ``90% to 99%``."""
+    values = [busy_ratio(s) or 0.0 for s in subs]
+    low, high = percent(min(values, default=0.0)), percent(max(values, default=0.0))
+    return low if low == high else f"{low} to {high}"
 
 
 def _contrast_line(vertex: str, hot: list[SubtaskWindow], rest: list[SubtaskWindow]) -> str:
-    top = min(blended_busy(s) or 0.0 for s in hot)
-    others = max(blended_busy(s) or 0.0 for s in rest)
+    """``enrich[0] is busy 99%, the others 20% to 31%``: the figures of the report's table."""
     who = name_subtasks(vertex, [s.index for s in hot])
-    return f"{who} busy at least {top:.0%}, the others at most {others:.0%}"
+    return f"{who} {_verb(hot, 'is', 'are')} busy {busy_span(hot)}, the others {busy_span(rest)}"
 
 
 def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
-    low = min(blended_busy(s) or 0.0 for s in hot)
-    if len(hot) == len(vertex.subtasks):
-        return f"all {len(hot)} subtasks of {vertex.name} busy at least {low:.0%}"
-    return f"{name_subtasks(vertex.name, [s.index for s in hot])} busy at least {low:.0%}"
+    """``both subtasks of enrich are busy 97% to 99%``: the figures of the report's table."""
+    span, n = busy_span(hot), len(vertex.subtasks)
+    if len(hot) < n:
+        who = name_subtasks(vertex.name, [s.index for s in hot])
+        return f"{who} {_verb(hot, 'is', 'are')} busy {span}"
+    if n == 1:
+        return f"the only subtask of {vertex.name} is busy {span}"
+    every = "both" if n == 2 else f"all {n}"
+    return f"{every} subtasks of {vertex.name} are busy {span}"
 
 
 def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification | None:

@@ -27,7 +27,9 @@ from bpmon.rules.levels import (
     blended_busy,
     level_of,
     max_known,
+    percent,
     sample_share,
+    shown_busy,
     vertex_status,
 )
 from bpmon.rules.localize import Localization, Suspect, localize
@@ -80,6 +82,9 @@ def _root_cause(
         confidence=round(_confidence(suspect, loc, obs, cls, rules), 2),
         evidence=evidence,
         recommendation=advice.recommendation,
+        capacity_per_subtask=advice.capacity_per_subtask,
+        offered_rate=advice.offered_rate,
+        recommended_parallelism=advice.recommended_parallelism,
     )
 
 
@@ -139,21 +144,25 @@ def _busiest(obs: Observation, vertex: str) -> SubtaskWindow | None:
 
 
 def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tuple[str, ...]:
-    """ "enrich[1] busy 99% (samples) / 985 ms/s (time accounting)" for the busiest subtask."""
+    """``enrich[1] busy 96% (time accounting), 99% (samples)`` for the busiest subtask.
+
+    The view the report's table shows (the time accounting when there is one) comes first; each
+    figure is named by its view, because the two rarely agree to the percent.
+    """
     if suspect.mechanism != "busy":
         return ()
     sw = _busiest(obs, suspect.vertex)
     if sw is None:
         return ()
     views = []
+    if sw.metrics.busy_ratio is not None:
+        views.append(f"{percent(sw.metrics.busy_ratio)} (time accounting)")
     sampled = sample_share(sw, sw.busy)
     if sampled is not None:
-        views.append(f"{sampled:.0%} (samples)")
-    if sw.metrics.busy_ratio is not None:
-        views.append(f"{sw.metrics.busy_ratio * 1000:.0f} ms/s (time accounting)")
+        views.append(f"{percent(sampled)} (samples)")
     if not views:
         return ()
-    return (f"{name_subtasks(suspect.vertex, [sw.index])} busy {' / '.join(views)}",)
+    return (f"{name_subtasks(suspect.vertex, [sw.index])} busy {', '.join(views)}",)
 
 
 def _pressure_lines(
@@ -162,13 +171,13 @@ def _pressure_lines(
     prof = loc.profiles[suspect.vertex]
     own = prof.backpressure
     if not loc.with_topology or suspect.secondary:
-        return _indirect_lines(suspect, loc)
+        return _indirect_lines(suspect, loc, obs)
     lines = []
     edges = {e.source: e for e in obs.vertex(suspect.vertex).inputs}
     for name in suspect.pressing:
         p = loc.profiles[name]
         bp = p.backpressure or 0.0
-        pool = f", out pool {p.out_pool:.0%}" if p.out_pool is not None else ""
+        pool = f", out pool {percent(p.out_pool)}" if p.out_pool is not None else ""
         lines.append(
             f"{name} is {level_of(bp, rules.levels)} ({bp:.2f}{pool}) and feeds "
             f"{suspect.vertex} through a {edges[name].partitioner} exchange"
@@ -184,16 +193,16 @@ def _pressure_lines(
     return tuple(lines)
 
 
-def _indirect_lines(suspect: Suspect, loc: Localization) -> tuple[str, ...]:
+def _indirect_lines(suspect: Suspect, loc: Localization, obs: Observation) -> tuple[str, ...]:
     """Why a suspect found without a topology, or behind another bottleneck, is blamed."""
+    busy = percent(shown_busy(obs.vertex(suspect.vertex)) or 0.0)
     if not loc.with_topology:
+        verb = "is" if len(suspect.pressing) == 1 else "are"
         return (
-            f"no topology: {', '.join(suspect.pressing)} are backpressured and "
-            f"{suspect.vertex} is the busiest thread that is not",
+            f"no topology: {', '.join(suspect.pressing)} {verb} backpressured and "
+            f"{suspect.vertex} is the busiest vertex on the data path that is not (busy {busy})",
         )
-    busy = loc.profiles[suspect.vertex].busy or 0.0
     return tuple(
-        f"{p}, itself a bottleneck, feeds {suspect.vertex}, which is saturated too "
-        f"(busy {busy:.0%})"
+        f"{p}, itself a bottleneck, feeds {suspect.vertex}, which is saturated too (busy {busy})"
         for p in suspect.pressing
     )

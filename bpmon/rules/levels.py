@@ -9,8 +9,10 @@ Flink's UI shows), the SUM of record rates (:func:`bpmon.model.total_metrics`). 
 samples takes its ratio from the time accounting (``backPressuredTimeMsPerSecond``), and one
 without either has no ratio and no level: nothing is invented.
 
-The ``blended_*`` and ``effective_*`` functions are the measures the bottleneck search uses: they
-combine both views when both exist, so one noisy view does not decide alone.
+The ``blended_*`` functions are the measures the bottleneck search uses: they combine both views
+when both exist, so one noisy view does not decide alone. The figures the evidence QUOTES are the
+report's own (:func:`busy_ratio`, :func:`idle_ratio`, :func:`shown_busy`), written with
+:func:`percent`, so that a line of text never disagrees with the table beside it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,22 @@ def idle_ratio(sw: SubtaskWindow) -> float | None:
     if sw.metrics.idle_ratio is not None:
         return sw.metrics.idle_ratio
     return sample_share(sw, sw.idle)
+
+
+def shown_busy(vertex: VertexObservation) -> float | None:
+    """The vertex's busy ratio as its report shows it: its busiest subtask's :func:`busy_ratio`."""
+    return max_known(busy_ratio(s) for s in vertex.subtasks)
+
+
+def shown_idle(vertex: VertexObservation) -> float | None:
+    """The vertex's idle ratio as its report shows it: its idlest subtask's :func:`idle_ratio`."""
+    return max_known(idle_ratio(s) for s in vertex.subtasks)
+
+
+def percent(value: float) -> str:
+    """A ratio as a whole percentage, rounded as the report table's two decimals are (0.945 is
+    shown 0.94 there, so 94% here): the text quotes the very figure the table shows."""
+    return f"{round(value, 2) * 100:.0f}%"
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

@@ -22,10 +22,17 @@ symptom -> diagnosis split and Flink's "busiest task downstream of the backpress
    unknown), the idle consumer of a producer above OK is reported as a ``head-of-line`` finding
    naming the *idle consumer* (the collateral vertex; the detail names its blocked producers and
    the bottleneck) and never as a root cause.
-6. Backpressure nothing explains becomes an ``unexplained`` finding, never an invented cause.
+6. Backpressure nothing explains becomes an ``unexplained`` finding, never an invented cause:
+   every vertex above OK either waits on a suspect, is named by a finding, or waits on a vertex
+   above OK that does (a cycle of waits that ends nowhere is a finding too). So a report with
+   backpressure and no root cause always says why.
 
 Without any edge (``bpmon monitor`` without ``--topology``) the busiest vertex that is not
 backpressured is the only suspect, flagged so that its confidence is lowered.
+
+A vertex none of whose threads was ever seen on the data path (``SubtaskWindow.data_path``: no
+queue operation in any sample, e.g. a main thread that sleeps to keep a program alive) is never a
+suspect, however busy it looks.
 """
 
 from __future__ import annotations
@@ -34,94 +41,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from bpmon.model import Edge, Finding, Observation, VertexObservation
+from bpmon.model import Finding, Observation
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.levels import (
-    backpressure_ratio,
-    blended_busy,
-    blended_idle,
-    level_of,
-    max_known,
-)
+from bpmon.rules.graph import Topology, VertexProfile, build_topology, profile
+from bpmon.rules.levels import blended_busy, level_of, max_known, percent
 
 Mechanism = Literal["busy", "network", "starved"]
-
-
-@dataclass(frozen=True, slots=True)
-class VertexProfile:
-    """One vertex summarised for the search: MAX over its subtasks (skew must not average out).
-
-    Attributes:
-        backpressure: worst subtask's backpressure (samples, else time accounting).
-        busy: busiest subtask's busy share (mean of samples and time accounting).
-        idle: most idle subtask's idle share.
-        running: whether any subtask was seen at all (samples or time metrics).
-    """
-
-    name: str
-    kind: str | None
-    backpressure: float | None
-    busy: float | None
-    idle: float | None
-    in_pool: float | None
-    out_pool: float | None
-    running: bool
-
-    def above(self, threshold: float) -> bool:
-        """Whether its backpressure is strictly above ``threshold``."""
-        return self.backpressure is not None and self.backpressure > threshold
-
-
-def profile(vertex: VertexObservation) -> VertexProfile:
-    """Summarise one vertex's subtasks."""
-    subs = vertex.subtasks
-    running = any(
-        s.samples > 0 or s.metrics.busy_ratio is not None or s.metrics.idle_ratio is not None
-        for s in subs
-    )
-    return VertexProfile(
-        name=vertex.name,
-        kind=vertex.kind,
-        backpressure=max_known(backpressure_ratio(s) for s in subs),
-        busy=max_known(blended_busy(s) for s in subs),
-        idle=max_known(blended_idle(s) for s in subs),
-        in_pool=max_known(s.metrics.in_pool_usage for s in subs),
-        out_pool=max_known(s.metrics.out_pool_usage for s in subs),
-        running=running,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """The job graph: each vertex's input edges and its consumers, in topological order."""
-
-    producers: Mapping[str, tuple[Edge, ...]]
-    consumers: Mapping[str, tuple[tuple[str, Edge], ...]]
-    order: tuple[str, ...]
-
-    @property
-    def has_edges(self) -> bool:
-        """Whether the observation came with a topology at all."""
-        return any(self.producers.values())
-
-
-def build_topology(obs: Observation) -> Topology:
-    """The graph of ``obs``; edges naming unknown vertices are ignored."""
-    names = [v.name for v in obs.vertices]
-    known = set(names)
-    producers = {v.name: tuple(e for e in v.inputs if e.source in known) for v in obs.vertices}
-    consumers: dict[str, list[tuple[str, Edge]]] = {n: [] for n in names}
-    for name, edges in producers.items():
-        for edge in edges:
-            consumers[edge.source].append((name, edge))
-    order: list[str] = []
-    pending = list(names)
-    while pending:  # Kahn's algorithm; a cycle keeps the observation's order for the rest
-        ready = [n for n in pending if all(e.source in order for e in producers[n])]
-        for name in ready or pending[:1]:
-            order.append(name)
-            pending.remove(name)
-    return Topology(producers, {k: tuple(v) for k, v in consumers.items()}, tuple(order))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,15 +94,34 @@ def _without_topology(
 ) -> Localization:
     ok_max, busy_min = rules.levels.ok_max, rules.bottleneck.busy_min
     pressed = tuple(n for n, p in profiles.items() if p.above(ok_max))
-    free = [p for p in profiles.values() if not p.above(ok_max) and (p.busy or 0.0) >= busy_min]
+    free = [
+        p
+        for p in profiles.values()
+        if p.data_path and not p.above(ok_max) and (p.busy or 0.0) >= busy_min
+    ]
     if not free:
-        return Localization((), _unexplained(pressed, profiles, rules), profiles, topo, False)
+        keepers = [
+            n
+            for n, p in profiles.items()
+            if not p.data_path and not p.above(ok_max) and (p.busy or 0.0) >= busy_min
+        ]
+        note = (
+            f"; busy but never seen on the data path, so not blamed: {', '.join(keepers)} "
+            "(name the stage threads as the profile's threads regex expects, or pass a topology)"
+            if keepers
+            else ""
+        )
+        findings = _unexplained(pressed, profiles, rules, note)
+        return Localization((), findings, profiles, topo, False)
     busiest = max(free, key=lambda p: p.busy or 0.0)
     return Localization((Suspect(busiest.name, "busy", pressed),), (), profiles, topo, False)
 
 
 def _unexplained(
-    names: tuple[str, ...], profiles: Mapping[str, VertexProfile], rules: RulesConfig
+    names: tuple[str, ...],
+    profiles: Mapping[str, VertexProfile],
+    rules: RulesConfig,
+    note: str = "",
 ) -> tuple[Finding, ...]:
     out = []
     for name in names:
@@ -189,7 +133,7 @@ def _unexplained(
                 name,
                 f"{name} is {level} ({bp:.2f}) but no consumer is busy, backpressured, idle "
                 "on an empty input or missing: the cause may lie outside the observed job, "
-                "be transient, or need pool metrics to tell",
+                f"be transient, or need pool metrics to tell{note}",
             )
         )
     return tuple(out)
@@ -218,15 +162,48 @@ class _Search:
         busy = self._drop_siblings(busy)
         idle, findings, explained = self._idle_consumers(busy)
         suspects = (*busy.values(), *idle)
-        blamed = {p for s in suspects for p in s.pressing} | explained
-        for name, consumers in self.topo.consumers.items():
-            if any(self._explains(c, busy) for c, _ in consumers):
-                blamed.add(name)
-        left = tuple(
-            n for n in self.topo.order if self.profiles[n].above(self.ok_max) and n not in blamed
-        )
-        findings += _unexplained(left, self.profiles, self.rules)
+        findings += self._unaccounted(suspects, busy, explained)
         return Localization(tuple(suspects), findings, self.profiles, self.topo)
+
+    def _unaccounted(
+        self, suspects: tuple[Suspect, ...], busy: Mapping[str, Suspect], explained: set[str]
+    ) -> tuple[Finding, ...]:
+        """``unexplained`` findings for the vertices above OK that no suspect or finding covers.
+
+        A vertex waiting on a consumer above OK is covered when that consumer is; the last
+        vertices of a chain nothing explains get the finding. A cycle of waits covers nothing.
+        """
+        pressed = [n for n in self.topo.order if self.profiles[n].above(self.ok_max)]
+        waits = {
+            n: [c for c, _ in self.topo.consumers[n] if self.profiles[c].above(self.ok_max)]
+            for n in pressed
+        }
+        covered = {p for s in suspects for p in s.pressing} | explained
+        covered |= {n for n in pressed if any(c in busy for c, _ in self.topo.consumers[n])}
+        ends = tuple(n for n in pressed if n not in covered and not waits[n])
+        covered |= set(ends)
+        grew = True
+        while grew:
+            grew = False
+            for n in pressed:
+                if n not in covered and any(c in covered for c in waits[n]):
+                    covered.add(n)
+                    grew = True
+        loop = [n for n in pressed if n not in covered]
+        return (
+            *_unexplained(ends, self.profiles, self.rules),
+            *(self._waiting_in_a_loop(n, waits[n]) for n in loop),
+        )
+
+    def _waiting_in_a_loop(self, name: str, consumers: list[str]) -> Finding:
+        bp = self.profiles[name].backpressure or 0.0
+        return Finding(
+            "unexplained",
+            name,
+            f"{name} is {level_of(bp, self.rules.levels)} ({bp:.2f}) and waits on "
+            f"{', '.join(consumers)}, backpressured too, in a loop of waits that no busy, idle "
+            "or missing vertex ends: no root cause was found for it",
+        )
 
     def _pressing(self, name: str, threshold: float) -> tuple[str, ...]:
         return tuple(
@@ -240,6 +217,8 @@ class _Search:
             pressing = self._pressing(name, self.ok_max)
             prof = self.profiles[name]
             if not pressing or prof.busy is None or prof.busy < self.rules.bottleneck.busy_min:
+                continue
+            if not prof.data_path:
                 continue
             worst = max(self.profiles[p].backpressure or 0.0 for p in pressing)
             own = prof.backpressure or 0.0
@@ -265,6 +244,8 @@ class _Search:
         for name in self.topo.order:
             prof = self.profiles[name]
             if name in out or prof.above(self.ok_max) or (prof.busy or 0.0) < saturated:
+                continue
+            if not prof.data_path:
                 continue
             feeding = tuple(e.source for e in self.topo.producers[name] if e.source in out)
             if feeding:
@@ -384,12 +365,12 @@ class _Search:
 
     def _head_of_line(self, name: str, pressing: tuple[str, ...], blocker: str) -> Finding:
         victims = ", ".join(f"{p} ({self.profiles[p].backpressure or 0.0:.2f})" for p in pressing)
-        idle = self.profiles[name].idle or 0.0
+        idle = self.profiles[name].shown_idle or 0.0
         return Finding(
             "head-of-line",
             name,
-            f"{name} idles {idle:.0%} while its producer(s) {victims} are backpressured: under "
-            f"TCP flow control they share a task-manager connection with the bottleneck "
+            f"{name} idles {percent(idle)} while its producer(s) {victims} are backpressured: "
+            f"under TCP flow control they share a task-manager connection with the bottleneck "
             f"{blocker}, whose stalled receiver stops the whole connection (collateral, "
             "not a root cause)",
         )

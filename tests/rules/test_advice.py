@@ -10,7 +10,7 @@ import pytest
 from bpmon.rules.advice import capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
-from bpmon.rules.localize import build_topology
+from bpmon.rules.graph import build_topology
 
 from .observations import edge, observation, sub, vertex
 

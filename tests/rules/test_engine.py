@@ -63,7 +63,7 @@ def test_slow_middle_of_a_chain_is_the_root_cause_and_its_victims_are_not() -> N
     assert cause.confidence >= 0.8
     text = " | ".join(cause.evidence)
     assert "parse is HIGH" in text and "rebalance" in text
-    assert "ms/s (time accounting)" in text and "(samples)" in text
+    assert "% (time accounting)" in text and "% (samples)" in text
 
 
 def test_slow_operator_recommendation_sizes_the_parallelism() -> None:

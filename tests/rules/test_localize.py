@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bpmon.model import Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
-from bpmon.rules.localize import Localization, build_topology, localize, profile
+from bpmon.rules.graph import build_topology, profile
+from bpmon.rules.localize import Localization, localize
 
 from .observations import edge, observation, sub, vertex
 
@@ -206,6 +209,31 @@ def test_without_edges_the_busiest_unblocked_vertex_is_the_only_suspect() -> Non
     loc = found(obs)
     assert not loc.with_topology
     assert [(s.vertex, s.pressing) for s in loc.suspects] == [("t3", ("t1", "t4"))]
+
+
+def test_without_edges_a_thread_never_on_the_data_path_is_never_a_suspect() -> None:
+    # MainThread sleeps to keep the program alive: 100% busy by its stack, but never seen in a
+    # queue operation; the slow stage is a little less busy by the samples.
+    keeper = replace(sub(0, busy=1.0, timed=False), thread="MainThread", data_path=False)
+    obs = observation(
+        vertex("MainThread", keeper),
+        vertex("ingest", sub(0, bp=0.95, busy=0.05, timed=False)),
+        vertex("upload", sub(0, busy=0.92, timed=False)),
+    )
+    assert [(s.vertex, s.pressing) for s in found(obs).suspects] == [("upload", ("ingest",))]
+
+
+def test_a_keeper_thread_alone_leaves_the_backpressure_unexplained_and_says_so() -> None:
+    keeper = replace(sub(0, busy=1.0, timed=False), thread="MainThread", data_path=False)
+    obs = observation(
+        vertex("MainThread", keeper),
+        vertex("ingest", sub(0, bp=0.95, busy=0.05, timed=False)),
+    )
+    loc = found(obs)
+    assert loc.suspects == ()
+    ((kind, name, detail),) = [(f.kind, f.vertex, f.detail) for f in loc.findings]
+    assert (kind, name) == ("unexplained", "ingest")
+    assert "never seen on the data path, so not blamed: MainThread" in detail
 
 
 def test_a_vertex_nearly_as_backpressured_as_its_producer_is_not_a_suspect() -> None:

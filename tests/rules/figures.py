@@ -1,0 +1,435 @@
+"""Every figure the text of a report quotes, checked against the report's own fields.
+
+A report is read twice by a user: the table (levels, ratios, busy, idle, pools, record rates) and
+the text beside it (each root cause's evidence and recommendation, each finding). This module
+knows every shape of evidence line the rules write, one regex each, and checks each figure such a
+line quotes against the field it describes: a percentage against the table's two-decimal ratio
+(``format_ratio``, the very cell the user sees), a level and ratio against the vertex's, a
+subtask index against the vertex's subtasks, records/s against the root cause's capacity and
+offered rate, a time per record against the busy ratios and record rates it is made of.
+
+A line that no shape matches is a problem too: a new kind of evidence needs its own check here.
+Written independently of the rules (it recomputes from the report, not from the rules' code).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from bpmon.model import Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.render import format_ratio
+from bpmon.rules.config import RulesConfig
+
+RULES = RulesConfig()
+ABOVE_OK = ("LOW", "HIGH")
+
+
+def table_percent(value: float | None) -> str | None:
+    """The whole percentage the table's two-decimal cell shows (``0.95`` -> ``95``)."""
+    cell = format_ratio(value)
+    return None if value is None else str(round(float(cell) * 100))
+
+
+@dataclass
+class Check:
+    """The report being checked, and the problems found so far."""
+
+    report: Report
+    problems: list[str]
+
+    def vertex(self, name: str) -> VertexStatus:
+        return next(v for v in self.report.vertices if v.name == name)
+
+    def expect(self, ok: bool, line: str, what: str) -> None:
+        if not ok:
+            self.problems.append(f"{what}: {line!r}")
+
+    def subtasks(self, name: str, indices: str, line: str) -> list[SubtaskStatus]:
+        """The subtasks ``name[indices]`` names; a problem when one does not exist."""
+        wanted = [int(i) for i in indices.split(",")]
+        have = {s.index: s for s in self.vertex(name).subtasks}
+        self.expect(all(i in have for i in wanted), line, f"{name} has no subtask {wanted}")
+        return [have[i] for i in wanted if i in have]
+
+    def span(self, subs: Sequence[SubtaskStatus], low: str, high: str | None, line: str) -> None:
+        """``low%`` (to ``high%``) must be the least and most busy the table shows for ``subs``."""
+        shown = sorted(int(table_percent(s.metrics.busy_ratio) or -1) for s in subs)
+        quoted = [int(low), int(high if high is not None else low)]
+        self.expect(bool(shown) and quoted == [shown[0], shown[-1]], line, f"busy {shown}")
+
+    def percent(self, quoted: str, value: float | None, line: str, what: str) -> None:
+        self.expect(quoted == table_percent(value), line, f"{what} is {format_ratio(value)}")
+
+    def level(self, name: str, level: str, ratio: str, line: str) -> None:
+        v = self.vertex(name)
+        shown = (v.level, format_ratio(v.ratio))
+        self.expect(shown == (level, ratio), line, f"{name} is {shown}")
+
+
+def _rate(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _ms_per_record(subs: Iterable[SubtaskStatus]) -> float:
+    items = list(subs)
+    busy = sum(s.metrics.busy_ratio or 0.0 for s in items)
+    records = sum(s.metrics.records_in_per_s or 0.0 for s in items)
+    if records <= 0:
+        return float("inf") if busy > 0 else 0.0
+    return busy / records * 1000
+
+
+def _ms(value: float) -> str:
+    return "an unbounded time" if value == float("inf") else f"{value:.2f} ms"
+
+
+def _capacity(subs: Iterable[SubtaskStatus]) -> float | None:
+    caps = [
+        s.metrics.records_in_per_s / s.metrics.busy_ratio
+        for s in subs
+        if s.metrics.records_in_per_s is not None
+        and s.metrics.busy_ratio is not None
+        and s.metrics.busy_ratio >= RULES.capacity.min_busy
+    ]
+    return sum(caps) / len(caps) if caps else None
+
+
+Shape = Callable[[Check, RootCause | None, "re.Match[str]", str], None]
+
+
+def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
+    """The evidence shapes, with the vertex names of this report spelled out."""
+    v = "(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + ")"
+    sub = rf"(?P<v>{v})\[(?P<idx>\d+(?:,\d+)*)\]"
+    span = r"(?P<lo>\d+)%(?: to (?P<hi>\d+)%)?"
+    span2 = r"(?P<lo2>\d+)%(?: to (?P<hi2>\d+)%)?"
+    level = r"(?P<lvl>OK|LOW|HIGH) \((?P<r>\d\.\d\d)"
+    rate = r"[\d,]+"
+    table: list[tuple[str, Shape]] = [
+        (rf"{sub} (?:is|are) busy {span}", _named_busy),
+        (rf"the only subtask of (?P<v>{v}) is busy {span}", _every_busy),
+        (rf"(?:both|all (?P<n>\d+)) subtasks of (?P<v>{v}) are busy {span}", _every_busy),
+        (rf"{sub} (?:is|are) busy {span}, the others {span2}", _contrast),
+        (rf"{sub} busy (?P<t>\d+)% \(time accounting\)(?:, (?P<s>\d+)% \(samples\))?", _views),
+        (rf"{sub} busy (?P<s>\d+)% \(samples\)", _views),
+        (
+            rf"(?P<p>{v}) is {level}(?:, out pool (?P<pool>\d+)%)?\) and feeds (?P<v>{v}) "
+            r"through a (?P<part>\w+) exchange",
+            _feeds,
+        ),
+        (
+            rf"(?P<v>{v}) is {level}\): (?:not backpressured itself|much less backpressured "
+            r"than its producers \((?P<w>\d\.\d\d)\))",
+            _own,
+        ),
+        (
+            r"no topology: (?P<ps>.+) (?:is|are) backpressured and "
+            rf"(?P<v>{v}) is the busiest vertex on the data path that is not \(busy (?P<b>\d+)%\)",
+            _no_topology,
+        ),
+        (
+            rf"(?P<p>{v}), itself a bottleneck, feeds (?P<v>{v}), which is saturated too "
+            r"\(busy (?P<b>\d+)%\)",
+            _series,
+        ),
+        (rf"(?P<v>{v}) idles (?P<i>\d+)% waiting for input", _idles),
+        (rf"(?P<v>{v}) input buffers at most (?P<p>\d+)% used \(in pool\): .+", _in_pool),
+        (rf"(?P<v>{v}) input pool usage unknown: the network is inferred", _no_in_pool),
+        (
+            r"records per subtask unknown \(no record rates\): a hot key would look the same",
+            _no_rates,
+        ),
+        (
+            rf"{sub} spends (?P<x>\d+\.\d\d ms|an unbounded time) per record, "
+            r"(?P<f>many|\d+\.\d)x the others \((?P<y>\d+\.\d\d ms|an unbounded time)\)",
+            _cost,
+        ),
+        (
+            rf"(?:records received: )?{sub} (?:receives|receive) (?P<s>\d+)% of the records of "
+            rf"(?P<v2>{v}) \(fair share (?P<f>\d+)%\)",
+            _share,
+        ),
+        (
+            r"(?P<k>many|\d+\.\d)x the records per subtask of the others, at the same time per "
+            r"record \((?P<x>.+) against (?P<y>.+)\)",
+            _skew,
+        ),
+        (rf"{sub} spill (?P<b>{rate}) bytes/s to disk", _spill),
+        (rf"(?P<v>{v}) shows no samples and no time metrics: it is not running", _starved),
+        (
+            rf"(?P<v>{v}) handles ~(?P<c>{rate}) records/s per subtask at 100% busy "
+            r"\(records in / busy\)",
+            _capacity_line,
+        ),
+        (rf"its inputs would offer ~(?P<d>{rate}) records/s \(.+\)", _offer),
+        (
+            rf"{sub} handles ~(?P<c>{rate}) records/s per subtask at 100% busy and would be "
+            rf"offered ~(?P<e>{rate}) per subtask of the ~(?P<d>{rate}) records/s offered to "
+            rf"(?P<v2>{v}) \(.+\)",
+            _skew_capacity,
+        ),
+        (
+            rf"{sub} handles ~(?P<c>{rate}) records/s per subtask at 100% busy, "
+            rf"the others ~(?P<c2>{rate})",
+            _instance_capacity,
+        ),
+    ]
+    return [(re.compile(p), f) for p, f in table]
+
+
+def _named_busy(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.span(c.subtasks(m["v"], m["idx"], line), m["lo"], m["hi"], line)
+
+
+def _every_busy(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    vertex = c.vertex(m["v"])
+    n = 1 if line.startswith("the only") else 2 if line.startswith("both") else int(m["n"])
+    c.expect(n == vertex.parallelism == len(vertex.subtasks), line, f"parallelism {n}")
+    c.span(vertex.subtasks, m["lo"], m["hi"], line)
+
+
+def _contrast(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = c.subtasks(m["v"], m["idx"], line)
+    rest = [s for s in c.vertex(m["v"]).subtasks if s not in named]
+    c.span(named, m["lo"], m["hi"], line)
+    c.span(rest, m["lo2"], m["hi2"], line)
+
+
+def _views(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = c.subtasks(m["v"], m["idx"], line)
+    if len(named) != 1:
+        c.problems.append(f"one subtask expected: {line!r}")
+        return
+    s = named[0]
+    shown = m["t"] if "t" in m.groupdict() and m["t"] is not None else m["s"]
+    c.percent(shown, s.metrics.busy_ratio, line, f"{m['v']}[{s.index}] busy")
+
+
+def _feeds(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.level(m["p"], m["lvl"], m["r"], line)
+    if m["pool"] is not None:
+        c.percent(m["pool"], c.vertex(m["p"]).metrics.out_pool_usage, line, "out pool")
+    edges = {(e.source, e.partitioner) for e in c.vertex(m["v"]).inputs}
+    c.expect((m["p"], m["part"]) in edges, line, f"inputs of {m['v']} are {edges}")
+
+
+def _own(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.level(m["v"], m["lvl"], m["r"], line)
+    if m["w"] is not None:
+        ratios = {format_ratio(c.vertex(e.source).ratio) for e in c.vertex(m["v"]).inputs}
+        c.expect(m["w"] in ratios, line, f"producer ratios {ratios}")
+
+
+def _no_topology(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    for name in m["ps"].split(", "):
+        c.expect(c.vertex(name).level in ABOVE_OK, line, f"{name} is not backpressured")
+    c.expect(c.vertex(m["v"]).level == "OK", line, f"{m['v']} is not OK")
+    c.percent(m["b"], c.vertex(m["v"]).metrics.busy_ratio, line, f"{m['v']} busy")
+
+
+def _series(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.percent(m["b"], c.vertex(m["v"]).metrics.busy_ratio, line, f"{m['v']} busy")
+    causes = {x.vertex for x in c.report.root_causes or ()}
+    c.expect(m["p"] in causes, line, f"{m['p']} is not a root cause")
+
+
+def _idles(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.percent(m["i"], c.vertex(m["v"]).metrics.idle_ratio, line, f"{m['v']} idle")
+
+
+def _in_pool(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.percent(m["p"], c.vertex(m["v"]).metrics.in_pool_usage, line, f"{m['v']} in pool")
+
+
+def _no_in_pool(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.expect(c.vertex(m["v"]).metrics.in_pool_usage is None, line, "the in pool is known")
+
+
+def _cause_vertex(c: Check, cause: RootCause | None, line: str) -> VertexStatus | None:
+    c.expect(cause is not None, line, "a root cause line among the findings")
+    return None if cause is None else c.vertex(cause.vertex)
+
+
+def _no_rates(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    vertex = _cause_vertex(c, cause, line)
+    if vertex is not None:
+        rates = [s.metrics.records_in_per_s for s in vertex.subtasks]
+        c.expect(None in rates, line, "every subtask has a record rate")
+
+
+def _cost(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = c.subtasks(m["v"], m["idx"], line)
+    rest = [s for s in c.vertex(m["v"]).subtasks if s not in named]
+    hot, cold = _ms_per_record(named), _ms_per_record(rest)
+    c.expect((m["x"], m["y"]) == (_ms(hot), _ms(cold)), line, f"{_ms(hot)}, {_ms(cold)}")
+    factor = "many" if cold == 0 else f"{hot / cold:.1f}"
+    c.expect(m["f"] == factor, line, f"the factor is {factor}")
+
+
+def _share(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = c.subtasks(m["v"], m["idx"], line)
+    vertex = c.vertex(m["v2"])
+    total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
+    got = sum(s.metrics.records_in_per_s or 0.0 for s in named)
+    c.percent(m["s"], got / total if total > 0 else 0.0, line, "the share of records")
+    c.percent(m["f"], len(named) / vertex.parallelism, line, "the fair share")
+
+
+def _skew(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    vertex = _cause_vertex(c, cause, line)
+    if vertex is None or cause is None:
+        return
+    hot = [s for s in vertex.subtasks if s.index in cause.subtasks]
+    rest = [s for s in vertex.subtasks if s.index not in cause.subtasks]
+
+    def mean(subs: list[SubtaskStatus]) -> float:
+        return sum(s.metrics.records_in_per_s or 0.0 for s in subs) / len(subs)
+
+    k = "many" if mean(rest) == 0 else f"{mean(hot) / mean(rest):.1f}"
+    c.expect(m["k"] == k, line, f"the factor is {k}")
+    pair = (_ms(_ms_per_record(hot)), _ms(_ms_per_record(rest)))
+    c.expect((m["x"], m["y"]) == pair, line, f"times per record are {pair}")
+
+
+def _spill(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = c.subtasks(m["v"], m["idx"], line)
+    total = sum(s.metrics.extra.get(k, 0.0) for s in named for k in RULES.kinds.spill_metrics)
+    c.expect(m["b"] == f"{total:,.0f}", line, f"they spill {total:,.0f} bytes/s")
+
+
+def _starved(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    v = c.vertex(m["v"])
+    c.expect(v.metrics.busy_ratio is None and v.ratio is None, line, f"{m['v']} has figures")
+
+
+def _capacity_line(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    cap = cause.capacity_per_subtask if cause is not None else None
+    c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"capacity field {cap}")
+    again = _capacity(c.vertex(m["v"]).subtasks)
+    c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
+
+
+def _offer(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    rate = cause.offered_rate if cause is not None else None
+    c.expect(rate is not None and m["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
+
+
+def _skew_capacity(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    _capacity_of_named(c, cause, m, line)
+    _offer(c, cause, m, line)
+
+
+def _instance_capacity(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    named = _capacity_of_named(c, cause, m, line)
+    rest = [s for s in c.vertex(m["v"]).subtasks if s not in named]
+    again = _capacity(rest)
+    c.expect(again is not None and m["c2"] == f"{again:,.0f}", line, f"the others {again}")
+
+
+def _capacity_of_named(
+    c: Check, cause: RootCause | None, m: re.Match[str], line: str
+) -> list[SubtaskStatus]:
+    named = c.subtasks(m["v"], m["idx"], line)
+    cap = cause.capacity_per_subtask if cause is not None else None
+    c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"capacity field {cap}")
+    again = _capacity(named)
+    c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
+    return named
+
+
+_ADVICE = re.compile(
+    r"about (?P<n>\d+) subtasks instead of (?P<m>\d+) would take the ~(?P<d>[\d,]+) records/s "
+    r".*measured ~(?P<c>[\d,]+) records/s per subtask"
+)
+
+
+def _recommendation(c: Check, cause: RootCause) -> None:
+    found = _ADVICE.search(cause.recommendation)
+    if found is None:
+        return
+    line = cause.recommendation
+    c.expect(int(found["n"]) == cause.recommended_parallelism, line, "recommended_parallelism")
+    c.expect(int(found["m"]) == c.vertex(cause.vertex).parallelism, line, "parallelism")
+    rate, cap = cause.offered_rate, cause.capacity_per_subtask
+    c.expect(rate is not None and found["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
+    c.expect(cap is not None and found["c"] == f"{cap:,.0f}", line, f"capacity {cap}")
+
+
+_UNEXPLAINED = r"(?P<v>{v}) is (?P<lvl>LOW|HIGH) \((?P<r>\d\.\d\d)\) (?:but no consumer|and waits)"
+_HEAD_OF_LINE = (
+    r"(?P<v>{v}) idles (?P<i>\d+)% while its producer\(s\) (?P<ps>.+) are backpressured: "
+    r".* bottleneck (?P<b>{v}), .*"
+)
+
+
+def _finding(c: Check, kind: str, vertex: str, detail: str, names: Sequence[str]) -> None:
+    v = "(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + ")"
+    if kind == "unexplained":
+        m = re.match(_UNEXPLAINED.format(v=v), detail)
+        c.expect(m is not None and m["v"] == vertex, detail, "an unknown unexplained line")
+        if m is not None:
+            c.level(m["v"], m["lvl"], m["r"], detail)
+    elif kind == "head-of-line":
+        m = re.fullmatch(_HEAD_OF_LINE.format(v=v), detail)
+        c.expect(m is not None and m["v"] == vertex, detail, "an unknown head-of-line line")
+        if m is not None:
+            c.percent(m["i"], c.vertex(m["v"]).metrics.idle_ratio, detail, f"{vertex} idle")
+            for part in re.findall(r"([^,()]+?) \((\d\.\d\d)\)", m["ps"]):
+                name, ratio = part[0].strip(), part[1]
+                shown = format_ratio(c.vertex(name).ratio)
+                c.expect(shown == ratio, detail, f"{name} ratio is {shown}")
+    else:
+        c.problems.append(f"no check for a {kind!r} finding: {detail!r}")
+
+
+def unaccounted(report: Report) -> list[str]:
+    """Vertices above OK that no root cause and no finding accounts for.
+
+    A vertex is accounted for when it feeds a root cause's vertex, is named by a finding (a
+    head-of-line finding also names the producers it blocks), or feeds a vertex above OK that is
+    accounted for (it waits on that one).
+    """
+    above = {v.name for v in report.vertices if v.level in ABOVE_OK}
+    feeds: dict[str, set[str]] = {v.name: set() for v in report.vertices}
+    for v in report.vertices:
+        for e in v.inputs:
+            feeds.setdefault(e.source, set()).add(v.name)
+    causes = {c.vertex for c in report.root_causes or ()}
+    done = {f.vertex for f in report.findings} | {n for n in above if feeds[n] & causes}
+    for f in report.findings:  # a head-of-line finding names its blocked producers
+        if f.kind == "head-of-line":
+            done |= {n for n in above if f"{n} (" in f.detail.split(" are backpressured")[0]}
+    if not report.vertices or not any(v.inputs for v in report.vertices):
+        done |= above if causes else set()  # no topology: every blocked vertex waits on it
+    grew = True
+    while grew:
+        before = len(done)
+        done |= {n for n in above if feeds[n] & above & done}
+        grew = len(done) > before
+    return sorted(above - done)
+
+
+def problems(report: Report) -> list[str]:
+    """Every figure of the report's text that disagrees with its fields, as one line each."""
+    check = Check(report, [])
+    names = [v.name for v in report.vertices]
+    shapes = _shapes(names)
+    for cause in report.root_causes or ():
+        for line in cause.evidence:
+            hits = [(rx, f) for rx, f in shapes if rx.fullmatch(line)]
+            check.expect(bool(hits), line, "no check knows this evidence line")
+            for rx, shape in hits[:1]:
+                match = rx.fullmatch(line)
+                assert match is not None
+                shape(check, cause, match, line)
+        _recommendation(check, cause)
+        vertex = check.vertex(cause.vertex)
+        known = {s.index for s in vertex.subtasks}
+        check.expect(set(cause.subtasks) <= known, cause.vertex, f"subtasks {cause.subtasks}")
+    for f in report.findings:
+        _finding(check, f.kind, f.vertex, f.detail, names)
+    for name in unaccounted(report):
+        check.problems.append(f"{name} is above OK and nothing accounts for it")
+    return check.problems

@@ -1,0 +1,234 @@
+"""The report never contradicts itself: its text quotes the figures of its table.
+
+Two halves. Hand-built observations pin each contradiction users met (each test fails on the old
+wording): a HIGH vertex under "No backpressure: every vertex is OK.", a busy figure from another
+view than the table's, "all 1 subtasks", "busy at least 100%", capacity figures in the text but
+null in the JSON. Then real jobs: shipped examples run on bpmon's runtime (shortened), and every
+figure every evidence line quotes is checked against the report's fields (:mod:`.figures`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bpmon.model import Observation, Report, TargetSettings
+from bpmon.render import render_markdown, render_text
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.engine import diagnose
+from bpmon.scenario import load_example
+from bpmon.service import Settings, drain, run_scenario
+
+from .figures import problems, table_percent, unaccounted
+from .observations import edge, observation, sub, vertex
+
+RULES = RulesConfig()
+
+
+def diagnosed(obs: Observation) -> Report:
+    report = diagnose(obs, RULES)
+    assert problems(report) == []
+    return report
+
+
+def text(report: Report) -> str:
+    console = Console(record=True, width=120, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_text(report, console)
+    out = " ".join(console.export_text().split())
+    console.file.close()
+    return out
+
+
+def evidence(report: Report) -> str:
+    return " | ".join(line for c in report.root_causes or () for line in c.evidence)
+
+
+# -- no root cause is not "no backpressure" -----------------------------------------------------
+
+
+def saturated_source() -> Observation:
+    """A source HIGH while its consumer is neither busy nor idle enough to blame (the runtime's
+    own saturation looks like this): nothing explains the backpressure."""
+    return observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=900_000)),
+        vertex("sink", sub(0, busy=0.6, rin=900_000), inputs=[edge("src")], kind="sink"),
+    )
+
+
+def loop_of_waits() -> Observation:
+    """Two vertices feeding each other, both HIGH: a cycle no busy or idle vertex ends."""
+    return observation(
+        vertex("a", sub(0, bp=0.8, busy=0.1), inputs=[edge("b")]),
+        vertex("b", sub(0, bp=0.7, busy=0.1), inputs=[edge("a")]),
+    )
+
+
+@pytest.mark.parametrize("obs", [saturated_source(), loop_of_waits()], ids=["source", "loop"])
+def test_backpressure_without_a_root_cause_is_an_unexplained_finding(obs: Observation) -> None:
+    report = diagnosed(obs)
+    assert report.root_causes == ()
+    above = [v.name for v in report.vertices if v.level in ("LOW", "HIGH")]
+    assert above and unaccounted(report) == []
+    assert {f.kind for f in report.findings} == {"unexplained"}
+    for shown in (text(report), render_markdown(report)):
+        assert "No backpressure" not in shown
+        assert "Backpressure without a root cause" in shown
+
+
+def test_a_loop_of_waits_names_each_vertex_in_it() -> None:
+    report = diagnosed(loop_of_waits())
+    details = {f.vertex: f.detail for f in report.findings}
+    assert set(details) == {"a", "b"}
+    assert details["a"].startswith("a is HIGH (0.80) and waits on b")
+
+
+# -- the figures are the table's -----------------------------------------------------------------
+
+
+def test_busy_figures_are_the_tables_not_a_blend_of_two_views() -> None:
+    # samples say 99% and 97% busy, the time accounting 90% and 88%: the table shows the time
+    # accounting (0.90, 0.88), so must the text; the old text quoted the mean (at least 92%).
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=1000, out_pool=1.0)),
+        vertex(
+            "enrich",
+            sub(0, busy=0.99, rin=500, rout=500, drift=0.18),
+            sub(1, busy=0.97, rin=500, rout=500, drift=0.18),
+            inputs=[edge("src")],
+        ),
+        vertex("sink", sub(0, busy=0.05, rin=1000), inputs=[edge("enrich")], kind="sink"),
+    )
+    report = diagnosed(obs)
+    enrich = report.vertices[1]
+    assert [table_percent(s.metrics.busy_ratio) for s in enrich.subtasks] == ["90", "88"]
+    lines = evidence(report)
+    assert "both subtasks of enrich are busy 88% to 90%" in lines
+    assert "enrich[0] busy 90% (time accounting), 99% (samples)" in lines
+    assert "92%" not in lines and "94%" not in lines
+
+
+def test_one_subtask_is_not_all_1_subtasks_and_full_busy_is_not_at_least_100() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.02, timed=False)),
+        vertex("sink", sub(0, busy=1.0, timed=False), inputs=[edge("src")], kind="sink"),
+    )
+    lines = evidence(diagnosed(obs))
+    assert "the only subtask of sink is busy 100%" in lines
+    assert "all 1 subtasks" not in lines and "at least 100%" not in lines
+
+
+def test_a_few_busy_subtasks_are_contrasted_with_the_tables_figures() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.8, busy=0.05), sub(1, bp=0.7, busy=0.05)),
+        vertex(
+            "agg",
+            sub(0, busy=0.98, rin=900, drift=0.1),
+            sub(1, busy=0.30, rin=300, drift=0.1),
+            sub(2, busy=0.20, rin=300, drift=0.1),
+            inputs=[edge("src", "hash")],
+        ),
+        vertex("sink", sub(0, busy=0.05, rin=1500), inputs=[edge("agg")], kind="sink"),
+    )
+    report = diagnosed(obs)
+    shown = [table_percent(s.metrics.busy_ratio) for s in report.vertices[1].subtasks]
+    assert f"agg[0] is busy {shown[0]}%, the others {shown[2]}% to {shown[1]}%" in evidence(report)
+
+
+def test_capacity_in_the_text_is_the_capacity_in_the_json() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.8, busy=0.03, rout=1000, out_pool=1.0)),
+        vertex("map", sub(0, busy=0.99, rin=1000, rout=1000), inputs=[edge("src")]),
+        vertex("sink", sub(0, busy=0.05, rin=1000), inputs=[edge("map")], kind="sink"),
+    )
+    (cause,) = diagnosed(obs).root_causes or ()
+    assert cause.capacity_per_subtask is not None and cause.offered_rate is not None
+    assert f"~{cause.capacity_per_subtask:,.0f} records/s per subtask" in evidence(diagnosed(obs))
+    assert f"about {cause.recommended_parallelism} subtasks" in cause.recommendation
+
+
+def test_idle_figures_of_network_and_head_of_line_are_the_tables() -> None:
+    network = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=100, out_pool=1.0, tm=0)),
+        vertex("map", sub(0, busy=0.1, rin=100, in_pool=0.05, tm=1, drift=0.1),
+               inputs=[edge("src")]),
+    )  # fmt: skip
+    tcp = observation(
+        vertex("a", sub(0, bp=0.6, busy=0.05, rout=100, out_pool=1.0, tm=0)),
+        vertex("b", sub(0, bp=0.3, busy=0.05, rout=100, out_pool=1.0, tm=0)),
+        vertex("slow", sub(0, busy=0.99, rin=100, tm=1), inputs=[edge("a")], kind="sink"),
+        vertex("idle", sub(0, busy=0.05, rin=100, tm=1, drift=0.1), inputs=[edge("b")],
+               kind="sink"),
+        settings=TargetSettings(flow_control="tcp"),
+    )  # fmt: skip
+    assert "map idles" in evidence(diagnosed(network))
+    assert [f.kind for f in diagnosed(tcp).findings] == ["head-of-line"]
+
+
+def test_the_cross_check_catches_a_figure_that_is_not_the_tables() -> None:
+    report = diagnosed(
+        observation(
+            vertex("src", sub(0, bp=0.8, busy=0.03, rout=1000, out_pool=1.0)),
+            vertex("map", sub(0, busy=0.95, rin=1000, rout=1000), inputs=[edge("src")]),
+            vertex("sink", sub(0, busy=0.05, rin=1000), inputs=[edge("map")], kind="sink"),
+        )
+    )
+    (cause,) = report.root_causes or ()
+    assert "map[0] busy 93% (time accounting), 95% (samples)" in cause.evidence
+    for index, line in enumerate(cause.evidence):
+        for old, new in (
+            ("93%", "94%"),
+            ("HIGH", "LOW"),
+            ("(0.80", "(0.81"),
+            ("map[0]", "map[1]"),
+            ("~1,0", "~1,1"),
+        ):
+            if old in line:
+                lines = list(cause.evidence)
+                lines[index] = line.replace(old, new, 1)
+                tampered = replace(report, root_causes=(replace(cause, evidence=tuple(lines)),))
+                assert problems(tampered), lines[index]
+    hidden = replace(report, root_causes=(), findings=())
+    assert problems(hidden) == ["src is above OK and nothing accounts for it"]
+
+
+# -- real jobs -----------------------------------------------------------------------------------
+
+EXAMPLES = ["hot-key", "slow-subtask", "tcp-head-of-line", "slow-sink", "fan-in"]
+"""Shipped examples that between them write every kind of evidence line the runtime can show."""
+
+
+@pytest.fixture(scope="session")
+def example_reports() -> dict[str, Report]:
+    """Each example run on bpmon's runtime, shortened: its warm-up, then 40 samples 25 ms apart."""
+    reports = {}
+    with tempfile.TemporaryDirectory() as runs:
+        for name in EXAMPLES:
+            scenario = load_example(name)
+            monitor = replace(scenario.monitor, samples=40, interval_ms=25)
+            short = replace(scenario, duration_s=monitor.warmup_s + 1.5, monitor=monitor)
+            ended = drain(run_scenario(short, Settings(runs_dir=Path(runs))))
+            reports[name] = ended.reports[0]
+    return reports
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_figure_of_a_real_report_is_its_own(
+    example_reports: dict[str, Report], name: str
+) -> None:
+    report = example_reports[name]
+    assert problems(report) == []
+    if any(v.level in ("LOW", "HIGH") for v in report.vertices):
+        assert "No backpressure" not in text(report)
+
+
+@pytest.mark.slow
+def test_the_real_reports_quote_figures_at_all(example_reports: dict[str, Report]) -> None:
+    """The cross-check is not vacuous: the runs produced causes with evidence to check."""
+    lines = [e for r in example_reports.values() for c in r.root_causes or () for e in c.evidence]
+    assert len(lines) >= 3 * len(EXAMPLES)
+    assert any("%" in line for line in lines) and any("records/s" in line for line in lines)
