@@ -11,6 +11,12 @@ Threads become subtasks of vertices in one of two ways:
 
 Subtasks are ordered by the regex's ``index`` group when it has one (a number), then by name in
 natural order (``w-2`` before ``w-10``), and numbered 0, 1, ... in that order.
+
+A subtask is on the data path (``SubtaskWindow.data_path``) when a topology lists its thread, when
+the profile's ``threads`` regex names it a stage, or when any sample showed it exchanging records
+(:class:`~bpmon.collectors.sampler.ThreadCounts`). A stage busy with a slow call is rarely caught
+inside its queue's get, so its name or the topology must vouch for it; a keeper thread (a main
+thread sleeping or joining to keep the program alive) has neither and is never blamed.
 """
 
 from __future__ import annotations
@@ -102,7 +108,9 @@ def _by_topology(
             raise ConfigError(_no_match_message(op, topology, threads))
         taken.update(i for _, i, _ in mine)
         ordered = tuple(t for _, _, t in sorted(mine, key=lambda m: _order(m[0], m[2].name)))
-        vertices.append(_vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind))
+        vertices.append(
+            _vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind, listed=True)
+        )
     return vertices
 
 
@@ -115,12 +123,20 @@ def _by_thread_names(
     threads: Sequence[ThreadCounts], profile: Profile, readings: _Readings
 ) -> list[VertexObservation]:
     groups: dict[str, list[tuple[tuple[object, ...], ThreadCounts]]] = {}
+    named: set[str] = set()
     for t in threads:
         found = profile.threads.search(t.name) if profile.threads is not None else None
         vertex = found.group("vertex") if found is not None else t.name
         groups.setdefault(vertex, []).append((_order(found, t.name), t))
+        if found is not None:
+            named.add(vertex)
     return [
-        _vertex(vertex, tuple(t for _, t in sorted(members, key=lambda m: m[0])), readings)
+        _vertex(
+            vertex,
+            tuple(t for _, t in sorted(members, key=lambda m: m[0])),
+            readings,
+            listed=vertex in named,
+        )
         for vertex, members in sorted(groups.items(), key=lambda g: _natural(g[0]))
     ]
 
@@ -131,10 +147,13 @@ def _vertex(
     readings: _Readings,
     inputs: tuple[Edge, ...] = (),
     kind: str | None = None,
+    *,
+    listed: bool,
 ) -> VertexObservation:
+    """One vertex of ``threads``; ``listed``: a topology or the profile's names make it a stage."""
     metrics, placement = readings[0].get(name, {}), readings[1].get(name, {})
     subtasks = tuple(
-        _subtask(index, t, metrics.get(index), placement.get(index))
+        _subtask(index, t, metrics.get(index), placement.get(index), listed or t.data_path)
         for index, t in enumerate(threads)
     )
     return VertexObservation(
@@ -143,7 +162,7 @@ def _vertex(
 
 
 def _subtask(
-    index: int, counts: ThreadCounts, m: Metrics | None, task_manager: int | None
+    index: int, counts: ThreadCounts, m: Metrics | None, task_manager: int | None, data_path: bool
 ) -> SubtaskWindow:
     return SubtaskWindow(
         index=index,
@@ -154,6 +173,7 @@ def _subtask(
         busy=counts.busy,
         task_manager=task_manager,
         metrics=m if m is not None else NO_METRICS,
+        data_path=data_path,
     )
 
 

@@ -2,8 +2,10 @@
 
 A profile is data, not code: ordered lists of stack patterns that make a stack sample
 *backpressured* or *idle* (anything else is *busy*), thread names to leave out, and the thread-name
-regex that turns a thread into a subtask of a vertex. The file format is documented in the shipped
-profiles themselves (``collectors/python-queue.toml`` has the full description).
+regex that turns a thread into a subtask of a vertex, and the frames of the *data path* (a thread
+seen in one of them exchanges records with other stages; one never seen there, such as a main
+thread sleeping to keep a program alive, is never blamed as a bottleneck). The file format is
+documented in the shipped profiles themselves (``collectors/python-queue.toml`` describes it).
 
 Frames are written ``path:qualname`` for Python (innermost frame first in a stack) and
 ``package.Class.method`` for the JVM. A frame regex matches a frame when it matches, in full, the
@@ -29,7 +31,7 @@ FrameNotation = Literal["python", "jvm"]
 CHAIN_SEPARATOR = " > "
 INNERMOST = "$"
 _STATE_KEYS: tuple[SampleState, ...] = ("busy", "backpressured", "idle")
-_KEYS = ("name", "description", "target", "threads", "ignore", *_STATE_KEYS)
+_KEYS = ("name", "description", "target", "threads", "ignore", *_STATE_KEYS, "data_path")
 _CACHE_LIMIT = 50_000
 
 
@@ -63,6 +65,9 @@ class Profile:
         backpressured: patterns of a thread blocked on its output (checked second).
         idle: patterns of a thread waiting for input (checked last).
         path: the file it came from, if any.
+        data_path: patterns of a stack exchanging records (a queue's get or put): a thread whose
+            stack matched one, or that was backpressured, in any sample is on the data path.
+            ``None`` (the key is absent): the profile cannot tell, so every thread is.
     """
 
     name: str
@@ -74,6 +79,7 @@ class Profile:
     backpressured: tuple[StackPattern, ...]
     idle: tuple[StackPattern, ...]
     path: Path | None = None
+    data_path: tuple[StackPattern, ...] | None = None
 
     def ignores(self, thread_name: str) -> bool:
         """Whether the collectors leave the thread called ``thread_name`` out."""
@@ -125,34 +131,53 @@ class StackClassifier:
         """Prepare the cache for ``profile``."""
         self.profile = profile
         self._patterns = profile.patterns()
-        elements = [rx for _, p in self._patterns for rx in p.frames]
+        self._data_path = profile.data_path
+        data_rx = [rx for p in self._data_path or () for rx in p.frames]
+        elements = [rx for _, p in self._patterns for rx in p.frames] + data_rx
         self._elements: tuple[re.Pattern[str], ...] = tuple(dict.fromkeys(elements))
         self._element_id = {rx: i for i, rx in enumerate(self._elements)}
         self._frames: dict[str, frozenset[int]] = {}
-        self._stacks: dict[tuple[str, ...], SampleState] = {}
+        self._stacks: dict[tuple[str, ...], tuple[SampleState, bool]] = {}
 
     def classify(self, frames: Sequence[str]) -> SampleState:
         """The state of one sample of a thread whose stack is ``frames`` (innermost first)."""
+        return self.read(frames)[0]
+
+    def read(self, frames: Sequence[str]) -> tuple[SampleState, bool]:
+        """The state of one sample, and whether it shows the thread on the data path.
+
+        On the data path: backpressured, or a frame matching a ``data_path`` pattern; always
+        when the profile has no ``data_path`` key (it cannot tell).
+        """
         key = tuple(frames)
-        state = self._stacks.get(key)
-        if state is None:
-            state = self._classify(key)
+        found = self._stacks.get(key)
+        if found is None:
+            matched = [self._frame_matches(f) for f in key]
+            state = self._classify(matched)
+            on_path = self._data_path is None or state == "backpressured"
+            on_path = on_path or any(self._matches(p, matched) for p in self._data_path or ())
+            found = (state, on_path)
             if len(self._stacks) >= _CACHE_LIMIT:
                 self._stacks.clear()
-            self._stacks[key] = state
-        return state
+            self._stacks[key] = found
+        return found
 
-    def _classify(self, frames: tuple[str, ...]) -> SampleState:
-        matched = [self._frame_matches(f) for f in frames]
+    def _classify(self, matched: list[frozenset[int]]) -> SampleState:
         for state, pattern in self._patterns:
-            ids = [self._element_id[rx] for rx in reversed(pattern.frames)]  # innermost side first
-            if len(ids) > len(matched):
-                continue
-            last_start = 0 if pattern.innermost else len(matched) - len(ids)
-            for start in range(last_start + 1):
-                if all(e in matched[start + k] for k, e in enumerate(ids)):
-                    return state
+            if self._matches(pattern, matched):
+                return state
         return "busy"
+
+    def _matches(self, pattern: StackPattern, matched: list[frozenset[int]]) -> bool:
+        """Whether ``pattern`` matches consecutive frames (``matched``: ids per frame)."""
+        ids = [self._element_id[rx] for rx in reversed(pattern.frames)]  # innermost side first
+        if len(ids) > len(matched):
+            return False
+        last_start = 0 if pattern.innermost else len(matched) - len(ids)
+        return any(
+            all(e in matched[start + k] for k, e in enumerate(ids))
+            for start in range(last_start + 1)
+        )
 
     def _frame_matches(self, frame: str) -> frozenset[int]:
         found = self._frames.get(frame)
@@ -210,6 +235,7 @@ def parse_profile(raw: Mapping[str, object], where: str, path: Path | None = Non
         _regex(t, f"{where}: ignore[{i}]") for i, t in enumerate(_strings(raw, "ignore", where))
     )
     groups = {key: _patterns(raw, key, where) for key in _STATE_KEYS}
+    data_path = _patterns(raw, "data_path", where) if "data_path" in raw else None
     return Profile(
         name=name,
         description=_string(raw, "description", where),
@@ -220,6 +246,7 @@ def parse_profile(raw: Mapping[str, object], where: str, path: Path | None = Non
         backpressured=groups["backpressured"],
         idle=groups["idle"],
         path=path,
+        data_path=data_path,
     )
 
 

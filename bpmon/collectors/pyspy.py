@@ -248,7 +248,7 @@ class PySpySampler:
         if not isinstance(frames, list) or not isinstance(ident, int):
             raise TypeError(f"unexpected thread entry {str(trace)[:80]}")
         texts = [f"{frame['filename']}:{frame['name']}" for frame in frames]
-        return ident, _thread_name(trace), self._classifier.classify(texts)
+        return (ident, _thread_name(trace), *self._classifier.read(texts))
 
     def _check_alive(self) -> None:
         if self.pid <= 0 or not self._alive():

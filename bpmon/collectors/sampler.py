@@ -25,13 +25,16 @@ from typing import NamedTuple, Protocol
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.model import SampleState
 
-ThreadState = tuple[int, str, SampleState]
-"""One thread in one sample: (thread id, thread name, state)."""
+ThreadState = tuple[int, str, SampleState, bool]
+"""One thread in one sample: (thread id, thread name, state, seen on the data path)."""
 
 Progress = Callable[[int, int], None]
 """Called after every sample with (samples done, samples planned)."""
 
 _CACHE_LIMIT = 50_000
+
+_Reading = tuple[SampleState, bool]
+"""What one stack was read as: its state, and whether it shows the thread on the data path."""
 
 
 class StopSignal(Protocol):
@@ -51,13 +54,18 @@ class Snapshot(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ThreadCounts:
-    """How one thread's samples of a burst were classified."""
+    """How one thread's samples of a burst were classified.
+
+    ``data_path``: whether any of its samples showed it on the data path (see
+    :meth:`~bpmon.collectors.profile.StackClassifier.read`).
+    """
 
     name: str
     ident: int
     backpressured: int = 0
     idle: int = 0
     busy: int = 0
+    data_path: bool = True
 
     @property
     def total(self) -> int:
@@ -199,11 +207,12 @@ class StackSampler:
         self._sleep = sleep
         self._wall_clock = wall_clock
         self._ignored: dict[str, bool] = {}
-        # per thread: its innermost frame at the last sample, that frame's caller, and the state.
-        self._last: dict[int, tuple[FrameType, FrameType | None, SampleState]] = {}
+        # per thread: its innermost frame at the last sample, that frame's caller, and what the
+        # stack was read as (state, on the data path).
+        self._last: dict[int, tuple[FrameType, FrameType | None, _Reading]] = {}
         # keyed by the ids of the stack's code objects; the value keeps them alive so an id is
         # never reused while it is cached.
-        self._stacks: dict[tuple[int, ...], tuple[SampleState, tuple[CodeType, ...]]] = {}
+        self._stacks: dict[tuple[int, ...], tuple[_Reading, tuple[CodeType, ...]]] = {}
 
     def burst(
         self,
@@ -243,11 +252,11 @@ class StackSampler:
                 continue
             seen = last.get(ident)
             if seen is not None and seen[0] is frame and seen[1] is frame.f_back:
-                state = seen[2]  # still inside the same call: the same stack
+                reading = seen[2]  # still inside the same call: the same stack
             else:
-                state = self._state_of(frame)
-            self._last[ident] = (frame, frame.f_back, state)
-            states.append((ident, name, state))
+                reading = self._read(frame)
+            self._last[ident] = (frame, frame.f_back, reading)
+            states.append((ident, name, *reading))
         return Snapshot(at, states)
 
     def _is_ignored(self, name: str) -> bool:
@@ -256,7 +265,7 @@ class StackSampler:
             ignored = self._ignored[name] = self.profile.ignores(name)
         return ignored
 
-    def _state_of(self, frame: FrameType) -> SampleState:
+    def _read(self, frame: FrameType) -> _Reading:
         codes: list[CodeType] = []
         f: FrameType | None = frame
         while f is not None:
@@ -267,30 +276,41 @@ class StackSampler:
         if hit is not None:
             return hit[0]
         texts = [f"{code.co_filename}:{code.co_qualname}" for code in codes]
-        state = self._classifier.classify(texts)
+        reading = self._classifier.read(texts)
         if len(self._stacks) >= _CACHE_LIMIT:
             self._stacks.clear()
-        self._stacks[key] = (state, tuple(codes))
-        return state
+        self._stacks[key] = (reading, tuple(codes))
+        return reading
 
 
 class _Tally:
-    """Counts per thread (id and name) over the samples of a burst."""
+    """Counts per thread (id and name) over the samples of a burst, and whether any of its
+    samples showed it on the data path."""
 
     def __init__(self) -> None:
         self._counts: dict[tuple[int, str], dict[SampleState, int]] = {}
+        self._on_path: set[tuple[int, str]] = set()
 
     def add(self, threads: Iterable[ThreadState]) -> None:
-        for ident, name, state in threads:
+        for ident, name, state, on_path in threads:
             counts = self._counts.get((ident, name))
             if counts is None:
                 counts = self._counts[(ident, name)] = {"backpressured": 0, "idle": 0, "busy": 0}
             counts[state] += 1
+            if on_path:
+                self._on_path.add((ident, name))
 
     def result(self) -> tuple[ThreadCounts, ...]:
         ordered = sorted(self._counts.items(), key=lambda item: (item[0][1], item[0][0]))
         return tuple(
-            ThreadCounts(name, ident, c["backpressured"], c["idle"], c["busy"])
+            ThreadCounts(
+                name,
+                ident,
+                c["backpressured"],
+                c["idle"],
+                c["busy"],
+                (ident, name) in self._on_path,
+            )
             for (ident, name), c in ordered
         )
 

@@ -4,10 +4,12 @@
 ``transform-1`` do a little work each and pass items on, and ``upload-0`` is slow: it spends
 ``--upload-ms`` per item in ``time.sleep`` (an external system). So upload is the bottleneck
 (busy), and transform and ingest spend nearly all their time blocked in ``Queue.put`` on a full
-queue (backpressured). The main thread waits on an event (idle).
+queue (backpressured). The main thread keeps the program alive (``--keeper``): it waits on an
+event (``event``, the default: idle), sleeps in a loop (``sleep``: it looks busy, as ``time.sleep``
+is work for a stage, yet it never touches a queue), or joins a stage with a timeout (``join``).
 
-Run: ``python queue_pipeline.py [--seconds 30] [--upload-ms 5]``; it prints ``ready`` once every
-stage thread runs, and exits by itself after ``--seconds``.
+Run: ``python queue_pipeline.py [--seconds 30] [--upload-ms 5] [--keeper event|sleep|join]``; it
+prints ``ready`` once every stage thread runs, and exits by itself after ``--seconds``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--upload-ms", type=float, default=5.0)
+    parser.add_argument("--keeper", choices=("event", "sleep", "join"), default="event")
     args = parser.parse_args()
     stop = threading.Event()
     raw: queue.Queue[object] = queue.Queue(maxsize=8)
@@ -63,8 +66,20 @@ def main() -> None:
     for thread in threads:
         thread.start()
     print("ready", flush=True)
-    stop.wait(args.seconds)
+    _keep_alive(args.keeper, args.seconds, stop, threads[-1])
     stop.set()
+
+
+def _keep_alive(how: str, seconds: float, stop: threading.Event, stage: threading.Thread) -> None:
+    """Keep the main thread (and so the program) alive for ``seconds``, the way ``how`` says."""
+    if how == "sleep":
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+    elif how == "join":
+        stage.join(seconds)  # the upload stage never ends: this waits the whole time
+    else:
+        stop.wait(seconds)
 
 
 if __name__ == "__main__":

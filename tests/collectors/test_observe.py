@@ -122,3 +122,21 @@ def test_metrics_fill_their_subtasks_and_the_rest_stay_none() -> None:
     assert second.metrics.extra == {"credit": 2.0}
     first = obs.vertex("transform").subtasks[0]
     assert first.metrics.out_pool_usage is None and first.metrics.busy_ratio is None
+
+
+def test_a_thread_is_on_the_data_path_by_topology_by_name_or_by_its_samples() -> None:
+    keeper = ThreadCounts("MainThread", 1, busy=100, data_path=False)
+    stage = ThreadCounts("upload-0", 5, busy=100, data_path=False)  # never caught in its get
+    loose = ThreadCounts("Thread-3 (work)", 6, busy=60, idle=40, data_path=True)
+    profile = load_profile("python-queue")
+    grouped = observation_from_burst(burst(keeper, stage, loose), None, profile, "p", "pyspy")
+    on_path = {v.name: v.subtasks[0].data_path for v in grouped.vertices}
+    assert on_path == {"MainThread": False, "upload": True, "Thread-3 (work)": True}
+    listed = (
+        "name = 'one'\n[[operators]]\nname = 'main'\nthreads = '^MainThread$'\n"
+        "[[operators]]\nname = 'up'\nthreads = '^upload-0$'\ninputs = [{ from = 'main' }]\n"
+    )
+    topo = observation_from_burst(
+        burst(keeper, stage), parse_topology(listed), profile, "p", "pyspy"
+    )
+    assert all(s.data_path for v in topo.vertices for s in v.subtasks)

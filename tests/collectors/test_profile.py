@@ -193,3 +193,56 @@ def test_invalid_toml(tmp_path: Path) -> None:
 def test_unknown_profile_name_lists_the_shipped_ones() -> None:
     with pytest.raises(ConfigError, match="python-queue"):
         load_profile("no-such-profile")
+
+
+def read(profile: str, *frames: str) -> tuple[str, bool]:
+    """(state, on the data path) of one stack with a shipped profile."""
+    return StackClassifier(load_profile(profile)).read(frames)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        (COND_WAIT, QUEUE_GET, USER),  # waiting for input
+        (QUEUE_GET, USER),  # taking an item from a non-empty queue: busy, yet on the path
+        (f"{PY}/threading.py:Condition.notify", QUEUE_PUT, USER),
+        (MP_PUT, USER),
+        (f"{PY}/concurrent/futures/thread.py:_worker", f"{PY}/threading.py:Thread.run"),
+    ],
+)
+def test_queue_operations_put_a_thread_on_the_data_path(frames: tuple[str, ...]) -> None:
+    assert read("python-queue", *frames)[1]
+
+
+@pytest.mark.parametrize(
+    ("frames", "state"),
+    [
+        ((f"{PY}/threading.py:Event.wait", "/srv/app/main.py:main"), "idle"),
+        ((f"{PY}/threading.py:Thread.join", "/srv/app/main.py:main"), "idle"),
+        (("/srv/app/main.py:main", "/srv/app/main.py:<module>"), "busy"),  # in time.sleep
+    ],
+)
+def test_waiting_or_sleeping_outside_a_queue_is_off_the_data_path(
+    frames: tuple[str, ...], state: str
+) -> None:
+    assert read("python-queue", *frames) == (state, False)
+
+
+def test_a_backpressured_stack_is_on_the_data_path_whatever_the_patterns() -> None:
+    raw = {"name": "p", "backpressured": ["/a\\.py:f"], "data_path": ["/q\\.py:get"]}
+    classifier = StackClassifier(parse_profile(raw, "p.toml"))
+    assert classifier.read(["/a.py:f"]) == ("backpressured", True)
+    assert classifier.read(["/b.py:g"]) == ("busy", False)
+    assert classifier.read(["/q.py:get"]) == ("busy", True)
+
+
+def test_without_data_path_patterns_every_stack_is_on_the_data_path() -> None:
+    profile = parse_profile({"name": "p", "backpressured": []}, "p.toml")
+    assert profile.data_path is None
+    assert StackClassifier(profile).read(["/b.py:g"]) == ("busy", True)
+    assert load_profile("flink-jvm").data_path is None
+
+
+def test_a_bad_data_path_pattern_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"p\.toml: data_path\[0\]"):
+        parse_profile({"name": "p", "backpressured": [], "data_path": ["(x"]}, "p.toml")

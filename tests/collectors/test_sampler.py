@@ -72,6 +72,40 @@ def test_queue_threads_are_classified_from_their_real_stacks(stop: threading.Eve
     assert ratio(burst, "cpu-0", "busy") >= 0.9
     assert ratio(burst, "io-0", "busy") >= 0.9
     assert burst.thread("producer-0").total == SAMPLES
+    # only the threads seen in a queue operation are on the data path
+    on_path = {t.name: t.data_path for t in burst.threads}
+    assert on_path["producer-0"] and on_path["consumer-0"]
+    assert not on_path["cpu-0"] and not on_path["io-0"]
+
+
+def test_a_keeper_thread_sleeping_or_joining_is_off_the_data_path(stop: threading.Event) -> None:
+    items: queue.Queue[int] = queue.Queue()
+
+    def keep() -> None:
+        while not stop.is_set():
+            time.sleep(0.005)
+
+    def stage() -> None:  # polls its input queue: a stage, seen in Queue.get
+        while not stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                items.get(timeout=0.001)
+
+    start("keeper", keep)
+    joiner = start("joiner", lambda: start("held", lambda: stop.wait(5)).join())
+    start("stage-0", stage)
+    burst = StackSampler(load_profile("python-queue")).burst(SAMPLES, INTERVAL_MS)
+    stop.set()
+    joiner.join(timeout=5)
+    on_path = {t.name: t.data_path for t in burst.threads}
+    assert on_path["stage-0"]
+    assert not on_path["keeper"] and not on_path["joiner"] and not on_path["held"]
+    assert ratio(burst, "joiner", "idle") >= 0.9  # idle, but idle on no queue
+
+
+def test_every_thread_is_on_the_data_path_for_a_profile_that_cannot_tell() -> None:
+    start("not-a-task (1/1)", lambda: time.sleep(0.5))
+    burst = StackSampler(load_profile("bpmon-runtime")).burst(3, 1.0)
+    assert burst.threads and all(t.data_path for t in burst.threads)
 
 
 def test_multiprocessing_queue_put_and_get(stop: threading.Event) -> None:
@@ -125,7 +159,7 @@ def test_real_burst_lasts_samples_times_interval() -> None:
     measured by bench_sampling.py (jitter p99), not asserted here."""
     burst = StackSampler(load_profile("python-queue")).burst(SAMPLES, INTERVAL_MS)
     duration = (burst.end - burst.start).total_seconds()
-    assert SAMPLES * INTERVAL_MS / 1000 <= duration
+    assert duration >= SAMPLES * INTERVAL_MS / 1000
     assert burst.samples + burst.missed == SAMPLES
     assert burst.jitter_ms_p99 is not None and burst.jitter_ms_p99 >= 0
 
@@ -151,7 +185,7 @@ def burst_with(clock: LateClock, samples: int) -> tuple[Burst, list[float]]:
 
     def take() -> Snapshot:
         taken.append(clock())
-        return Snapshot(clock(), [(1, "w-0", "busy")])
+        return Snapshot(clock(), [(1, "w-0", "busy", True)])
 
     burst = record_burst(take, samples, 50.0, clock=clock, sleep=clock.sleep)
     return burst, taken
@@ -198,7 +232,7 @@ def test_progress_is_reported_and_stop_ends_the_burst_early() -> None:
 
 def test_missed_samples_are_counted_apart() -> None:
     clock = LateClock([0.0])
-    results = iter([None, Snapshot(100.05, [(1, "w-0", "idle")]), None])
+    results = iter([None, Snapshot(100.05, [(1, "w-0", "idle", True)]), None])
     burst = record_burst(lambda: next(results), 3, 50.0, clock=clock, sleep=clock.sleep)
     assert (burst.samples, burst.missed) == (1, 2)
     assert burst.thread("w-0").idle == 1
