@@ -106,7 +106,7 @@ class Task:
         # Flink's rate-limited sources use) saves up to 1 s of permits: a backpressured source
         # stays backpressured instead of being paced into idleness after each freed buffer.
         self._limiter = (
-            RateLimiter(spec.rate or 0, now=clock, max_catchup_s=1.0)
+            RateLimiter(spec.rate or 0, now=clock, max_catchup_s=1.0, min_wait_s=0.001)
             if spec.kind == "source"
             else None
         )

@@ -314,3 +314,20 @@ def test_real_clock_rate() -> None:
     # a generous permits() pays everything owed: only records due since that call are behind
     assert reading.behind <= 1 + 2000 * (reading.at - called)
     assert reading.due == reading.released + reading.forgiven + reading.behind
+
+
+def test_min_wait_spaces_wake_ups_without_moving_the_schedule() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(100_000, now=clock.now, min_wait_s=0.001)
+    sent = limiter.permits(64)
+    assert limiter.time_until_next() == pytest.approx(0.001)  # the next record: due in 10 us
+    wakes = 0
+    while clock.now() < 1.0:
+        clock.sleep(limiter.time_until_next())
+        wakes += 1
+        while (granted := limiter.permits(64)) > 0:
+            sent += granted
+    assert wakes <= 1001  # not one per record: one per millisecond at most
+    reading = limiter.schedule()
+    assert reading is not None
+    assert sent == reading.due and reading.forgiven == 0  # every record due was released
