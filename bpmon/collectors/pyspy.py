@@ -13,7 +13,8 @@ dump takes to attach is a constant offset, and its variation is reported as jitt
 The target is never paused unless asked (``--nonblocking``): reading a running process can very
 rarely give a torn stack, which is classified as read; a dump that fails is a missed sample.
 Every failure a user can meet is one line with the fix: no such process, permission denied
-(ptrace), not a Python process, py-spy missing, py-spy hanging (every call has a timeout).
+(ptrace: what exactly was denied, :mod:`bpmon.collectors.ptrace`), not a Python process, py-spy
+missing, py-spy hanging (every call has a timeout).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bpmon.collectors.profile import Profile, StackClassifier
+from bpmon.collectors.ptrace import ptrace_denied_message, read_ptrace_context
 from bpmon.collectors.sampler import (
     Burst,
     Progress,
@@ -41,7 +43,6 @@ from bpmon.collectors.sampler import (
 from bpmon.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 
 DEFAULT_TIMEOUT_S = 5.0
-_PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 
 
 def find_py_spy() -> Path:
@@ -73,7 +74,8 @@ class PySpySampler:
         command: how to start py-spy, for example ``["sudo", "-n", "py-spy"]``; default: the
             binary :func:`find_py_spy` finds.
         timeout_s: the longest one py-spy call may take before it is killed.
-        proc: the procfs root, to tell a vanished process from other failures.
+        proc: the procfs root, to tell a vanished process from other failures and say why
+            ptrace was refused.
     """
 
     def __init__(
@@ -220,11 +222,8 @@ class PySpySampler:
         if not self._alive():
             return _not_found(self.pid)
         if "permission denied" in text or "operation not permitted" in text:
-            return PermissionDeniedError(
-                f"not allowed to read PID {self.pid} (ptrace denied{_ptrace_scope_note()}); run "
-                "bpmon as root, or grant py-spy CAP_SYS_PTRACE (sudo setcap cap_sys_ptrace+ep "
-                "$(which py-spy)), or lower kernel.yama.ptrace_scope to 0"
-            )
+            context = read_ptrace_context(self.pid, proc=self._proc, command=self._command)
+            return PermissionDeniedError(ptrace_denied_message(context))
         if "failed to find python version" in text or "failed to find a python interpreter" in text:
             return CollectorError(
                 f"PID {self.pid} ({self._comm()}) is not a Python process (py-spy found no "
@@ -283,10 +282,3 @@ def _thread_name(trace: dict[str, object]) -> str:
     if isinstance(name, str) and name:
         return name
     return f"thread-{trace.get('os_thread_id') or trace.get('thread_id')}"
-
-
-def _ptrace_scope_note() -> str:
-    try:
-        return f"; kernel.yama.ptrace_scope = {_PTRACE_SCOPE.read_text().strip()}"
-    except OSError:
-        return ""
