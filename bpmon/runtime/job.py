@@ -19,6 +19,7 @@ from bpmon.errors import JobError
 from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
 from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
 from bpmon.runtime.gate import InputGate
+from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, load_snapshot, runtime_load
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.routing import Output
@@ -238,3 +239,11 @@ class Job:
     def checkpoints(self) -> tuple[CheckpointStats, ...]:
         """Checkpoints completed so far."""
         return tuple(self._coordinator.completed) if self._coordinator else ()
+
+    def load_snapshot(self) -> LoadSnapshot:
+        """The runtime's own load counters now; pass it to :meth:`load` when a window ends."""
+        return load_snapshot(self.tasks)
+
+    def load(self, since: LoadSnapshot) -> RuntimeLoad:
+        """How loaded the runtime was since ``since`` and whether it kept up (``load.py``)."""
+        return runtime_load(since, load_snapshot(self.tasks))

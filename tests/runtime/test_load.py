@@ -1,0 +1,206 @@
+"""The runtime's own load: saturated by cheap work at a huge rate, not by a slow operator.
+
+The crucial distinction: a source held back by a slow operator and a source held back by an
+interpreter that cannot keep up both show backpressure; only the second is runtime saturation.
+The rule is checked on synthetic snapshots first (every branch, exact figures), then on real jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, ThreadTimes, runtime_load
+from bpmon.runtime.metrics import counters, window_metrics
+from bpmon.runtime.pacing import Schedule
+from bpmon.scenario import Scenario, parse_scenario
+
+StartJob = Callable[[Scenario], Job]
+StopJob = Callable[[Job], JobResult]
+
+
+def _snapshot(
+    at: float,
+    cpu: float,
+    wait: float = 0.0,
+    *,
+    due: int | None = None,
+    released: int = 0,
+    unlimited: int = 0,
+    emitted: float = 0.0,
+) -> LoadSnapshot:
+    schedules = {}
+    if due is not None:
+        schedules["source (1/1)"] = Schedule(at, 1000.0, due, released, 0)
+    return LoadSnapshot(
+        at=at,
+        per_thread=True,
+        process_cpu_s=99.0,
+        threads={"map (1/1)": ThreadTimes(cpu, wait)},
+        schedules=schedules,
+        unlimited_sources=unlimited,
+        emitted=emitted,
+    )
+
+
+# -- the rule ---------------------------------------------------------------------------------
+
+
+def test_busy_interpreter_and_sources_behind_is_saturation() -> None:
+    start = _snapshot(10.0, 1.0, due=1000, released=1000, emitted=1000)
+    end = _snapshot(12.0, 2.5, 0.2, due=3000, released=2000, emitted=2000)
+    load = runtime_load(start, end)
+    assert load.window_s == pytest.approx(2.0)
+    assert load.cpu_cores_used == pytest.approx(0.75)
+    assert load.cpu_wait_cores == pytest.approx(0.1)
+    assert load.delivered == pytest.approx(0.5)
+    assert load.lag_ms_p99 == pytest.approx(1000.0)  # 1,000 records owed at 1,000/s
+    assert load.saturated
+    assert load.capacity_records_per_s == pytest.approx(500.0)
+    assert load.reason.startswith("the runtime could not keep up")
+    assert "above 500 records/s" in load.reason
+
+
+def test_sources_behind_while_the_interpreter_idles_is_a_slow_job_not_saturation() -> None:
+    """The slow-operator case: the source is far behind, but the threads barely use a core."""
+    start = _snapshot(10.0, 1.0, due=1000, released=1000)
+    end = _snapshot(12.0, 1.1, 0.05, due=3000, released=2000)
+    load = runtime_load(start, end)
+    assert not load.saturated and load.capacity_records_per_s is None
+    assert load.lag_ms_p99 == pytest.approx(1000.0)
+    assert "kept up" in load.reason and "below 0.8" in load.reason
+
+
+def test_a_busy_interpreter_that_keeps_the_schedule_is_not_saturated() -> None:
+    start = _snapshot(10.0, 1.0, due=1000, released=1000)
+    end = _snapshot(12.0, 2.9, due=3000, released=3000)
+    load = runtime_load(start, end)
+    assert (load.saturated, load.delivered, load.lag_ms_p99) == (False, 1.0, 0.0)
+
+
+def test_an_unlimited_source_on_a_busy_interpreter_is_saturation() -> None:
+    start = _snapshot(10.0, 0.0, unlimited=1, emitted=0)
+    end = _snapshot(11.0, 0.5, 0.4, unlimited=1, emitted=3_000_000)
+    load = runtime_load(start, end)
+    assert load.saturated and load.unlimited_sources
+    assert (load.lag_ms_p99, load.delivered) == (None, None)
+    assert load.capacity_records_per_s == pytest.approx(3_000_000)
+
+
+def test_without_per_thread_times_the_process_cpu_stands_in() -> None:
+    start = LoadSnapshot(10.0, False, 5.0, {}, {}, 1, 0.0)
+    end = LoadSnapshot(11.0, False, 5.9, {}, {}, 1, 100.0)
+    load = runtime_load(start, end)
+    assert load.cpu_cores_used == pytest.approx(0.9) and load.cpu_wait_cores == 0.0
+    assert load.saturated
+
+
+def test_swapped_snapshots_are_refused() -> None:
+    with pytest.raises(ValueError, match="later than start"):
+        runtime_load(_snapshot(12.0, 1.0), _snapshot(10.0, 1.0))
+
+
+# -- real jobs --------------------------------------------------------------------------------
+
+CHAIN = """
+name = "{name}"
+[network]
+task_managers = 2
+segment_size = 4096
+[[operators]]
+name = "source"
+kind = "source"
+parallelism = {p}
+rate = {rate}
+[[operators]]
+name = "map"
+kind = "map"
+parallelism = {p}
+cost_us = {cost}
+inputs = [{{ from = "source" }}]
+[[operators]]
+name = "sink"
+kind = "sink"
+parallelism = {p}
+inputs = [{{ from = "map" }}]
+"""
+
+
+def _chain(name: str, rate: float, cost: float = 0, p: int = 1) -> Scenario:
+    return parse_scenario(CHAIN.format(name=name, rate=rate, cost=cost, p=p), name)
+
+
+def _measure(job: Job, seconds: float = 1.5) -> RuntimeLoad:
+    since = job.load_snapshot()
+    time.sleep(seconds)
+    return job.load(since)
+
+
+def _wait_until_behind(job: Job, lag_s: float = 0.5, timeout: float = 60.0) -> None:
+    """Until every source subtask is ``lag_s`` behind its schedule (a state, not a time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        readings = [t.limiter.schedule() for t in job.tasks["source"] if t.limiter]
+        if all(r is not None and r.lag_s >= lag_s for r in readings):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{job.name}: the sources never fell {lag_s} s behind their schedule")
+
+
+@pytest.mark.slow
+def test_cheap_work_at_a_huge_rate_saturates_the_runtime(start_job: StartJob) -> None:
+    """Six million zero-cost records per second: nothing in the job is slow, yet the sources
+    cannot be served. The runtime says so, and how many records per second it managed."""
+    job = start_job(_chain("saturating", rate=6_000_000))
+    _wait_until_behind(job)
+    load = _measure(job)
+    assert load.saturated, load.reason
+    assert load.cpu_cores_used + load.cpu_wait_cores >= 0.8
+    assert load.lag_ms_p99 is not None and load.lag_ms_p99 > 100
+    assert load.capacity_records_per_s == load.source_records_per_s > 0
+    assert load.capacity_records_per_s < 6_000_000
+    assert "could not keep up" in load.reason
+
+
+@pytest.mark.slow
+def test_a_source_held_back_by_a_slow_operator_is_not_runtime_saturation(
+    start_job: StartJob,
+) -> None:
+    """1,500 records/s into an operator that serves 1,000: the source is backpressured and
+    falls behind its schedule as in the saturated job, but the operator sleeps its cost, so the
+    threads use little CPU: a slow job, not a runtime that cannot keep up."""
+    job = start_job(_chain("slow-operator", rate=1500, cost=1000))
+    _wait_until_behind(job)
+    start = counters(job.tasks)
+    load = _measure(job)
+    (source,) = window_metrics(start, counters(job.tasks))["source"]
+    assert source.backpressured_ms_per_s > 0
+    assert load.lag_ms_p99 is not None and load.lag_ms_p99 > 100  # behind, as when saturated
+    assert not load.saturated, load.reason
+    assert load.capacity_records_per_s is None
+    assert load.cpu_cores_used + load.cpu_wait_cores < 0.8
+
+
+@pytest.mark.slow
+def test_a_moderate_rate_of_cheap_work_keeps_up(start_job: StartJob) -> None:
+    job = start_job(_chain("moderate", rate=2000, p=2))
+    time.sleep(0.5)
+    load = _measure(job)
+    assert not load.saturated, load.reason
+    assert load.delivered is not None and load.delivered >= 0.95
+    assert load.lag_ms_p99 is not None and load.lag_ms_p99 < 100
+
+
+def test_a_job_not_started_reads_as_idle(stop_job: StopJob) -> None:
+    job = Job(_chain("unstarted", rate=10))
+    try:
+        since = job.load_snapshot()
+        assert since.per_thread and dict(since.threads) == {}
+        time.sleep(0.01)
+        load = job.load(since)
+    finally:
+        stop_job(job)
+    assert (load.cpu_cores_used, load.source_records_per_s, load.saturated) == (0, 0, False)
