@@ -46,6 +46,8 @@ from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
 LIVE_EVERY_S = 0.25
 """How often a live snapshot is taken while a job runs (the CLI's table refreshes at 4 Hz)."""
+LIVE_EVERY_SAMPLES = 5
+"""While sampling, a live snapshot follows every fifth sample (4 Hz at 50 ms intervals)."""
 SAMPLER_STOP_S = 2.0
 """The longest a burst interrupted mid-way takes to stop (one py-spy dump at most)."""
 
@@ -266,17 +268,20 @@ class _Loop:
     def sample(self, burst: int) -> Generator[Event, None, Observation]:
         """One burst, sampled on a thread of its own; live snapshots from this one meanwhile.
 
-        Rendering a snapshot never runs on the sampler's thread nor between its deadlines:
-        the sampler only records how far it got.
+        A snapshot is taken (and drawn by the consumer) right after every fifth sample, when the
+        sampler has most of an interval before its next deadline: never on the sampler's thread,
+        and never at a moment when holding the interpreter would make a sample late.
         """
         done = [0]
+        tick = threading.Event()
 
         def progress(taken: int, total: int) -> None:
             done[0] = taken
+            if taken % LIVE_EVERY_SAMPLES == 0:
+                tick.set()
 
         result: list[Observation] = []
         errors: list[BaseException] = []
-
         halt = threading.Event()
 
         def run() -> None:
@@ -285,12 +290,15 @@ class _Loop:
                 result.append(self.target.observe(plan.samples, plan.interval_ms, progress, halt))
             except BaseException as exc:  # handed to the loop's thread, raised there
                 errors.append(exc)
+            finally:
+                tick.set()
 
         sampler = threading.Thread(target=run, name="bpmon-sampler", daemon=True)
         sampler.start()
         try:
             while sampler.is_alive():
-                sampler.join(LIVE_EVERY_S)
+                tick.wait(LIVE_EVERY_S * 2)  # a slow sampler (py-spy) still shows progress
+                tick.clear()
                 if sampler.is_alive():
                     yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
         finally:  # closed or interrupted mid-burst: the sampler stops too
