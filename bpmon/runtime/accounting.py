@@ -180,8 +180,8 @@ class TimeAccount:
 
     The task thread calls :meth:`mark` at every state change; the time since the previous mark goes
     to the previous state (repeating the current state costs almost nothing). Any thread reads with
-    :meth:`shares` (the sliding window) or :meth:`totals` (cumulative). A new account starts :attr:`State.IDLE` so a task
-    that has not received work yet does not look busy.
+    :meth:`shares` (the sliding window) or :meth:`totals` (cumulative). A new account starts
+    :attr:`State.IDLE` so a task that has not received work yet does not look busy.
     """
 
     def __init__(
