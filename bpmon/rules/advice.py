@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.graph import Topology
+from bpmon.rules.graph import JobGraph
 from bpmon.rules.levels import busy_ratio, sampled_ratio
 from bpmon.rules.localize import Suspect
 
@@ -57,13 +57,13 @@ def _amplification(vertex: VertexObservation) -> float | None:
     return total_out / total_in if total_in > 0 else None
 
 
-def offered_rates(obs: Observation, topo: Topology, rules: RulesConfig) -> dict[str, float | None]:
+def offered_rates(obs: Observation, graph: JobGraph, rules: RulesConfig) -> dict[str, float | None]:
     """The records/s each vertex would be offered if nothing upstream were blocked (DS2)."""
     offered_out: dict[str, float | None] = {}
     offered_in: dict[str, float | None] = {}
-    for name in topo.order:
+    for name in graph.order:
         vertex = obs.vertex(name)
-        edges = topo.producers[name]
+        edges = graph.producers[name]
         if not edges:
             offered_in[name] = None
             offered_out[name] = _source_offer(vertex, rules)

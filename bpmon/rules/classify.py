@@ -110,7 +110,7 @@ def _busy_kind(vertex: VertexObservation, loc: Localization, rules: RulesConfig)
     spill = _spilling(vertex, rules)
     if spill is not None:
         return spill
-    consumers = loc.topology.consumers.get(vertex.name, ())
+    consumers = loc.graph.consumers.get(vertex.name, ())
     if vertex.kind == "sink" or (loc.with_topology and not consumers):
         return Classification("slow-sink", indices, (_busy_line(vertex, hot),))
     rest = [s for s in vertex.subtasks if s not in hot]

@@ -45,7 +45,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
     rules = rules if rules is not None else load_rules()
     vertices = tuple(vertex_status(v, rules.levels) for v in observation.vertices)
     loc = localize(observation, rules)
-    offered = offered_rates(observation, loc.topology, rules) if loc.suspects else {}
+    offered = offered_rates(observation, loc.graph, rules) if loc.suspects else {}
     causes = [_root_cause(s, loc, observation, offered, rules) for s in loc.suspects]
     causes.sort(key=lambda c: (-c.confidence, c.vertex))
     return Report(
@@ -93,13 +93,13 @@ def _pressure(suspect: Suspect, loc: Localization) -> float:
     if suspect.secondary:
         feeders = [s for s in loc.suspects if s.vertex in suspect.pressing]
         return max((_pressure(f, loc) for f in feeders), default=0.0)
-    return max((loc.profiles[p].backpressure or 0.0 for p in suspect.pressing), default=0.0)
+    return max((loc.summaries[p].backpressure or 0.0 for p in suspect.pressing), default=0.0)
 
 
 def _confidence(
     suspect: Suspect, loc: Localization, obs: Observation, cls: Classification, rules: RulesConfig
 ) -> float:
-    cf, prof, lv = rules.confidence, loc.profiles[suspect.vertex], rules.levels
+    cf, prof, lv = rules.confidence, loc.summaries[suspect.vertex], rules.levels
     worst = _pressure(suspect, loc)
     pressure = (worst - lv.ok_max) / (lv.low_max - lv.ok_max)
     separation = 1.0 - (prof.backpressure or 0.0) / worst if worst > 0 else 0.0
@@ -168,14 +168,14 @@ def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tupl
 def _pressure_lines(
     suspect: Suspect, loc: Localization, obs: Observation, rules: RulesConfig
 ) -> tuple[str, ...]:
-    prof = loc.profiles[suspect.vertex]
+    prof = loc.summaries[suspect.vertex]
     own = prof.backpressure
     if not loc.with_topology or suspect.secondary:
         return _indirect_lines(suspect, loc, obs)
     lines = []
     edges = {e.source: e for e in obs.vertex(suspect.vertex).inputs}
     for name in suspect.pressing:
-        p = loc.profiles[name]
+        p = loc.summaries[name]
         bp = p.backpressure or 0.0
         pool = f", out pool {percent(p.out_pool)}" if p.out_pool is not None else ""
         lines.append(
@@ -183,7 +183,7 @@ def _pressure_lines(
             f"{suspect.vertex} through a {edges[name].partitioner} exchange"
         )
     if own is not None:
-        worst = max_known(loc.profiles[p].backpressure for p in suspect.pressing) or 0.0
+        worst = max_known(loc.summaries[p].backpressure for p in suspect.pressing) or 0.0
         state = (
             "not backpressured itself"
             if own <= rules.levels.ok_max

@@ -1,7 +1,7 @@
 """What the bottleneck search reads: the job graph, and each vertex summarised over its subtasks.
 
-:class:`Topology` is the graph of an observation (each vertex's inputs and consumers, in
-topological order); :class:`VertexProfile` sums a vertex up by its WORST subtask, so that one hot
+:class:`JobGraph` is the graph of an observation (each vertex's inputs and consumers, in
+topological order); :class:`VertexSummary` sums a vertex up by its WORST subtask, so that one hot
 or slow subtask is not averaged away. Both are computed once per window by
 :func:`bpmon.rules.localize.localize` and shared with the classification and the advice.
 """
@@ -22,7 +22,7 @@ from bpmon.rules.levels import (
 
 
 @dataclass(frozen=True, slots=True)
-class VertexProfile:
+class VertexSummary:
     """One vertex summarised for the search: MAX over its subtasks (skew must not average out).
 
     Attributes:
@@ -50,14 +50,14 @@ class VertexProfile:
         return self.backpressure is not None and self.backpressure > threshold
 
 
-def profile(vertex: VertexObservation) -> VertexProfile:
+def summarize(vertex: VertexObservation) -> VertexSummary:
     """Summarise one vertex's subtasks."""
     subs = vertex.subtasks
     running = any(
         s.samples > 0 or s.metrics.busy_ratio is not None or s.metrics.idle_ratio is not None
         for s in subs
     )
-    return VertexProfile(
+    return VertexSummary(
         name=vertex.name,
         kind=vertex.kind,
         backpressure=max_known(backpressure_ratio(s) for s in subs),
@@ -72,7 +72,7 @@ def profile(vertex: VertexObservation) -> VertexProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class Topology:
+class JobGraph:
     """The job graph: each vertex's input edges and its consumers, in topological order."""
 
     producers: Mapping[str, tuple[Edge, ...]]
@@ -85,7 +85,7 @@ class Topology:
         return any(self.producers.values())
 
 
-def build_topology(obs: Observation) -> Topology:
+def build_graph(obs: Observation) -> JobGraph:
     """The graph of ``obs``; edges naming unknown vertices are ignored."""
     names = [v.name for v in obs.vertices]
     known = set(names)
@@ -101,4 +101,4 @@ def build_topology(obs: Observation) -> Topology:
         for name in ready or pending[:1]:
             order.append(name)
             pending.remove(name)
-    return Topology(producers, {k: tuple(v) for k, v in consumers.items()}, tuple(order))
+    return JobGraph(producers, {k: tuple(v) for k, v in consumers.items()}, tuple(order))

@@ -1,7 +1,7 @@
 """Bottleneck localisation on the job graph: which vertices do backpressured producers wait on?
 
 Not "the operator after the last HIGH one" (that rule fails on diamonds, fan-in, fan-out, two
-bottlenecks in series and TCP flow control). Each vertex is summarised by a :class:`VertexProfile`
+bottlenecks in series and TCP flow control). Each vertex is summarised by a :class:`VertexSummary`
 (worst-subtask backpressure, busy, idle, pool usage); then, in the spirit of Dhalion's
 symptom -> diagnosis split and Flink's "busiest task downstream of the backpressured ones":
 
@@ -43,7 +43,7 @@ from typing import Literal
 
 from bpmon.model import Finding, Observation
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.graph import Topology, VertexProfile, build_topology, profile
+from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import blended_busy, level_of, max_known, percent
 
 Mechanism = Literal["busy", "network", "starved"]
@@ -71,38 +71,38 @@ class Localization:
 
     suspects: tuple[Suspect, ...]
     findings: tuple[Finding, ...]
-    profiles: Mapping[str, VertexProfile]
-    topology: Topology
+    summaries: Mapping[str, VertexSummary]
+    graph: JobGraph
     with_topology: bool = True
 
 
 def localize(obs: Observation, rules: RulesConfig) -> Localization:
     """Find the bottlenecks of one window (see the module docstring for the rules)."""
-    topo = build_topology(obs)
-    profiles = {v.name: profile(v) for v in obs.vertices}
+    graph = build_graph(obs)
+    summaries = {v.name: summarize(v) for v in obs.vertices}
     ok_max = rules.levels.ok_max
-    if not any(p.above(ok_max) for p in profiles.values()):
-        return Localization((), (), profiles, topo)
-    if not topo.has_edges:
-        return _without_topology(profiles, topo, rules)
-    search = _Search(obs, topo, profiles, rules)
+    if not any(p.above(ok_max) for p in summaries.values()):
+        return Localization((), (), summaries, graph)
+    if not graph.has_edges:
+        return _without_topology(summaries, graph, rules)
+    search = _Search(obs, graph, summaries, rules)
     return search.run()
 
 
 def _without_topology(
-    profiles: Mapping[str, VertexProfile], topo: Topology, rules: RulesConfig
+    summaries: Mapping[str, VertexSummary], graph: JobGraph, rules: RulesConfig
 ) -> Localization:
     ok_max, busy_min = rules.levels.ok_max, rules.bottleneck.busy_min
-    pressed = tuple(n for n, p in profiles.items() if p.above(ok_max))
+    pressed = tuple(n for n, p in summaries.items() if p.above(ok_max))
     free = [
         p
-        for p in profiles.values()
+        for p in summaries.values()
         if p.data_path and not p.above(ok_max) and (p.busy or 0.0) >= busy_min
     ]
     if not free:
         keepers = [
             n
-            for n, p in profiles.items()
+            for n, p in summaries.items()
             if not p.data_path and not p.above(ok_max) and (p.busy or 0.0) >= busy_min
         ]
         note = (
@@ -111,21 +111,21 @@ def _without_topology(
             if keepers
             else ""
         )
-        findings = _unexplained(pressed, profiles, rules, note)
-        return Localization((), findings, profiles, topo, False)
+        findings = _unexplained(pressed, summaries, rules, note)
+        return Localization((), findings, summaries, graph, False)
     busiest = max(free, key=lambda p: p.busy or 0.0)
-    return Localization((Suspect(busiest.name, "busy", pressed),), (), profiles, topo, False)
+    return Localization((Suspect(busiest.name, "busy", pressed),), (), summaries, graph, False)
 
 
 def _unexplained(
     names: tuple[str, ...],
-    profiles: Mapping[str, VertexProfile],
+    summaries: Mapping[str, VertexSummary],
     rules: RulesConfig,
     note: str = "",
 ) -> tuple[Finding, ...]:
     out = []
     for name in names:
-        bp = profiles[name].backpressure or 0.0
+        bp = summaries[name].backpressure or 0.0
         level = level_of(bp, rules.levels)
         out.append(
             Finding(
@@ -145,13 +145,13 @@ class _Search:
     def __init__(
         self,
         obs: Observation,
-        topo: Topology,
-        profiles: Mapping[str, VertexProfile],
+        graph: JobGraph,
+        summaries: Mapping[str, VertexSummary],
         rules: RulesConfig,
     ) -> None:
         self.obs = obs
-        self.topo = topo
-        self.profiles = profiles
+        self.graph = graph
+        self.summaries = summaries
         self.rules = rules
         self.ok_max = rules.levels.ok_max
 
@@ -163,7 +163,7 @@ class _Search:
         idle, findings, explained = self._idle_consumers(busy)
         suspects = (*busy.values(), *idle)
         findings += self._unaccounted(suspects, busy, explained)
-        return Localization(tuple(suspects), findings, self.profiles, self.topo)
+        return Localization(tuple(suspects), findings, self.summaries, self.graph)
 
     def _unaccounted(
         self, suspects: tuple[Suspect, ...], busy: Mapping[str, Suspect], explained: set[str]
@@ -173,13 +173,13 @@ class _Search:
         A vertex waiting on a consumer above OK is covered when that consumer is; the last
         vertices of a chain nothing explains get the finding. A cycle of waits covers nothing.
         """
-        pressed = [n for n in self.topo.order if self.profiles[n].above(self.ok_max)]
+        pressed = [n for n in self.graph.order if self.summaries[n].above(self.ok_max)]
         waits = {
-            n: [c for c, _ in self.topo.consumers[n] if self.profiles[c].above(self.ok_max)]
+            n: [c for c, _ in self.graph.consumers[n] if self.summaries[c].above(self.ok_max)]
             for n in pressed
         }
         covered = {p for s in suspects for p in s.pressing} | explained
-        covered |= {n for n in pressed if any(c in busy for c, _ in self.topo.consumers[n])}
+        covered |= {n for n in pressed if any(c in busy for c, _ in self.graph.consumers[n])}
         ends = tuple(n for n in pressed if n not in covered and not waits[n])
         covered |= set(ends)
         grew = True
@@ -191,12 +191,12 @@ class _Search:
                     grew = True
         loop = [n for n in pressed if n not in covered]
         return (
-            *_unexplained(ends, self.profiles, self.rules),
+            *_unexplained(ends, self.summaries, self.rules),
             *(self._waiting_in_a_loop(n, waits[n]) for n in loop),
         )
 
     def _waiting_in_a_loop(self, name: str, consumers: list[str]) -> Finding:
-        bp = self.profiles[name].backpressure or 0.0
+        bp = self.summaries[name].backpressure or 0.0
         return Finding(
             "unexplained",
             name,
@@ -207,20 +207,22 @@ class _Search:
 
     def _pressing(self, name: str, threshold: float) -> tuple[str, ...]:
         return tuple(
-            e.source for e in self.topo.producers[name] if self.profiles[e.source].above(threshold)
+            e.source
+            for e in self.graph.producers[name]
+            if self.summaries[e.source].above(threshold)
         )
 
     def _busy_suspects(self) -> dict[str, Suspect]:
         margin = self.rules.bottleneck.less_backpressured_margin
         found: dict[str, Suspect] = {}
-        for name in self.topo.order:
+        for name in self.graph.order:
             pressing = self._pressing(name, self.ok_max)
-            prof = self.profiles[name]
+            prof = self.summaries[name]
             if not pressing or prof.busy is None or prof.busy < self.rules.bottleneck.busy_min:
                 continue
             if not prof.data_path:
                 continue
-            worst = max(self.profiles[p].backpressure or 0.0 for p in pressing)
+            worst = max(self.summaries[p].backpressure or 0.0 for p in pressing)
             own = prof.backpressure or 0.0
             if own <= self.ok_max or worst - own >= margin:
                 found[name] = Suspect(name, "busy", pressing)
@@ -228,26 +230,26 @@ class _Search:
 
     def _explains(self, consumer: str, busy: Mapping[str, Suspect]) -> bool:
         """Whether ``consumer`` explains its producers' backpressure (it is blocked or busy)."""
-        return self.profiles[consumer].above(self.ok_max) or consumer in busy
+        return self.summaries[consumer].above(self.ok_max) or consumer in busy
 
     def _drop_victims(self, busy: dict[str, Suspect]) -> dict[str, Suspect]:
         return {
             name: s
             for name, s in busy.items()
-            if not self.profiles[name].above(self.ok_max)
-            or not any(self._explains(c, busy) for c, _ in self.topo.consumers[name])
+            if not self.summaries[name].above(self.ok_max)
+            or not any(self._explains(c, busy) for c, _ in self.graph.consumers[name])
         }
 
     def _add_series(self, busy: dict[str, Suspect]) -> dict[str, Suspect]:
         out = dict(busy)
         saturated = self.rules.bottleneck.saturated_busy
-        for name in self.topo.order:
-            prof = self.profiles[name]
+        for name in self.graph.order:
+            prof = self.summaries[name]
             if name in out or prof.above(self.ok_max) or (prof.busy or 0.0) < saturated:
                 continue
             if not prof.data_path:
                 continue
-            feeding = tuple(e.source for e in self.topo.producers[name] if e.source in out)
+            feeding = tuple(e.source for e in self.graph.producers[name] if e.source in out)
             if feeding:
                 out[name] = Suspect(name, "busy", feeding, secondary=True)
         return out
@@ -259,16 +261,16 @@ class _Search:
             return any(
                 c != me
                 and (
-                    self.profiles[c].above(self.ok_max)
-                    or (c in busy and (self.profiles[c].busy or 0.0) >= saturated)
+                    self.summaries[c].above(self.ok_max)
+                    or (c in busy and (self.summaries[c].busy or 0.0) >= saturated)
                 )
-                for c, _ in self.topo.consumers[producer]
+                for c, _ in self.graph.consumers[producer]
             )
 
         return {
             name: s
             for name, s in busy.items()
-            if (self.profiles[name].busy or 0.0) >= saturated
+            if (self.summaries[name].busy or 0.0) >= saturated
             or s.secondary
             or not all(elsewhere(p, name) for p in s.pressing)
         }
@@ -279,13 +281,15 @@ class _Search:
         suspects: list[Suspect] = []
         findings: list[Finding] = []
         explained: set[str] = set()
-        for name in self.topo.order:
+        for name in self.graph.order:
             if name in busy:
                 continue
             pressing = tuple(
                 p
                 for p in self._pressing(name, self.ok_max)
-                if not any(c != name and self._explains(c, busy) for c, _ in self.topo.consumers[p])
+                if not any(
+                    c != name and self._explains(c, busy) for c, _ in self.graph.consumers[p]
+                )
             )
             if not pressing:
                 continue
@@ -300,8 +304,8 @@ class _Search:
     def _idle_verdict(
         self, name: str, pressing: tuple[str, ...], busy: Mapping[str, Suspect]
     ) -> Mechanism | Finding | None:
-        prof, net = self.profiles[name], self.rules.network
-        clear = any(self.profiles[p].above(net.producer_backpressure_min) for p in pressing)
+        prof, net = self.summaries[name], self.rules.network
+        clear = any(self.summaries[p].above(net.producer_backpressure_min) for p in pressing)
         if not prof.running:
             return "starved" if clear else None
         if prof.above(self.ok_max) or (prof.busy or 0.0) >= self.rules.bottleneck.busy_min:
@@ -319,7 +323,7 @@ class _Search:
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:
             return None
-        out_pool = max_known(self.profiles[p].out_pool for p in pressing)
+        out_pool = max_known(self.summaries[p].out_pool for p in pressing)
         if out_pool is not None and out_pool < net.out_pool_min:
             return None
         return "network"
@@ -339,7 +343,7 @@ class _Search:
             if not busy_only or (blended_busy(s) or 0.0) >= self.rules.bottleneck.busy_min
         ]
         pairs: set[tuple[int, int]] = set()
-        for edge in self.topo.producers[consumer]:
+        for edge in self.graph.producers[consumer]:
             if edge.source not in producers:
                 continue
             for s in self.obs.vertex(edge.source).subtasks:
@@ -356,16 +360,16 @@ class _Search:
         self, links: set[tuple[int, int]] | None, busy: Mapping[str, Suspect]
     ) -> str | None:
         """The busiest busy suspect whose stalled input shares a connection with ``links``."""
-        ranked = sorted(busy, key=lambda n: -(self.profiles[n].busy or 0.0))
+        ranked = sorted(busy, key=lambda n: -(self.summaries[n].busy or 0.0))
         for name in ranked:
-            stalled = self._links(tuple(e.source for e in self.topo.producers[name]), name, True)
+            stalled = self._links(tuple(e.source for e in self.graph.producers[name]), name, True)
             if links is None or stalled is None or links & stalled:
                 return name
         return None
 
     def _head_of_line(self, name: str, pressing: tuple[str, ...], blocker: str) -> Finding:
-        victims = ", ".join(f"{p} ({self.profiles[p].backpressure or 0.0:.2f})" for p in pressing)
-        idle = self.profiles[name].shown_idle or 0.0
+        victims = ", ".join(f"{p} ({self.summaries[p].backpressure or 0.0:.2f})" for p in pressing)
+        idle = self.summaries[name].shown_idle or 0.0
         return Finding(
             "head-of-line",
             name,

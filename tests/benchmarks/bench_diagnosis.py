@@ -207,7 +207,7 @@ def busiest_downstream(report: Report) -> tuple[str, ...]:
     candidates = [v for v in report.vertices if v.name in reached]
     if not candidates:
         return ()
-    return (max(candidates, key=lambda v: v.busy_ratio or 0.0).name,)
+    return (max(candidates, key=lambda v: v.metrics.busy_ratio or 0.0).name,)
 
 
 BASELINE_RULES: Mapping[str, Callable[[Report], tuple[str, ...]]] = {
@@ -265,9 +265,9 @@ def shows_pattern(case: Case, report: Report) -> bool:
     for index, (name, kind) in enumerate(case.expected):
         vertex = vertices[name]
         if kind == "network":
-            if (vertex.idle_ratio or 0.0) < IDLE_SHOWN:
+            if (vertex.metrics.idle_ratio or 0.0) < IDLE_SHOWN:
                 return False
-        elif (vertex.busy_ratio or 0.0) < BUSY_SHOWN:
+        elif (vertex.metrics.busy_ratio or 0.0) < BUSY_SHOWN:
             return False
         if index == 0 and not any(above_ok(vertices[e.source]) for e in vertex.inputs):
             return False

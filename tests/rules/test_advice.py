@@ -10,7 +10,7 @@ import pytest
 from bpmon.rules.advice import capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
-from bpmon.rules.graph import build_topology
+from bpmon.rules.graph import build_graph
 
 from .observations import edge, observation, sub, vertex
 
@@ -38,7 +38,7 @@ def test_offered_rate_comes_from_the_sources_and_follows_the_edges() -> None:
                rout=2000), inputs=[edge("x2", "broadcast")]),
         vertex("sink", sub(0, busy=0.1, rin=4000), inputs=[edge("fan")]),
     )  # fmt: skip
-    offered = offered_rates(obs, build_topology(obs), RULES)
+    offered = offered_rates(obs, build_graph(obs), RULES)
     assert offered["src"] is None
     assert offered["x2"] == pytest.approx(5000)
     assert offered["fan"] == pytest.approx(2 * 10000)
@@ -50,15 +50,15 @@ def test_offered_rate_caps_the_source_backpressure_and_needs_rates() -> None:
         vertex("src", sub(0, bp=1.0, rout=100, timed=False)),
         vertex("map", sub(0, busy=0.9, rin=100), inputs=[edge("src")]),
     )
-    offered = offered_rates(obs, build_topology(obs), RULES)
+    offered = offered_rates(obs, build_graph(obs), RULES)
     assert offered["map"] == pytest.approx(100 / (1 - 0.95))
     capped = RulesConfig(capacity=CapacityRules(max_producer_backpressure=0.5))
-    assert offered_rates(obs, build_topology(obs), capped)["map"] == pytest.approx(200)
+    assert offered_rates(obs, build_graph(obs), capped)["map"] == pytest.approx(200)
     blind = observation(
         vertex("src", sub(0, bp=0.9, timed=False)),
         vertex("map", sub(0, busy=0.9, rin=100), inputs=[edge("src")]),
     )
-    assert offered_rates(blind, build_topology(blind), RULES)["map"] is None
+    assert offered_rates(blind, build_graph(blind), RULES)["map"] is None
 
 
 def test_recommended_parallelism_is_offered_over_capacity_at_the_target() -> None:

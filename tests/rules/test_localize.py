@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from bpmon.model import Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
-from bpmon.rules.graph import build_topology, profile
+from bpmon.rules.graph import build_graph, summarize
 from bpmon.rules.localize import Localization, localize
 
 from .observations import edge, observation, sub, vertex
@@ -29,11 +29,11 @@ def test_topology_orders_a_diamond_and_lists_consumers() -> None:
         vertex("left", sub(0), inputs=[edge("src")]),
         vertex("src", sub(0)),
     )
-    topo = build_topology(obs)
-    assert topo.order.index("src") == 0
-    assert topo.order[-1] == "join"
-    assert sorted(c for c, _ in topo.consumers["src"]) == ["left", "right"]
-    assert topo.has_edges
+    graph = build_graph(obs)
+    assert graph.order.index("src") == 0
+    assert graph.order[-1] == "join"
+    assert sorted(c for c, _ in graph.consumers["src"]) == ["left", "right"]
+    assert graph.has_edges
 
 
 def test_topology_survives_a_cycle_and_unknown_inputs() -> None:
@@ -41,14 +41,14 @@ def test_topology_survives_a_cycle_and_unknown_inputs() -> None:
         vertex("a", sub(0), inputs=[edge("b"), edge("ghost")]),
         vertex("b", sub(0), inputs=[edge("a")]),
     )
-    topo = build_topology(obs)
-    assert sorted(topo.order) == ["a", "b"]
-    assert [e.source for e in topo.producers["a"]] == ["b"]
+    graph = build_graph(obs)
+    assert sorted(graph.order) == ["a", "b"]
+    assert [e.source for e in graph.producers["a"]] == ["b"]
 
 
 def test_profile_takes_the_worst_subtask_so_skew_does_not_average_out() -> None:
     v = vertex("agg", sub(0, busy=0.99), sub(1, busy=0.05), sub(2, busy=0.04), sub(3, busy=0.05))
-    prof = profile(v)
+    prof = summarize(v)
     assert prof.busy is not None and prof.busy > 0.95
     assert prof.running
 
