@@ -192,12 +192,14 @@ class RuntimeLoad:
         saturated: the runtime could not keep up with the scenario: its figures describe the
             Python process, not the job.
         capacity_records_per_s: records/s the runtime was moving when saturated (None otherwise).
+        reason: one line saying why it is (or is not) saturated, with its figures.
     """
 
     cpu_cores_used: float
     lag_ms_p99: float | None
     saturated: bool
     capacity_records_per_s: float | None = None
+    reason: str = ""
 
 
 LevelsFrom = Literal["samples", "time"]

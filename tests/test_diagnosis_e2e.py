@@ -26,6 +26,7 @@ from bpmon.scenario import (
     load_example,
     load_expectation,
     load_scenario,
+    parse_scenario,
 )
 from bpmon.service import Settings, WatchPlan, watch
 
@@ -103,3 +104,46 @@ def test_acceptance_case_is_diagnosed_as_its_expect_table_says(path: Path, tmp_p
     report, ended = watch_once(scenario, tmp_path)
     check_diagnosis(report, ended, expected)
     check_head_of_line(report, scenario)
+
+
+SATURATING = """
+name = "flood"
+[monitor]
+warmup_s = 1.5
+[[operators]]
+name = "source"
+kind = "source"
+parallelism = 2
+rate = 3000000
+[[operators]]
+name = "map"
+kind = "map"
+parallelism = 2
+cost_us = 0
+inputs = [{ from = "source" }]
+[[operators]]
+name = "sink"
+kind = "sink"
+parallelism = 2
+cost_us = 0
+inputs = [{ from = "map" }]
+"""
+
+
+@pytest.mark.slow
+def test_a_scenario_the_runtime_cannot_keep_up_with_is_reported_as_such(tmp_path: Path) -> None:
+    """6 M records/s of zero-cost work saturates the interpreter: not a job bottleneck."""
+    report, ended = watch_once(parse_scenario(SATURATING), tmp_path)
+    assert ended.leaks == ()
+    assert report.root_causes == (), summary(report)
+    saturated = [f for f in report.findings if f.kind == "runtime-saturated"]
+    assert saturated, report.findings
+    assert "records/s" in saturated[0].detail
+
+
+@pytest.mark.slow
+def test_a_slow_operator_is_still_named_when_the_runtime_keeps_up(tmp_path: Path) -> None:
+    """The demo's source is HIGH because enrich is slow: the runtime idles, enrich is named."""
+    report, _ = watch_once(load_example("demo"), tmp_path)
+    assert not [f for f in report.findings if f.kind == "runtime-saturated"]
+    assert report.root_causes and report.root_causes[0].vertex == "enrich", summary(report)

@@ -2,9 +2,11 @@
 
 :class:`RuntimeTarget` runs a scenario's job and watches it. One :meth:`~RuntimeTarget.observe`
 is one monitoring window: a burst of stack samples of every task thread at once (in-process,
-``sys._current_frames``), classified by the ``bpmon-runtime`` profile, and the job's metrics
-read at the end of the burst. :meth:`~RuntimeTarget.snapshot` gives the same metrics without
-samples, for live views. The result is an Observation the rules engine reads like any other.
+``sys._current_frames``), classified by the ``bpmon-runtime`` profile, and the job's metrics over
+exactly that window (counters read when it begins and when it ends), with the runtime's own load
+over it too, so a scenario the Python process cannot keep up with is reported as such.
+:meth:`~RuntimeTarget.snapshot` gives the metrics of the last few seconds without samples, for
+live views. The result is an Observation the rules engine reads like any other.
 """
 
 from __future__ import annotations
@@ -30,9 +32,22 @@ from bpmon.model import (
     VertexObservation,
     Window,
 )
+from bpmon.model import RuntimeLoad as ModelLoad
 from bpmon.runtime.job import Job
-from bpmon.runtime.metrics import TaskMetrics, job_metrics
+from bpmon.runtime.load import RuntimeLoad
+from bpmon.runtime.metrics import TaskMetrics, counters, job_metrics, window_metrics
 from bpmon.scenario import Scenario
+
+
+def model_load(load: RuntimeLoad) -> ModelLoad:
+    """The runtime's own load over a window, as the model carries it to the rules."""
+    return ModelLoad(
+        cpu_cores_used=load.cpu_cores_used,
+        lag_ms_p99=load.lag_ms_p99,
+        saturated=load.saturated,
+        capacity_records_per_s=load.capacity_records_per_s,
+        reason=load.reason,
+    )
 
 
 def metrics_of(m: TaskMetrics) -> Metrics:
@@ -99,9 +114,13 @@ class RuntimeTarget:
         stop: StopSignal | None = None,
     ) -> Observation:
         """One window: a burst of ``samples`` stack samples ``interval_ms`` apart, and metrics."""
+        start, since = counters(self.runtime.tasks), self.runtime.load_snapshot()
         burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
         self._raise_if_failed()
-        return self._observation(burst)
+        load = self.runtime.load(since)
+        readings = window_metrics(start, counters(self.runtime.tasks))
+        observation = self._observation(burst, readings)
+        return replace(observation, load=model_load(load))
 
     def snapshot(self) -> Observation:
         """Every subtask's metrics now (the runtime's sliding window), without samples."""
@@ -148,14 +167,15 @@ class RuntimeTarget:
             ending = self.stop()
             raise JobError(f"job {self.job!r} failed: {ending.error}")
 
-    def _readings(self) -> tuple[MetricsByVertex, PlacementByVertex]:
-        snapshot = job_metrics(self.runtime.tasks)
+    def _readings(
+        self, snapshot: dict[str, list[TaskMetrics]]
+    ) -> tuple[MetricsByVertex, PlacementByVertex]:
         metrics = {v: {m.index: metrics_of(m) for m in group} for v, group in snapshot.items()}
         placement = {v: {m.index: m.task_manager for m in group} for v, group in snapshot.items()}
         return metrics, placement
 
-    def _observation(self, burst: Burst) -> Observation:
-        metrics, placement = self._readings()
+    def _observation(self, burst: Burst, snapshot: dict[str, list[TaskMetrics]]) -> Observation:
+        metrics, placement = self._readings(snapshot)
         observation = observation_from_burst(
             burst,
             self.scenario,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bpmon.model import Observation, Report, RootCause, SubtaskWindow
+from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, offered_rates
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
@@ -44,10 +44,16 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
     """
     rules = rules if rules is not None else load_rules()
     vertices = tuple(vertex_status(v, rules.levels) for v in observation.vertices)
-    loc = localize(observation, rules)
-    offered = offered_rates(observation, loc.graph, rules) if loc.suspects else {}
-    causes = [_root_cause(s, loc, observation, offered, rules) for s in loc.suspects]
-    causes.sort(key=lambda c: (-c.confidence, c.vertex))
+    load = observation.load
+    if load is not None and load.saturated:
+        causes: list[RootCause] = []  # the figures describe the Python process, not the job
+        findings: tuple[Finding, ...] = (_saturated(observation, load),)
+    else:
+        loc = localize(observation, rules)
+        offered = offered_rates(observation, loc.graph, rules) if loc.suspects else {}
+        causes = [_root_cause(s, loc, observation, offered, rules) for s in loc.suspects]
+        causes.sort(key=lambda c: (-c.confidence, c.vertex))
+        findings = loc.findings
     return Report(
         run_id=observation.run_id,
         job=observation.job,
@@ -55,8 +61,21 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         window=observation.window,
         vertices=vertices,
         root_causes=tuple(causes),
-        findings=loc.findings,
+        findings=findings,
         levels_from=observation.levels_from,
+    )
+
+
+def _saturated(obs: Observation, load: RuntimeLoad) -> Finding:
+    """The runtime could not keep up with its own scenario: no bottleneck is named."""
+    sources = [v.name for v in obs.vertices if not v.inputs] or [obs.job]
+    return Finding(
+        kind="runtime-saturated",
+        vertex=sources[0],
+        detail=(
+            f"{load.reason}; no root cause is named: lower the sources' rates or raise the "
+            "operators' cost_us so the job fits in bpmon's runtime"
+        ),
     )
 
 
