@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from bpmon.clock import utc_now
 from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
-from bpmon.collectors.sampler import utc_now
 from bpmon.collectors.target import Target
 from bpmon.datafiles import set_data_dir
 from bpmon.errors import ConfigError, HistoryError, JobError

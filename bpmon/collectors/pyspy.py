@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from bpmon.clock import utc_now
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.collectors.ptrace import ptrace_denied_message, read_ptrace_context
 from bpmon.collectors.sampler import (
@@ -38,7 +39,6 @@ from bpmon.collectors.sampler import (
     StopSignal,
     ThreadState,
     record_burst,
-    utc_now,
 )
 from bpmon.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bpmon.clock import utc_now
 from bpmon.collectors.observe import (
     MetricsByVertex,
     PlacementByVertex,
@@ -20,7 +21,7 @@ from bpmon.collectors.observe import (
     observation_from_burst,
 )
 from bpmon.collectors.profile import Profile, load_profile
-from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, utc_now
+from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal
 from bpmon.collectors.target import Ending
 from bpmon.errors import JobError
 from bpmon.model import (

@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import CodeType, FrameType
 from typing import NamedTuple, Protocol
 
+from bpmon.clock import utc_now
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.model import SampleState
 
@@ -108,11 +109,6 @@ class Burst:
             if counts.name == name:
                 return counts
         raise KeyError(name)
-
-
-def utc_now() -> datetime:
-    """The current time in UTC (the default wall clock of the collectors)."""
-    return datetime.now(UTC)
 
 
 def running_thread_names() -> dict[int, str]:

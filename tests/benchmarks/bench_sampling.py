@@ -41,9 +41,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bpmon.clock import utc_now
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
-from bpmon.collectors.sampler import Burst, StackSampler, utc_now
+from bpmon.collectors.sampler import Burst, StackSampler
 from bpmon.errors import CollectorError
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bpmon.clock import ManualClock
 from bpmon.runtime.accounting import (
     AccountTotals,
     RateMeter,
@@ -17,7 +18,6 @@ from bpmon.runtime.accounting import (
     TimeShares,
     shares_between,
 )
-from bpmon.runtime.clock import ManualClock
 
 IDLE, SOFT, HARD, BUSY = State.IDLE, State.SOFT_BP, State.HARD_BP, State.BUSY
 

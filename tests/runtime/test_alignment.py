@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bpmon.clock import ManualClock
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.clock import ManualClock
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition

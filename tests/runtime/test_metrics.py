@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
+from bpmon.clock import ManualClock
 from bpmon.runtime.accounting import State
-from bpmon.runtime.clock import ManualClock
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import counters, job_metrics, task_metrics, window_metrics
 from bpmon.scenario import Scenario, parse_scenario

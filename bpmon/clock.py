@@ -1,4 +1,8 @@
-"""Time as the runtime sees it: a clock that tells the time and sleeps.
+"""Time, made in one place: the wall clock of reports and run ids, and a monotonic clock that
+tells the time and sleeps.
+
+:func:`utc_now` is the wall clock every window, report and run id is stamped with (injected as a
+``Callable[[], datetime]`` where it is read). For intervals:
 
 Everything in the runtime that reads the time or waits takes a ``now`` callable (and a ``sleep``
 callable where it waits) instead of calling :mod:`time` itself, so tests drive it with a
@@ -9,7 +13,13 @@ callable where it waits) instead of calling :mod:`time` itself, so tests drive i
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Protocol
+
+
+def utc_now() -> datetime:
+    """The current time in UTC, aware."""
+    return datetime.now(UTC)
 
 
 class Clock(Protocol):
