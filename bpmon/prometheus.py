@@ -1,1 +1,320 @@
-"""The Prometheus surface: one custom collector over the latest report (later issue)."""
+"""The Prometheus surface: one custom collector over the latest report of every job.
+
+:func:`make_registry` builds a private :class:`~prometheus_client.CollectorRegistry` once, holding
+one :class:`ReportCollector`. At every scrape the collector asks its two callables for the newest
+reports and bpmon's own counters and yields metric families built from them, so nothing is kept
+between scrapes, no metric object outlives a scrape and no report update costs anything: a
+thousand-subtask job is read only when Prometheus asks (``tests/benchmarks/bench_metrics.py``
+compares this with labelled ``Gauge`` objects updated on every report).
+
+The names follow Prometheus's conventions: ratios end in ``_ratio`` (0..1, pool usage above 1
+while overdraft buffers are out), times are in seconds, counters end in ``_total``, labels-only
+metrics in ``_info``. Labels are ``job`` (the report's job name), ``vertex`` and ``subtask`` (the
+0-based index). A value a report does not have (``None``) is left out, never exported as 0.
+
+The level is exported twice: ``bpmon_backpressure_severity`` is a number (0 ok, 1 low, 2 high)
+to graph and compare, ``bpmon_backpressure_level{level="ok|low|high"}`` a state set (1 for the
+current state, 0 for the two others, as kube-state-metrics does) to select and count. Both carry
+Flink's level strings. The README's "Prometheus and Grafana" section lists every family and the
+number of series each job adds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+from bpmon import __version__
+from bpmon.clock import utc_now
+from bpmon.model import Level, Metrics, Report, SubtaskStatus
+
+LatestReports = Callable[[], Sequence[Report]]
+"""Returns the newest report of every job to export (the server passes its watched jobs')."""
+
+Counters = Callable[[], Mapping[str, float]]
+"""Returns bpmon's own counters by name: each ``NAME`` is exported as ``bpmon_NAME_total``."""
+
+SEVERITY: Mapping[Level, int] = {"OK": 0, "LOW": 1, "HIGH": 2}
+"""The numeric value of each level in ``bpmon_backpressure_severity``."""
+
+COUNTER_HELP: Mapping[str, str] = {
+    "bursts": "Bursts of stack samples bpmon has taken since it started.",
+    "diagnoses": "Reports bpmon has diagnosed (one per burst) since it started.",
+    "errors": "Watches or bursts that failed with an error since bpmon started.",
+}
+"""The counters bpmon's server passes to :func:`make_registry`, with their help text."""
+
+_COUNTER_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+_JOB = ("job",)
+_VERTEX = ("job", "vertex")
+_SUBTASK = ("job", "vertex", "subtask")
+_CAUSE = ("job", "vertex", "kind")
+
+_SubtaskValue = Callable[[SubtaskStatus], float | None]
+
+
+def _metric(field: Callable[[Metrics], float | None]) -> _SubtaskValue:
+    """A subtask's value read from its :class:`Metrics`."""
+    return lambda subtask: field(subtask.metrics)
+
+
+def _severity(level: Level | None) -> float | None:
+    return None if level is None else SEVERITY[level]
+
+
+_SUBTASK_GAUGES: tuple[tuple[str, str, _SubtaskValue], ...] = (
+    (
+        "bpmon_subtask_backpressure_ratio",
+        "Share of the window the subtask was backpressured (sampled, or from time accounting).",
+        lambda s: s.ratio,
+    ),
+    (
+        "bpmon_subtask_backpressure_severity",
+        "The subtask's backpressure level as a number: 0 ok, 1 low, 2 high.",
+        lambda s: _severity(s.level),
+    ),
+    (
+        "bpmon_subtask_busy_time_ratio",
+        "Share of the window the subtask was busy (Flink's busyTimeMsPerSecond / 1000).",
+        _metric(lambda m: m.busy_ratio),
+    ),
+    (
+        "bpmon_subtask_idle_time_ratio",
+        "Share of the window the subtask waited for input (idleTimeMsPerSecond / 1000).",
+        _metric(lambda m: m.idle_ratio),
+    ),
+    (
+        "bpmon_subtask_backpressured_time_ratio",
+        "Share of the window the subtask waited for output buffers, by the target's own "
+        "accounting (backPressuredTimeMsPerSecond / 1000).",
+        _metric(lambda m: m.backpressured_time_ratio),
+    ),
+    (
+        "bpmon_subtask_out_pool_usage_ratio",
+        "Used share of the subtask's output buffer pool (Flink's outPoolUsage; above 1 while "
+        "overdraft buffers are out).",
+        _metric(lambda m: m.out_pool_usage),
+    ),
+    (
+        "bpmon_subtask_in_pool_usage_ratio",
+        "Used share of the subtask's input buffers (Flink's inPoolUsage, remote channels only).",
+        _metric(lambda m: m.in_pool_usage),
+    ),
+    (
+        "bpmon_subtask_records_in_per_second",
+        "Records the subtask read per second over the window (numRecordsInPerSecond).",
+        _metric(lambda m: m.records_in_per_s),
+    ),
+    (
+        "bpmon_subtask_records_out_per_second",
+        "Records the subtask emitted per second over the window (numRecordsOutPerSecond).",
+        _metric(lambda m: m.records_out_per_s),
+    ),
+)
+
+
+class ReportCollector:
+    """Yields bpmon's metric families from the latest reports, built afresh at each scrape.
+
+    A Prometheus custom collector (the ``Collector`` protocol of prometheus_client): register it
+    on a registry and every scrape calls :meth:`collect`. It holds only the callables it was
+    given, so several registries (or tests) never share state.
+    """
+
+    def __init__(
+        self, latest: LatestReports, counters: Counters, now: Callable[[], datetime] = utc_now
+    ) -> None:
+        """Read reports from ``latest``, counters from ``counters`` and the time from ``now``."""
+        self._latest = latest
+        self._counters = counters
+        self._now = now
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family for one scrape: per subtask, per vertex, per job, then bpmon's own."""
+        reports = newest_per_job(self._latest())
+        yield from _subtask_families(reports)
+        yield from _vertex_families(reports)
+        yield from _cause_families(reports)
+        yield from _window_families(reports, self._now())
+        yield from _counter_families(self._counters())
+        build = InfoMetricFamily("bpmon_build", "The bpmon release serving these metrics.")
+        build.add_metric([], {"version": __version__})
+        yield build
+
+
+def newest_per_job(reports: Iterable[Report]) -> list[Report]:
+    """One report per job name, the one whose window ended last, so no series is duplicated."""
+    newest: dict[str, Report] = {}
+    for report in reports:
+        kept = newest.get(report.job)
+        if kept is None or report.window.end > kept.window.end:
+            newest[report.job] = report
+    return [newest[job] for job in sorted(newest)]
+
+
+def _subtask_families(reports: Sequence[Report]) -> Iterator[Metric]:
+    rows = [
+        (subtask, [report.job, vertex.name, str(subtask.index)])
+        for report in reports
+        for vertex in report.vertices
+        for subtask in vertex.subtasks
+    ]
+    for name, documentation, value_of in _SUBTASK_GAUGES:
+        family = GaugeMetricFamily(name, documentation, labels=_SUBTASK)
+        for subtask, labels in rows:
+            value = value_of(subtask)
+            if value is not None:
+                family.add_metric(labels, value)
+        yield family
+
+
+def _vertex_families(reports: Sequence[Report]) -> Iterator[Metric]:
+    ratio = GaugeMetricFamily(
+        "bpmon_backpressure_ratio",
+        "The vertex's backpressure ratio: its worst subtask's (as Flink's REST API gives it).",
+        labels=_VERTEX,
+    )
+    severity = GaugeMetricFamily(
+        "bpmon_backpressure_severity",
+        "The vertex's backpressure level as a number: 0 ok, 1 low, 2 high.",
+        labels=_VERTEX,
+    )
+    state = GaugeMetricFamily(
+        "bpmon_backpressure_level",
+        "The vertex's backpressure level as a state set: 1 for the current level, else 0.",
+        labels=(*_VERTEX, "level"),
+    )
+    parallelism = GaugeMetricFamily(
+        "bpmon_vertex_parallelism", "Subtasks of the vertex.", labels=_VERTEX
+    )
+    for report in reports:
+        for vertex in report.vertices:
+            labels = [report.job, vertex.name]
+            parallelism.add_metric(labels, vertex.parallelism)
+            if vertex.ratio is not None:
+                ratio.add_metric(labels, vertex.ratio)
+            if vertex.level is not None:
+                severity.add_metric(labels, SEVERITY[vertex.level])
+                for level in SEVERITY:
+                    state.add_metric([*labels, level.lower()], float(level == vertex.level))
+    yield from (ratio, severity, state, parallelism)
+
+
+def _cause_families(reports: Sequence[Report]) -> Iterator[Metric]:
+    info = InfoMetricFamily(
+        "bpmon_root_cause",
+        "A root cause of the job's backpressure: the vertex, the kind of cause and the "
+        "confidence (two decimals; graph bpmon_root_cause_confidence_ratio instead).",
+        labels=_CAUSE,
+    )
+    confidence = GaugeMetricFamily(
+        "bpmon_root_cause_confidence_ratio",
+        "How sure the diagnosis is of the root cause, 0..1.",
+        labels=_CAUSE,
+    )
+    advice = GaugeMetricFamily(
+        "bpmon_root_cause_recommended_parallelism",
+        "The parallelism the diagnosis recommends for the root-cause vertex.",
+        labels=_CAUSE,
+    )
+    count = GaugeMetricFamily(
+        "bpmon_root_causes",
+        "Root causes in the job's latest report (absent when it was not diagnosed).",
+        labels=_JOB,
+    )
+    for report in reports:
+        if report.root_causes is None:
+            continue
+        count.add_metric([report.job], len(report.root_causes))
+        for cause in report.root_causes:
+            labels = [report.job, cause.vertex, cause.kind]
+            info.add_metric(labels, {"confidence": f"{cause.confidence:.2f}"})
+            confidence.add_metric(labels, cause.confidence)
+            if cause.recommended_parallelism is not None:
+                advice.add_metric(labels, cause.recommended_parallelism)
+    yield from (info, confidence, advice, count)
+
+
+def _window_families(reports: Sequence[Report], now: datetime) -> Iterator[Metric]:
+    info = InfoMetricFamily(
+        "bpmon_report",
+        "The job's latest report: its run id, what was watched and where levels came from.",
+        labels=_JOB,
+    )
+    samples = GaugeMetricFamily(
+        "bpmon_window_samples", "Stack samples taken in the report's window.", labels=_JOB
+    )
+    interval = GaugeMetricFamily(
+        "bpmon_window_interval_seconds",
+        "Achieved mean interval between two samples of the window.",
+        labels=_JOB,
+    )
+    jitter = GaugeMetricFamily(
+        "bpmon_window_jitter_p99_seconds",
+        "How late samples were against their deadlines, 99th percentile.",
+        labels=_JOB,
+    )
+    ended = GaugeMetricFamily(
+        "bpmon_report_timestamp_seconds",
+        "When the report's window ended, in seconds since the Unix epoch.",
+        labels=_JOB,
+    )
+    age = GaugeMetricFamily(
+        "bpmon_report_age_seconds",
+        "Seconds between the end of the report's window and this scrape.",
+        labels=_JOB,
+    )
+    for report in reports:
+        labels = [report.job]
+        window = report.window
+        values = {"run_id": report.run_id, "source": report.source}
+        info.add_metric(labels, {**values, "levels_from": report.levels_from})
+        samples.add_metric(labels, window.samples)
+        interval.add_metric(labels, window.interval_ms / 1000)
+        if window.jitter_ms_p99 is not None:
+            jitter.add_metric(labels, window.jitter_ms_p99 / 1000)
+        ended.add_metric(labels, window.end.timestamp())
+        age.add_metric(labels, (now - window.end).total_seconds())
+    yield from (info, samples, interval, jitter, ended, age)
+
+
+def _counter_families(counters: Mapping[str, float]) -> Iterator[Metric]:
+    for key in sorted(counters):
+        name = key.removesuffix("_total")
+        if not _COUNTER_NAME.fullmatch(name):
+            raise ValueError(
+                f"counter {key!r}: not a Prometheus name part; use lower-case letters, digits "
+                "and '_' (it is exported as bpmon_NAME_total)"
+            )
+        documentation = COUNTER_HELP.get(name, f"bpmon's {name.replace('_', ' ')} counter.")
+        yield CounterMetricFamily(f"bpmon_{name}", documentation, value=counters[key])
+
+
+def make_registry(
+    latest: LatestReports, counters: Counters, *, now: Callable[[], datetime] = utc_now
+) -> CollectorRegistry:
+    """A private registry holding one :class:`ReportCollector`; serve it at ``/metrics``.
+
+    Build it once (``prometheus_client.make_wsgi_app(registry)`` or ``make_asgi_app``): each
+    scrape calls ``latest()`` and ``counters()``, both of which must be cheap and thread-safe,
+    as a scrape runs on the server's thread.
+
+    Args:
+        latest: the newest report of every job to export; several reports of one job are
+            reduced to the newest (by the end of its window).
+        counters: bpmon's own counters (:data:`COUNTER_HELP` names the usual ones); each must
+            only ever grow.
+        now: the wall clock for ``bpmon_report_age_seconds`` (tests pass a fixed one).
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ReportCollector(latest, counters, now))
+    return registry
