@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.graph import JobGraph
+from bpmon.rules.graph import JobGraph, Suspect
 from bpmon.rules.levels import busy_ratio, sampled_ratio
-from bpmon.rules.localize import Suspect
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:

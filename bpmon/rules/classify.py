@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from bpmon.model import CauseKind, Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.config import RulesConfig
+from bpmon.rules.graph import Suspect
 from bpmon.rules.levels import (
     blended_busy,
     blended_idle,
@@ -38,7 +39,7 @@ from bpmon.rules.levels import (
     percent,
     shown_idle,
 )
-from bpmon.rules.localize import Localization, Suspect
+from bpmon.rules.localize import Localization
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ class NetworkRules:
     idle_min: float = 0.50
     in_pool_max: float = 0.50
     out_pool_min: float = 0.50
+    sibling_busy_gap: float = 0.30
 
 
 @dataclass(frozen=True, slots=True)

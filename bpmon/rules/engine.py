@@ -23,6 +23,7 @@ from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, Su
 from bpmon.rules.advice import advise, offered_rates
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
+from bpmon.rules.graph import Suspect
 from bpmon.rules.levels import (
     blended_busy,
     level_of,
@@ -32,7 +33,7 @@ from bpmon.rules.levels import (
     shown_busy,
     vertex_status,
 )
-from bpmon.rules.localize import Localization, Suspect, localize
+from bpmon.rules.localize import Localization, localize
 
 
 def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Report:

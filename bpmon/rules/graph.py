@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from bpmon.model import Edge, Observation, VertexObservation
 from bpmon.rules.levels import (
@@ -102,3 +103,22 @@ def build_graph(obs: Observation) -> JobGraph:
             order.append(name)
             pending.remove(name)
     return JobGraph(producers, {k: tuple(v) for k, v in consumers.items()}, tuple(order))
+
+
+Mechanism = Literal["busy", "network", "starved"]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """A vertex the search blames, before its kind is classified.
+
+    Attributes:
+        pressing: the producers that wait on it (for a secondary suspect, the suspect feeding it;
+            without a topology, every backpressured vertex).
+        secondary: a bottleneck in series behind another suspect (its confidence is lowered).
+    """
+
+    vertex: str
+    mechanism: Mechanism
+    pressing: tuple[str, ...]
+    secondary: bool = False

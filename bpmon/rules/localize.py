@@ -5,6 +5,9 @@ bottlenecks in series and TCP flow control). Each vertex is summarised by a :cla
 (worst-subtask backpressure, busy, idle, pool usage); then, in the spirit of Dhalion's
 symptom -> diagnosis split and Flink's "busiest task downstream of the backpressured ones":
 
+Steps 1 to 4 run on the execution graph (:mod:`bpmon.rules.execution`: every subtask a node,
+every channel an edge) and are lifted to vertices; steps 5 and 6 run on vertices.
+
 1. **Busy suspects.** A vertex is one when some direct producer is above OK (it waits on this
    vertex), the vertex itself is OK or at least ``less_backpressured_margin`` less backpressured
    than that producer, and its busiest subtask is at least ``busy_min`` busy.
@@ -17,6 +20,11 @@ symptom -> diagnosis split and Flink's "busiest task downstream of the backpress
 5. **Idle consumers.** A producer at least ``producer_backpressure_min`` backpressured that no
    other consumer explains, feeding a consumer that is not running -> ``starved``; that is idle
    with input buffers nearly empty (``in_pool_usage <= in_pool_max``, when known) -> ``network``.
+   The input pool decides where the data is stuck, not round numbers: a consumer whose remote
+   input buffers are nearly empty while it is busy but not saturated is not a busy bottleneck
+   (step 1 skips it) and is judged here however busy it is; and a producer only LOW counts as
+   held back by the link when its output buffers are full (``out_pool_usage >= out_pool_min``)
+   while the consumer's input buffers are empty.
    Under ``flow_control = "tcp"`` (``Observation.settings``), when a busy suspect's stalled input
    uses the same task-manager connection (from ``SubtaskWindow.task_manager``; assumed shared when
    unknown), the idle consumer of a producer above OK is reported as a ``head-of-line`` finding
@@ -38,31 +46,13 @@ suspect, however busy it looks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
 
 from bpmon.model import Finding, Observation
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
+from bpmon.rules.execution import execution_observation, lift
+from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import blended_busy, level_of, max_known, percent
-
-Mechanism = Literal["busy", "network", "starved"]
-
-
-@dataclass(frozen=True, slots=True)
-class Suspect:
-    """A vertex the search blames, before its kind is classified.
-
-    Attributes:
-        pressing: the producers that wait on it (for a secondary suspect, the suspect feeding it;
-            without a topology, every backpressured vertex).
-        secondary: a bottleneck in series behind another suspect (its confidence is lowered).
-    """
-
-    vertex: str
-    mechanism: Mechanism
-    pressing: tuple[str, ...]
-    secondary: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +64,7 @@ class Localization:
     summaries: Mapping[str, VertexSummary]
     graph: JobGraph
     with_topology: bool = True
+    blamed: Mapping[str, tuple[int, ...]] | None = None
 
 
 def localize(obs: Observation, rules: RulesConfig) -> Localization:
@@ -85,8 +76,13 @@ def localize(obs: Observation, rules: RulesConfig) -> Localization:
         return Localization((), (), summaries, graph)
     if not graph.has_edges:
         return _without_topology(summaries, graph, rules)
-    search = _Search(obs, graph, summaries, rules)
-    return search.run()
+    execution = execution_observation(obs)
+    nodes = {v.name: summarize(v) for v in execution.vertices}
+    on_subtasks = _Search(execution, build_graph(execution), nodes, rules).busy_suspects()
+    lifted = lift(on_subtasks.values())
+    busy = {s.vertex: s for s in lifted.suspects}
+    found = _Search(obs, graph, summaries, rules).run(busy)
+    return replace(found, blamed=lifted.subtasks)
 
 
 def _without_topology(
@@ -155,11 +151,15 @@ class _Search:
         self.rules = rules
         self.ok_max = rules.levels.ok_max
 
-    def run(self) -> Localization:
+    def busy_suspects(self) -> dict[str, Suspect]:
+        """Steps 1 to 4: the busy bottlenecks (run on the execution graph, one per subtask)."""
         busy = self._busy_suspects()
         busy = self._drop_victims(busy)
         busy = self._add_series(busy)
-        busy = self._drop_siblings(busy)
+        return self._drop_siblings(busy)
+
+    def run(self, busy: dict[str, Suspect]) -> Localization:
+        """Steps 5 and 6 on vertices, given the busy bottlenecks lifted from subtasks."""
         idle, findings, explained = self._idle_consumers(busy)
         suspects = (*busy.values(), *idle)
         findings += self._unaccounted(suspects, busy, explained)
@@ -220,13 +220,27 @@ class _Search:
             prof = self.summaries[name]
             if not pressing or prof.busy is None or prof.busy < self.rules.bottleneck.busy_min:
                 continue
-            if not prof.data_path:
+            if not prof.data_path or self._input_starved(name, pressing):
                 continue
             worst = max(self.summaries[p].backpressure or 0.0 for p in pressing)
             own = prof.backpressure or 0.0
             if own <= self.ok_max or worst - own >= margin:
                 found[name] = Suspect(name, "busy", pressing)
         return found
+
+    def _input_starved(self, name: str, pressing: tuple[str, ...]) -> bool:
+        """Busy but not saturated, with its remote input buffers nearly empty: it has headroom.
+
+        A vertex its producers really wait on has its input buffers full (Flink's
+        ``inPoolUsage`` near 1); one whose input does not arrive (a capped link) reads near 0
+        whatever its busy time, so it is no busy bottleneck (it may be the network's victim).
+        """
+        prof = self.summaries[name]
+        if prof.in_pool is None or prof.in_pool > self.rules.network.in_pool_max:
+            return False
+        if (prof.busy or 0.0) >= self.rules.bottleneck.saturated_busy:
+            return False
+        return bool(self._links(pressing, name))
 
     def _explains(self, consumer: str, busy: Mapping[str, Suspect]) -> bool:
         """Whether ``consumer`` explains its producers' backpressure (it is blocked or busy)."""
@@ -299,18 +313,40 @@ class _Search:
                 explained.update(pressing)
             elif verdict is not None:
                 suspects.append(Suspect(name, verdict, pressing))
-        return suspects, tuple(findings), explained
+        return self._least_busy_links(suspects), tuple(findings), explained
+
+    def _least_busy_links(self, suspects: list[Suspect]) -> list[Suspect]:
+        """Of the consumers blamed on the network for the same producers, the least busy.
+
+        A producer stuck on one capped link cannot feed its other consumers either, so their
+        inputs run dry too; the one behind the link idles most, a sibling that still works
+        (busier by more than ``sibling_busy_gap``) only lost its input to the same stall.
+        """
+        gap = self.rules.network.sibling_busy_gap
+        links = [s for s in suspects if s.mechanism == "network"]
+
+        def busy(s: Suspect) -> float:
+            return self.summaries[s.vertex].busy or 0.0
+
+        def outdone(s: Suspect) -> bool:
+            return any(
+                o is not s and set(o.pressing) & set(s.pressing) and busy(s) - busy(o) > gap
+                for o in links
+            )
+
+        return [s for s in suspects if s.mechanism != "network" or not outdone(s)]
 
     def _idle_verdict(
         self, name: str, pressing: tuple[str, ...], busy: Mapping[str, Suspect]
     ) -> Mechanism | Finding | None:
         prof, net = self.summaries[name], self.rules.network
-        clear = any(self.summaries[p].above(net.producer_backpressure_min) for p in pressing)
         if not prof.running:
+            clear = any(self.summaries[p].above(net.producer_backpressure_min) for p in pressing)
             return "starved" if clear else None
-        if prof.above(self.ok_max) or (prof.busy or 0.0) >= self.rules.bottleneck.busy_min:
+        if prof.above(self.ok_max):
             return None
-        if prof.idle is None or prof.idle < net.idle_min:
+        starved_input = self._input_starved(name, pressing)
+        if not starved_input and not self._mostly_idle(prof):
             return None
         links = self._links(pressing, name)
         if links is not None and not links:
@@ -319,7 +355,7 @@ class _Search:
             blocker = self._sharing_bottleneck(links, busy)
             if blocker is not None:  # only a finding, so any backpressure above OK will do
                 return self._head_of_line(name, pressing, blocker)
-        if not clear:
+        if not self._link_bound(pressing, starved_input):
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:
             return None
@@ -327,6 +363,29 @@ class _Search:
         if out_pool is not None and out_pool < net.out_pool_min:
             return None
         return "network"
+
+    def _mostly_idle(self, prof: VertexSummary) -> bool:
+        """Not busy, and idle at least ``idle_min``: what a consumer behind a link looks like."""
+        net = self.rules.network
+        if (prof.busy or 0.0) >= self.rules.bottleneck.busy_min:
+            return False
+        return prof.idle is not None and prof.idle >= net.idle_min
+
+    def _link_bound(self, pressing: tuple[str, ...], starved_input: bool) -> bool:
+        """Whether the producers clearly wait on the link.
+
+        Clearly backpressured producers do; so do producers only LOW (a source held back by a
+        link need not be HIGH) when their output buffers are full while the consumer's input
+        buffers stay empty: the two pool usages say where the data is stuck, as Flink's docs
+        tabulate them.
+        """
+        net = self.rules.network
+        if any(self.summaries[p].above(net.producer_backpressure_min) for p in pressing):
+            return True
+        if not starved_input:
+            return False
+        out_pool = max_known(self.summaries[p].out_pool for p in pressing)
+        return out_pool is not None and out_pool >= net.out_pool_min
 
     def _links(
         self, producers: tuple[str, ...], consumer: str, busy_only: bool = False

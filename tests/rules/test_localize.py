@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from bpmon.model import Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
 from bpmon.rules.graph import build_graph, summarize
@@ -132,15 +134,71 @@ def test_idle_consumer_of_a_blocked_producer_is_explained_by_its_busy_sibling() 
     assert suspects(obs) == {"slow": "busy"}
 
 
-def test_network_needs_a_producer_that_is_clearly_backpressured() -> None:
-    # src only LOW (0.3): not enough to call the link saturated; reported as unexplained.
+def test_a_producer_only_low_is_held_back_by_the_link_when_the_pools_say_so() -> None:
+    # src only LOW (0.3), but its output buffers are full and map's input buffers empty over a
+    # remote link: the data is stuck between them, so the link is the limit.
     obs = observation(
         vertex("src", sub(0, bp=0.30, busy=0.03, out_pool=1.0, tm=0)),
+        vertex("map", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"map": "network"}
+
+
+@pytest.mark.parametrize("out_pool", [None, 0.2])
+def test_a_producer_only_low_without_full_output_buffers_is_unexplained(
+    out_pool: float | None,
+) -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.30, busy=0.03, out_pool=out_pool, tm=0)),
         vertex("map", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src")]),
     )
     loc = found(obs)
     assert loc.suspects == ()
     assert [(f.kind, f.vertex) for f in loc.findings] == [("unexplained", "src")]
+
+
+def test_a_link_starved_consumer_is_the_network_however_busy_it_is() -> None:
+    # map is 60% busy and idles 40%: not idle enough for the old rule, but its input buffers
+    # are empty while src's output buffers are full, over a remote link.
+    obs = observation(
+        vertex("src", sub(0, bp=0.92, busy=0.05, out_pool=1.0, tm=0)),
+        vertex("map", sub(0, busy=0.60, in_pool=0.02, tm=1), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"map": "network"}
+
+
+def test_a_busy_sibling_with_headroom_is_not_blamed_for_a_capped_link() -> None:
+    # fan-out: src waits on the link to far (idle, input empty); near runs 79% busy with its
+    # input buffers empty too: it has headroom and is not what src waits on.
+    obs = observation(
+        vertex("src", sub(0, bp=0.90, busy=0.05, out_pool=1.0, tm=0)),
+        vertex("near", sub(0, busy=0.79, in_pool=0.05, tm=1), inputs=[edge("src")]),
+        vertex("far", sub(0, busy=0.05, in_pool=0.0, tm=2), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"far": "network"}
+
+
+def test_a_saturated_vertex_with_full_input_is_still_the_busy_bottleneck() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.92, busy=0.05, out_pool=1.0, tm=0)),
+        vertex("map", sub(0, busy=0.97, in_pool=1.0, tm=1), inputs=[edge("src")]),
+    )
+    assert suspects(obs) == {"map": "busy"}
+
+
+def test_a_slow_subtask_in_one_sub_pipeline_is_found_beside_a_victim_in_the_other() -> None:
+    # two forward sub-pipelines: a[0] -> b[0] -> c[0] and a[1] -> b[1] -> c[1]. b[0] is the
+    # bottleneck of the first; b[1] is a victim of c[1], the bottleneck of the second. b's worst
+    # subtask is HIGH, so b as a whole looks like a victim; on subtasks both bottlenecks show.
+    forward = [edge("a", "forward")]
+    obs = observation(
+        vertex("a", sub(0, bp=0.9, busy=0.05, tm=0), sub(1, bp=0.9, busy=0.05, tm=1)),
+        vertex("b", sub(0, busy=0.98, tm=0), sub(1, bp=0.9, busy=0.05, tm=1), inputs=forward),
+        vertex("c", sub(0, busy=0.3, tm=0), sub(1, busy=0.98, tm=1), inputs=[edge("b", "forward")]),
+    )
+    loc = found(obs)
+    assert {s.vertex: s.mechanism for s in loc.suspects} == {"b": "busy", "c": "busy"}
+    assert loc.blamed == {"b": (0,), "c": (1,)}
 
 
 def test_network_is_ruled_out_by_a_producer_whose_output_pool_is_not_full() -> None:
