@@ -37,6 +37,7 @@ from bpmon.events import (
     Sampling,
 )
 from bpmon.history.runs import RunStore, new_run_id
+from bpmon.history.store import keep_in_history
 from bpmon.model import Observation, Report, RunInfo, VertexStatus
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.engine import diagnose
@@ -138,15 +139,23 @@ def resolve_scenario(name_or_path: str) -> Scenario:
 
 
 def scenario_plan(
-    scenario: Scenario, *, bursts: int | None = 1, duration_s: float | None = None
+    scenario: Scenario,
+    *,
+    bursts: int | None = 1,
+    duration_s: float | None = None,
+    every_s: float | None = None,
 ) -> WatchPlan:
-    """The plan of ``bpmon run``: the scenario's ``[monitor]``, its duration unless overridden."""
+    """The plan of ``bpmon run``: the scenario's ``[monitor]``, its duration unless overridden.
+
+    ``every_s`` spaces the bursts (``bpmon serve --every``); None takes them back to back.
+    """
     monitor = scenario.monitor
     return WatchPlan(
         samples=monitor.samples,
         interval_ms=monitor.interval_ms,
         bursts=bursts,
         warmup_s=monitor.warmup_s,
+        every_s=every_s,
         duration_s=scenario.duration_s if duration_s is None else duration_s,
     )
 
@@ -157,10 +166,14 @@ def run_scenario(
     *,
     bursts: int | None = 1,
     duration_s: float | None = None,
+    every_s: float | None = None,
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
-    """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`."""
-    plan = scenario_plan(scenario, bursts=bursts, duration_s=duration_s)
+    """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`.
+
+    With ``bursts=None`` the job runs until stopped, a burst every ``every_s`` seconds.
+    """
+    plan = scenario_plan(scenario, bursts=bursts, duration_s=duration_s, every_s=every_s)
     return watch(RuntimeTarget(scenario), plan, settings, stop=stop)
 
 
@@ -223,7 +236,7 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
             observation = replace(observation, run_id=run_id)
             yield BurstSampled(run_id, burst, observation)
             report = diagnose(observation, loop.rules)
-            paths.append(store.save(report, burst=burst))
+            paths.append(save_report(store, report, burst))
             reports.append(report)
             yield ReportReady(run_id, burst, report, paths[-1])
             burst += 1
@@ -233,11 +246,17 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
             yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
     except JobError as exc:
         failure = str(exc)
+    except _Stopped:
+        pass  # asked to stop mid-burst: the unfinished burst is dropped, the rest is kept
     finally:
-        loop.stopped = True
+        loop.end()
         ending = target.stop()
     ended = (run_id, tuple(reports), tuple(paths), ending.leaks)
     yield JobFailed(*ended, error=failure) if failure is not None else JobEnded(*ended)
+
+
+class _Stopped(Exception):
+    """The watch was asked to stop in the middle of a burst."""
 
 
 class _Loop:
@@ -249,7 +268,16 @@ class _Loop:
         self.target, self.plan, self.rules, self.stop = target, plan, rules, stop
         self.clock = time.monotonic
         self._t0 = self.clock()
-        self.stopped = False
+        self._ended = False
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the watch must end: asked through ``stop``, or over."""
+        return self._ended or self.stop.is_set()
+
+    def end(self) -> None:
+        """Mark the watch as over."""
+        self._ended = True
 
     def elapsed(self) -> float:
         """Seconds since the loop began."""
@@ -260,7 +288,6 @@ class _Loop:
         deadline = self.clock() + max(0.0, seconds)
         while not self.stopped and (left := deadline - self.clock()) > 0:
             if self.stop.wait(min(LIVE_EVERY_S, left)):
-                self.stopped = True
                 break
             self.target.wait(0)
             yield self.live(phase)
@@ -299,6 +326,8 @@ class _Loop:
             while sampler.is_alive():
                 tick.wait(LIVE_EVERY_S * 2)  # a slow sampler (py-spy) still shows progress
                 tick.clear()
+                if self.stopped:
+                    raise _Stopped
                 if sampler.is_alive():
                     yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
         finally:  # closed or interrupted mid-burst: the sampler stops too
@@ -313,6 +342,19 @@ class _Loop:
         snapshot = self.target.snapshot()
         vertices = () if snapshot is None else observation_levels(snapshot, self.rules)
         return LiveSnapshot(self.elapsed(), phase, vertices, sampling)
+
+
+def save_report(store: RunStore, report: Report, burst: int = 0) -> Path:
+    """Save ``report`` as burst ``burst`` of its run, then add it to the history dataset.
+
+    The one save path of every surface (run, monitor, serve). The report.json is written first
+    and is what counts; adding it to ``<runs-dir>/history/`` (Parquet) is best effort: without
+    pyarrow it is skipped with one warning, and a failed append is one warning line naming the
+    fix (``bpmon history import``), never a failed run.
+    """
+    path = store.save(report, burst=burst)
+    keep_in_history(store.root, report, burst)
+    return path
 
 
 def drain(events: Iterator[Event]) -> JobEnded:
