@@ -1,11 +1,12 @@
 """One lookup for bpmon's data files: a user's override folder first, then the shipped defaults.
 
 The data users edit lives at the top of the repository, beside the code (monitoring-mixin style):
-``rules/`` (diagnosis thresholds) and ``collectors/`` (collector profiles). They ship *inside* the
-package as ``bpmon/data/KIND/``: in git those two entries are symlinks to the top-level folders, and
-building a wheel or an sdist copies the files through them. The shipped defaults are therefore
-package resources, read through :mod:`importlib.resources`, and found the same way from a clone
-(editable install), a wheel, a ``pip install --user`` and the Docker image.
+``rules/`` (diagnosis thresholds, and Prometheus's alerting rules as ``prometheus-alerts.yml``),
+``collectors/`` (collector profiles) and ``dashboards/`` (Grafana dashboards, ``NAME.json``). They
+ship *inside* the package as ``bpmon/data/KIND/``: in git those entries are symlinks to the
+top-level folders, and building a wheel or an sdist copies the files through them. The shipped
+defaults are therefore package resources, read through :mod:`importlib.resources`, and found the
+same way from a clone (editable install), a wheel, a ``pip install --user`` and the Docker image.
 
 A user overrides any shipped file without touching the install: ``KIND/NAME.toml`` in the override
 folder wins over the shipped one. The override folder is the one given to :func:`set_data_dir` (the
@@ -25,8 +26,9 @@ from typing import Literal
 
 from bpmon.errors import ConfigError
 
-DataKind = Literal["rules", "collectors"]
-"""The kinds of data file bpmon ships, each a folder of ``NAME.toml`` files."""
+DataKind = Literal["rules", "collectors", "dashboards"]
+"""The kinds of data file bpmon ships, each a folder of ``NAME.toml`` files (``NAME.json`` for
+dashboards; look them up with ``suffix=".json"``)."""
 
 DATA_DIR_ENV = "BPMON_DATA_DIR"
 """The environment variable naming the override folder (below an explicit :func:`set_data_dir`)."""
