@@ -496,7 +496,8 @@ def test_run_json_names_the_root_cause_of_the_expect_table(demo_run: DemoRun) ->
 
 @pytest.mark.slow
 def test_run_saves_the_report_it_prints_under_its_run_id(demo_run: DemoRun) -> None:
-    assert [p.name for p in demo_run.runs_dir.iterdir()] == [demo_run.doc["run_id"]]
+    runs = sorted(p.name for p in demo_run.runs_dir.iterdir())
+    assert runs == [demo_run.doc["run_id"], "history"]  # history/: the Parquet dataset
     assert [p.name for p in demo_run.report_file.parent.iterdir()] == ["report.json"]
     assert json.loads(demo_run.report_file.read_text()) == demo_run.doc
 

@@ -1,0 +1,137 @@
+"""A report as history rows: one per subtask per window, one per root cause (``schema.py``).
+
+The rows are columns of plain Python values keyed by column name, in the order of
+:data:`~bpmon.history.schema.TABLES`, so the store hands them to pyarrow in one call. Nothing is
+invented: a metric the report does not know is null, and a vertex reported without subtasks is
+one row with a null ``subtask`` carrying the vertex's own figures.
+
+May import: the model layer (stdlib only here).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from bpmon.history.schema import TABLES, TableName
+from bpmon.model import Metrics, Report, VertexStatus
+
+Columns = dict[str, list[object]]
+"""A table's rows as columns: column name -> one value per row."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowKey:
+    """What every row of one window shares, and where its part files go."""
+
+    job: str
+    day: date
+    run_id: str
+    burst: int
+    start: datetime
+    end: datetime
+    source: str
+
+    @classmethod
+    def of(cls, report: Report, burst: int) -> WindowKey:
+        """The key of ``report``, stored as burst ``burst`` of its run."""
+        start, end = utc(report.window.start), utc(report.window.end)
+        return cls(report.job, start.date(), report.run_id, burst, start, end, report.source)
+
+    def values(self) -> dict[str, object]:
+        """The shared columns' values."""
+        return {
+            "job": self.job,
+            "date": self.day,
+            "run_id": self.run_id,
+            "burst": self.burst,
+            "window_start": self.start,
+            "window_end": self.end,
+            "source": self.source,
+        }
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC (a naive datetime is taken as UTC already)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def empty_columns(table: TableName) -> Columns:
+    """Columns of ``table`` with no rows yet."""
+    return {c.name: [] for c in TABLES[table]}
+
+
+def report_rows(
+    report: Report, burst: int, version: str, *, synthetic: bool = False
+) -> dict[TableName, Columns]:
+    """The rows of ``report`` (burst ``burst``) for both tables, written by bpmon ``version``."""
+    key = WindowKey.of(report, burst)
+    writer = {"bpmon_version": version, "synthetic": synthetic}
+    subtasks = empty_columns("subtasks")
+    for row in _subtask_rows(report):
+        _add(subtasks, {**key.values(), **row, **writer})
+    causes = empty_columns("causes")
+    for rank, cause in enumerate(report.root_causes or ()):
+        row = {
+            "rank": rank,
+            "vertex": cause.vertex,
+            "kind": cause.kind,
+            "subtasks": list(cause.subtasks),
+            "confidence": cause.confidence,
+            "capacity_per_subtask": _finite(cause.capacity_per_subtask),
+            "offered_rate": _finite(cause.offered_rate),
+            "recommended_parallelism": cause.recommended_parallelism,
+        }
+        _add(causes, {**key.values(), **row, **writer})
+    return {"subtasks": subtasks, "causes": causes}
+
+
+def _subtask_rows(report: Report) -> Iterator[dict[str, object]]:
+    for index, vertex in enumerate(report.vertices):
+        head = {
+            "levels_from": report.levels_from,
+            "vertex": vertex.name,
+            "vertex_index": index,
+            "parallelism": vertex.parallelism,
+        }
+        if not vertex.subtasks:
+            yield {**head, **_status(None, vertex.level, vertex.ratio, vertex.metrics)}
+            continue
+        for sub in vertex.subtasks:
+            yield {**head, **_status(sub.index, sub.level, sub.ratio, sub.metrics)}
+
+
+def _status(
+    index: int | None, level: str | None, ratio: float | None, metrics: Metrics
+) -> dict[str, object]:
+    return {
+        "subtask": index,
+        "level": level,
+        "ratio": _finite(ratio),
+        "busy_ratio": _finite(metrics.busy_ratio),
+        "idle_ratio": _finite(metrics.idle_ratio),
+        "backpressured_time_ratio": _finite(metrics.backpressured_time_ratio),
+        "out_pool_usage": _finite(metrics.out_pool_usage),
+        "in_pool_usage": _finite(metrics.in_pool_usage),
+        "records_in_per_s": _finite(metrics.records_in_per_s),
+        "records_out_per_s": _finite(metrics.records_out_per_s),
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    """A float as stored: NaN and infinities (a report's "unknown") become null."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _add(columns: Columns, row: dict[str, object]) -> None:
+    for name, values in columns.items():
+        values.append(row[name])
+
+
+def subtask_count(vertices: tuple[VertexStatus, ...]) -> int:
+    """How many subtask rows ``vertices`` make (a vertex without subtasks is one row)."""
+    return sum(max(1, len(v.subtasks)) for v in vertices)

@@ -1,0 +1,152 @@
+"""The history dataset's schema, declared once: the columns of its two tables and their version.
+
+The history is a Parquet dataset under the runs directory (``docs/history.md``)::
+
+    <runs-dir>/history/
+        subtasks/job=<job>/date=<YYYY-MM-DD>/part-<run id>-<burst>.parquet
+        causes/job=<job>/date=<YYYY-MM-DD>/part-<run id>-<burst>.parquet
+
+``subtasks`` holds one row per subtask per monitoring window, ``causes`` one row per root cause
+of a window. Every column is listed here exactly once, with its type, whether it may be null and
+what it means; the pyarrow schema the store writes, the Spark schema the analytics read with and
+the table in ``docs/history.md`` (checked by a test) all come from these lists.
+
+Every part file carries :data:`HISTORY_SCHEMA` and its table's name in its Parquet metadata. A
+reader takes the files of its own major version and skips (and names) any other: columns are
+added in minor versions, never renamed or given another meaning.
+
+May import: stdlib; pyarrow and pyspark only inside the functions that build their schemas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+HISTORY_SCHEMA = "bpmon.history/1"
+"""The dataset's schema name and major version, written into every part file."""
+
+SCHEMA_KEY = b"bpmon.history.schema"
+"""The Parquet metadata key holding :data:`HISTORY_SCHEMA`."""
+
+TABLE_KEY = b"bpmon.history.table"
+"""The Parquet metadata key holding the table a part belongs to (``subtasks`` or ``causes``)."""
+
+TableName = Literal["subtasks", "causes"]
+Kind = Literal["string", "int32", "float64", "bool", "date", "timestamp", "int32 list"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: its name, type, whether it may be null, and what it holds."""
+
+    name: str
+    kind: Kind
+    nullable: bool
+    doc: str
+
+
+_WINDOW = (
+    Column("job", "string", False, "the job's name (also the `job=` partition)"),
+    Column("date", "date", False, "the UTC date the window started (also the `date=` partition)"),
+    Column("run_id", "string", False, "the run the window belongs to"),
+    Column("burst", "int32", False, "the window's burst within its run (0 is the first)"),
+    Column("window_start", "timestamp", False, "when the window began (UTC, microseconds)"),
+    Column("window_end", "timestamp", False, "when the window ended (UTC, microseconds)"),
+    Column("source", "string", False, "what was watched: `runtime`, `pyspy` or `flink`"),
+)
+_WRITER = (
+    Column("bpmon_version", "string", False, "the bpmon version that wrote the row"),
+    Column("synthetic", "bool", False, "true for rows made by `bpmon history synth`, not a run"),
+)
+
+SUBTASK_COLUMNS: tuple[Column, ...] = (
+    *_WINDOW,
+    Column("levels_from", "string", False, "`samples` or `time`: where the levels came from"),
+    Column("vertex", "string", False, "the vertex (operator) name"),
+    Column("vertex_index", "int32", False, "the vertex's position in the report (sources first)"),
+    Column("parallelism", "int32", False, "the vertex's parallelism"),
+    Column(
+        "subtask", "int32", True, "the subtask index; null: the vertex as a whole (no subtasks)"
+    ),
+    Column("level", "string", True, "`OK`, `LOW` or `HIGH`; null: not diagnosed"),
+    Column("ratio", "float64", True, "backpressure ratio (backpressured samples / samples)"),
+    Column("busy_ratio", "float64", True, "busy share of the window"),
+    Column("idle_ratio", "float64", True, "idle share of the window"),
+    Column("backpressured_time_ratio", "float64", True, "backPressuredTimeMsPerSecond / 1000"),
+    Column("out_pool_usage", "float64", True, "outPoolUsage"),
+    Column("in_pool_usage", "float64", True, "inPoolUsage"),
+    Column("records_in_per_s", "float64", True, "numRecordsInPerSecond"),
+    Column("records_out_per_s", "float64", True, "numRecordsOutPerSecond"),
+    *_WRITER,
+)
+"""One row per subtask per window."""
+
+CAUSE_COLUMNS: tuple[Column, ...] = (
+    *_WINDOW,
+    Column("rank", "int32", False, "the cause's place in the report (0 is the most likely)"),
+    Column("vertex", "string", False, "the vertex named as root cause"),
+    Column("kind", "string", False, "the kind of cause (`slow-operator`, `data-skew`, ...)"),
+    Column("subtasks", "int32 list", False, "the subtasks at fault"),
+    Column("confidence", "float64", False, "how sure the diagnosis is, 0 to 1"),
+    Column("capacity_per_subtask", "float64", True, "records/s one subtask handles at 100% busy"),
+    Column("offered_rate", "float64", True, "records/s the vertex's inputs would offer"),
+    Column("recommended_parallelism", "int32", True, "the parallelism suggested"),
+    *_WRITER,
+)
+"""One row per root cause per window."""
+
+TABLES: dict[TableName, tuple[Column, ...]] = {
+    "subtasks": SUBTASK_COLUMNS,
+    "causes": CAUSE_COLUMNS,
+}
+
+
+def schema_major(text: str) -> int | None:
+    """The major version of a ``bpmon.history/N`` string; None when it is not one."""
+    name, _, major = text.partition("/")
+    if name != HISTORY_SCHEMA.partition("/")[0] or not major.isdigit():
+        return None
+    return int(major)
+
+
+MAJOR = schema_major(HISTORY_SCHEMA)
+
+
+def arrow_schema(table: TableName) -> pa.Schema:
+    """The pyarrow schema of ``table``, with the version in its metadata."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "int32": pa.int32(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "int32 list": pa.list_(pa.int32()),
+    }
+    fields = [pa.field(c.name, types[c.kind], nullable=c.nullable) for c in TABLES[table]]
+    return pa.schema(fields, metadata={SCHEMA_KEY: HISTORY_SCHEMA.encode(), TABLE_KEY: table})
+
+
+def spark_schema(table: TableName) -> StructType:
+    """The Spark schema of ``table``: the analytics read with it, never with an inferred one."""
+    from pyspark.sql import types as st
+
+    types = {
+        "string": st.StringType(),
+        "int32": st.IntegerType(),
+        "float64": st.DoubleType(),
+        "bool": st.BooleanType(),
+        "date": st.DateType(),
+        "timestamp": st.TimestampType(),
+        "int32 list": st.ArrayType(st.IntegerType(), containsNull=False),
+    }
+    return st.StructType(
+        [st.StructField(c.name, types[c.kind], nullable=c.nullable) for c in TABLES[table]]
+    )

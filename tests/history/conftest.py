@@ -1,0 +1,87 @@
+"""Fixtures of the history tests: real runs of a tiny scenario, and one Spark session.
+
+The runs are real: the tiny scenario runs on bpmon's runtime through the service, which saves
+each report and appends it to the history, exactly as ``bpmon run`` does. The second run's sink
+is four times slower than the first's, so between them its capacity drops, it becomes the root
+cause and its producers become backpressured: a regression the analytics must find.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bpmon.scenario import parse_scenario
+from bpmon.service import Settings, drain, run_scenario
+
+
+def tiny(cost_us: int, name: str = "tiny") -> str:
+    """A source (2 x 200 records/s) feeding a sink of ``cost_us`` per record."""
+    return f"""
+name = "{name}"
+duration_s = 5
+
+[monitor]
+warmup_s = 0
+samples = 10
+interval_ms = 10
+
+[[operators]]
+name = "src"
+kind = "source"
+parallelism = 2
+rate = 200
+
+[[operators]]
+name = "out"
+kind = "sink"
+cost_us = {cost_us}
+inputs = [{{ from = "src", partitioner = "rebalance" }}]
+"""
+
+
+def run_tiny(runs_dir: Path, cost_us: int, *, warmup_s: float = 0.0, bursts: int = 1) -> str:
+    """Run the tiny scenario once (real runtime, real save path); its run id."""
+    text = tiny(cost_us).replace("warmup_s = 0", f"warmup_s = {warmup_s}")
+    ended = drain(
+        run_scenario(
+            parse_scenario(text), Settings(runs_dir=runs_dir), bursts=bursts, duration_s=0.3
+        )
+    )
+    return ended.run_id
+
+
+@pytest.fixture(scope="session")
+def tiny_run() -> Callable[..., str]:
+    """:func:`run_tiny`, for tests that make runs of their own."""
+    return run_tiny
+
+
+@dataclass(frozen=True)
+class RealRuns:
+    """Two real runs of one job, the second with a four times slower sink."""
+
+    runs_dir: Path
+    fast: str
+    slow: str
+
+
+@pytest.fixture(scope="session")
+def real_runs(tmp_path_factory: pytest.TempPathFactory) -> RealRuns:
+    runs_dir = tmp_path_factory.mktemp("real-runs")
+    fast = run_tiny(runs_dir, cost_us=1000)
+    slow = run_tiny(runs_dir, cost_us=4000, warmup_s=0.5)
+    return RealRuns(runs_dir, fast, slow)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one local Spark session of the test session (local[2], quiet, UI off)."""
+    from bpmon.history.spark import spark_session
+
+    with spark_session("local[2]") as session:
+        yield session
