@@ -41,7 +41,8 @@ LatestReports = Callable[[], Sequence[Report]]
 """Returns the newest report of every job to export (the server passes its watched jobs')."""
 
 Counters = Callable[[], Mapping[str, float]]
-"""Returns bpmon's own counters by name: each ``NAME`` is exported as ``bpmon_NAME_total``."""
+"""Returns bpmon's own counters by name: ``NAME`` or ``NAME_total`` is exported as
+``bpmon_NAME_total``."""
 
 SEVERITY: Mapping[Level, int] = {"OK": 0, "LOW": 1, "HIGH": 2}
 """The numeric value of each level in ``bpmon_backpressure_severity``."""
@@ -50,6 +51,7 @@ COUNTER_HELP: Mapping[str, str] = {
     "bursts": "Bursts of stack samples bpmon has taken since it started.",
     "diagnoses": "Reports bpmon has diagnosed (one per burst) since it started.",
     "errors": "Watches or bursts that failed with an error since bpmon started.",
+    "watches_started": "Watches (of a scenario or a process) bpmon has started.",
 }
 """The counters bpmon's server passes to :func:`make_registry`, with their help text."""
 
