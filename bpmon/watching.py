@@ -1,0 +1,421 @@
+"""Jobs watched continuously, for ``bpmon serve``: one background thread per watch.
+
+A :class:`Watches` registry starts watches (a scenario on bpmon's runtime, or a process read with
+py-spy) through the service's run loop with ``bursts=None``, a burst every ``every_s`` seconds,
+and consumes each watch's events on a thread of its own. Per job it keeps the latest report, the
+history of its bursts and the watch's state, and hands every new report to the subscribers of
+that job (the server's event streams) through bounded queues, so a slow reader never holds a
+watch up. Jobs only in the runs directory are served too, from :class:`~bpmon.stored.StoredJobs`.
+
+Stopping a watch sets its stop event and joins its thread: the run loop then stops the target,
+every runtime thread ends and every buffer is returned (``JobEnded.leaks`` says otherwise).
+Every report is saved by the run loop itself as it is made, so stopping never leaves a file
+half-written. Thread-safe throughout; nothing here starts a thread until asked.
+
+May import: the service and the model (the service layer).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bpmon import service
+from bpmon.errors import BpmonError, ConfigError
+from bpmon.events import BurstSampled, Event, JobEnded, JobFailed, JobStarted, ReportReady
+from bpmon.model import Report, Source
+from bpmon.scenario import Scenario
+from bpmon.stored import HISTORY_LIMIT, BurstSummary, StoredJob, StoredJobs
+
+JobState = Literal["running", "ended", "failed", "stored"]
+"""A watched job runs, ended (stopped) or failed; a job only in the runs directory is stored."""
+
+SUBSCRIBER_LIMIT = 64
+"""Notices a subscriber may fall behind by before the oldest are dropped."""
+JOIN_TIMEOUT_S = 30.0
+"""The longest a stop waits for a watch's thread (a burst in progress is finished first)."""
+
+_log = logging.getLogger(__name__)
+
+
+class AlreadyWatchedError(ConfigError):
+    """A watch of this job is running already: stop it first (exit code 2, HTTP 409)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What a subscriber of a job is told: a new report (``report``), or the watch ended."""
+
+    job: str
+    state: JobState
+    run_id: str
+    burst: int | None = None
+    report: Report | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as the server shows it: state, latest report and the history of its bursts.
+
+    Attributes:
+        job: the job name.
+        state: ``running``, ``ended``, ``failed`` (watched here) or ``stored``.
+        source: what was watched (None for a watch that has no report yet and no stored run).
+        run_id: the run of the watch, or of the latest stored report.
+        latest: the newest report (None before the first burst of a job never seen before).
+        history: the job's bursts, oldest first: stored runs, then this watch's.
+        error: why the watch failed.
+        leaks: what did not end cleanly when the watch stopped.
+    """
+
+    job: str
+    state: JobState
+    source: Source | None
+    run_id: str | None
+    latest: Report | None
+    history: tuple[BurstSummary, ...]
+    error: str | None = None
+    leaks: tuple[str, ...] = ()
+
+    @property
+    def watched(self) -> bool:
+        """True for a job watched by this server (running or not)."""
+        return self.state != "stored"
+
+
+class Subscription:
+    """One reader of a job's notices: a bounded queue filled by watch threads.
+
+    ``wake`` is called (from a watch thread) after every push and on close; it must be
+    thread-safe and must not block. When the reader falls ``limit`` notices behind, the oldest
+    is dropped and counted in ``dropped``.
+    """
+
+    def __init__(self, job: str, wake: Callable[[], None], limit: int = SUBSCRIBER_LIMIT) -> None:
+        self.job = job
+        self.dropped = 0
+        self.closed = False
+        self._wake = wake
+        self._items: deque[Notice] = deque(maxlen=limit)
+        self._lock = threading.Lock()
+
+    def push(self, notice: Notice) -> None:
+        """Queue ``notice`` for the reader and wake it."""
+        with self._lock:
+            if len(self._items) == self._items.maxlen:
+                self.dropped += 1
+            self._items.append(notice)
+        self._wake()
+
+    def take(self) -> list[Notice]:
+        """Every notice queued so far, oldest first (empty when none)."""
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+        return items
+
+    def close(self) -> None:
+        """No more notices will come (the server stops): wake the reader to end its stream."""
+        self.closed = True
+        self._wake()
+
+
+@dataclass(eq=False)
+class _Watch:
+    """The mutable state of one watch, guarded by the registry's lock."""
+
+    job: str
+    run_id: str
+    source: Source
+    stop: threading.Event
+    events: Iterator[Event]
+    state: JobState = "running"
+    error: str | None = None
+    latest: Report | None = None
+    history: deque[BurstSummary] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT))
+    leaks: tuple[str, ...] = ()
+    thread: threading.Thread | None = None
+
+
+class Watches:
+    """The jobs a server watches, and the stored ones it serves.
+
+    Args:
+        settings: the runs directory every report is saved to (and stored runs read from) and
+            the rules to diagnose with.
+        every_s: the default gap from one burst's start to the next.
+        stored: the index of the runs directory (default: one over ``settings``).
+    """
+
+    def __init__(
+        self,
+        settings: service.Settings,
+        *,
+        every_s: float | None = 10.0,
+        stored: StoredJobs | None = None,
+    ) -> None:
+        self.settings = settings
+        self.every_s = every_s
+        self.stored = stored if stored is not None else StoredJobs(settings)
+        self._lock = threading.Lock()
+        self._watches: dict[str, _Watch] = {}
+        self._starting: set[str] = set()
+        self._subscribers: dict[str, list[Subscription]] = {}
+        self._counters = {"bursts_total": 0, "diagnoses_total": 0, "errors_total": 0}
+        self._counters["watches_started_total"] = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------------------- starting
+
+    def start_scenario(self, scenario: Scenario, *, every_s: float | None = None) -> str:
+        """Run ``scenario`` on bpmon's runtime until stopped, a burst every ``every_s`` s.
+
+        Returns the job name. Raises AlreadyWatchedError when that job is watched already, and
+        the service's errors (a bad rules file, too few buffers) before any thread starts.
+        """
+        self._reserve(scenario.name)
+        try:
+            stop = threading.Event()
+            events = service.run_scenario(
+                scenario, self.settings, bursts=None, every_s=self._every(every_s), stop=stop
+            )
+            return self._begin(events, stop)
+        finally:
+            with self._lock:
+                self._starting.discard(scenario.name)
+
+    def start_process(
+        self,
+        pid: int,
+        *,
+        profile: str = "python-queue",
+        topology: str | None = None,
+        every_s: float | None = None,
+    ) -> str:
+        """Monitor process ``pid`` with py-spy until stopped; returns the job name."""
+        stop = threading.Event()
+        events = service.monitor_process(
+            pid,
+            collector_profile=profile,
+            topology=topology,
+            bursts=None,
+            every_s=self._every(every_s),
+            settings=self.settings,
+            stop=stop,
+        )
+        return self._begin(events, stop)
+
+    def _every(self, every_s: float | None) -> float | None:
+        return self.every_s if every_s is None else every_s
+
+    def _reserve(self, job: str) -> None:
+        with self._lock:
+            if self._closed:
+                raise ConfigError("the server is stopping: no new watch can start")
+            if job in self._starting or self._running(job):
+                raise AlreadyWatchedError(f"job {job!r} is watched already; stop it first")
+            self._starting.add(job)
+
+    def _running(self, job: str) -> bool:
+        watch = self._watches.get(job)
+        return watch is not None and watch.state == "running"
+
+    def _begin(self, events: Iterator[Event], stop: threading.Event) -> str:
+        """Take the watch's first event here (errors surface to the caller), then hand over."""
+        first = next(events)
+        if not isinstance(first, JobStarted):  # the target failed as it started
+            _close(events)
+            raise BpmonError(getattr(first, "error", "") or "the watch ended before it started")
+        watch = _Watch(first.job, first.run_id, first.source, stop, events)
+        with self._lock:
+            if self._closed or (first.job not in self._starting and self._running(first.job)):
+                stop.set()
+                _close(events)
+                raise AlreadyWatchedError(f"job {first.job!r} is watched already; stop it first")
+            self._watches[first.job] = watch
+            self._counters["watches_started_total"] += 1
+        watch.thread = threading.Thread(
+            target=self._consume, args=(watch,), name=f"bpmon-watch-{first.job}", daemon=True
+        )
+        watch.thread.start()
+        return first.job
+
+    # ------------------------------------------------------------------------------ consuming
+
+    def _consume(self, watch: _Watch) -> None:
+        """The watch's thread: record every burst and report until the run loop ends."""
+        try:
+            for event in watch.events:
+                self._record(watch, event)
+        except BpmonError as exc:
+            self._finish(watch, "failed", str(exc))
+        except Exception as exc:  # a bug: keep the server up, say so, count it
+            _log.exception("watch of job %r failed", watch.job)
+            self._finish(watch, "failed", f"unexpected error: {type(exc).__name__}: {exc}")
+        finally:
+            _close(watch.events)
+
+    def _record(self, watch: _Watch, event: Event) -> None:
+        if isinstance(event, BurstSampled):
+            with self._lock:
+                self._counters["bursts_total"] += 1
+        elif isinstance(event, ReportReady):
+            summary = BurstSummary.of(event.run_id, event.burst, event.report)
+            with self._lock:
+                watch.latest = event.report
+                watch.history.append(summary)
+                self._counters["diagnoses_total"] += 1
+            self._notify(Notice(watch.job, "running", event.run_id, event.burst, event.report))
+        elif isinstance(event, JobEnded):
+            with self._lock:
+                watch.leaks = event.leaks
+            if isinstance(event, JobFailed):
+                self._finish(watch, "failed", event.error)
+            else:
+                self._finish(watch, "ended", None)
+
+    def _finish(self, watch: _Watch, state: JobState, error: str | None) -> None:
+        with self._lock:
+            if watch.state != "running":
+                return
+            watch.state, watch.error = state, error
+            if state == "failed":
+                self._counters["errors_total"] += 1
+        self._notify(Notice(watch.job, state, watch.run_id))
+
+    def _notify(self, notice: Notice) -> None:
+        with self._lock:
+            readers = list(self._subscribers.get(notice.job, ()))
+        for reader in readers:
+            reader.push(notice)
+
+    # ------------------------------------------------------------------------------- stopping
+
+    def stop(self, job: str) -> JobView | None:
+        """Stop the watch of ``job`` and wait for it; None when this server never watched it."""
+        with self._lock:
+            watch = self._watches.get(job)
+        if watch is None:
+            return None
+        self._join([watch])
+        return self.job(job)
+
+    def stop_all(self) -> tuple[str, ...]:
+        """Stop every watch (all at once, then wait for each) and refuse new ones.
+
+        Returns what did not end cleanly, job by job (empty when everything stopped cleanly).
+        """
+        with self._lock:
+            self._closed = True
+            watches = list(self._watches.values())
+        self._join(watches)
+        self.close_streams()
+        with self._lock:
+            return tuple(f"{w.job}: {leak}" for w in watches for leak in w.leaks)
+
+    def _join(self, watches: list[_Watch]) -> None:
+        for watch in watches:
+            watch.stop.set()
+        for watch in watches:
+            if watch.thread is not None:
+                watch.thread.join(JOIN_TIMEOUT_S)
+                if watch.thread.is_alive():
+                    with self._lock:
+                        watch.leaks += (f"thread {watch.thread.name} did not stop",)
+            self._finish(watch, "ended", None)
+
+    def close_streams(self) -> None:
+        """End every subscription (the server is stopping); later ones start closed."""
+        with self._lock:
+            self._closed = True
+            readers = [r for group in self._subscribers.values() for r in group]
+        for reader in readers:
+            reader.close()
+
+    # -------------------------------------------------------------------------------- reading
+
+    def subscribe(self, job: str, wake: Callable[[], None]) -> Subscription:
+        """A new reader of ``job``'s notices (closed at once if the server is stopping)."""
+        reader = Subscription(job, wake)
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._subscribers.setdefault(job, []).append(reader)
+        if closed:
+            reader.close()
+        return reader
+
+    def unsubscribe(self, reader: Subscription) -> None:
+        """Forget ``reader`` (its stream ended)."""
+        with self._lock:
+            group = self._subscribers.get(reader.job, [])
+            if reader in group:
+                group.remove(reader)
+
+    def jobs(self) -> list[JobView]:
+        """Every job, watched or stored, by name."""
+        stored = self.stored.jobs()
+        with self._lock:
+            watched = {job: self._view(w, stored.get(job)) for job, w in self._watches.items()}
+        views = {job: _stored_view(s) for job, s in stored.items()} | watched
+        return [views[job] for job in sorted(views)]
+
+    def job(self, name: str) -> JobView | None:
+        """One job by name; None when it is neither watched nor stored."""
+        stored = self.stored.jobs().get(name)
+        with self._lock:
+            watch = self._watches.get(name)
+            if watch is not None:
+                return self._view(watch, stored)
+        return None if stored is None else _stored_view(stored)
+
+    def running(self) -> list[str]:
+        """The jobs being watched now, by name (no disk access)."""
+        with self._lock:
+            return sorted(job for job, w in self._watches.items() if w.state == "running")
+
+    def latest(self) -> list[Report]:
+        """The latest report of every job that has one (for ``/metrics``)."""
+        return [v.latest for v in self.jobs() if v.latest is not None]
+
+    def counters(self) -> dict[str, float]:
+        """bpmon's own counters since the registry was made: bursts, diagnoses, errors."""
+        with self._lock:
+            return {name: float(value) for name, value in self._counters.items()}
+
+    def _view(self, watch: _Watch, stored: StoredJob | None) -> JobView:
+        """A watched job's view (the lock held): its stored past, then this watch's bursts."""
+        past = () if stored is None else stored.history
+        history = tuple(s for s in past if s.run_id != watch.run_id) + tuple(watch.history)
+        latest = watch.latest if watch.latest is not None or stored is None else stored.latest
+        return JobView(
+            job=watch.job,
+            state=watch.state,
+            source=watch.source,
+            run_id=watch.run_id,
+            latest=latest,
+            history=history[-HISTORY_LIMIT:],
+            error=watch.error,
+            leaks=watch.leaks,
+        )
+
+
+def _stored_view(stored: StoredJob) -> JobView:
+    return JobView(
+        job=stored.job,
+        state="stored",
+        source=stored.latest.source,
+        run_id=stored.latest.run_id,
+        latest=stored.latest,
+        history=stored.history,
+    )
+
+
+def _close(events: Iterator[Event]) -> None:
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
