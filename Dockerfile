@@ -19,6 +19,7 @@ WORKDIR /tmp/bpmon-src
 COPY pyproject.toml README.md ./
 COPY rules ./rules
 COPY collectors ./collectors
+COPY dashboards ./dashboards
 COPY bpmon ./bpmon
 
 # `bpmon monitor` runs py-spy, which needs CAP_SYS_PTRACE to read another process. `docker run
