@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -22,12 +22,13 @@ from bpmon.liveview import LiveView
 from bpmon.model import Report
 from bpmon.render import (
     bursts_table,
+    render_comparison,
     render_json,
     render_markdown,
     render_text,
     runs_table,
 )
-from bpmon.report_json import reports_to_json
+from bpmon.report_json import comparison_to_json, reports_to_json
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
     Settings,
@@ -40,6 +41,7 @@ from bpmon.service import (
     stored_runs,
     use_data_dir,
 )
+from bpmon.whatif import Change, changed, parse_change, recommended_change, verdict
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
 profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
@@ -133,6 +135,14 @@ def run(
         float | None, typer.Option(help="Seconds the job runs (default: the file's duration_s).")
     ] = None,
     bursts: Annotated[int, typer.Option(help="Monitoring windows to sample.")] = 1,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Apply bpmon's recommendation (the parallelism it names), re-run, and say "
+            "whether the backpressure is gone.",
+        ),
+    ] = False,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
 ) -> None:
@@ -147,7 +157,20 @@ def run(
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
         loaded = resolve_scenario(scenario)
         events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration)
-        _show_watch(events, loaded.name, json_out)
+        if not verify:
+            _show_watch(events, loaded.name, json_out)
+            return
+        view = Console(stderr=json_out)
+        first = _watched(events, loaded.name, view)
+        change = recommended_change(first.reports[-1])
+        if change is None:
+            if not json_out:
+                render_text(first.reports[-1], view)
+            _say_saved(first, json_out)
+            raise ConfigError("--verify: the report recommends no parallelism to try")
+        again = changed(loaded, [change])
+        second = _watched(run_scenario(again, settings, duration_s=duration), str(change), view)
+        _show_comparison(first.reports[-1], second.reports[-1], [change], json_out, view)
 
 
 @app.command()
@@ -210,6 +233,53 @@ def history(
 
 
 @app.command()
+def whatif(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
+    sets: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            metavar="VERTEX.KEY=VALUE",
+            help="A change to try, e.g. enrich.parallelism=6 (repeat for several); keys: "
+            "parallelism, cost_us, rate, record_bytes, fanout, selectivity.",
+        ),
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print both reports as JSON.")] = False,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds each job runs (default: the file's duration_s).")
+    ] = None,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Run a scenario as written and as changed, and show both diagnoses side by side."""
+    with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        loaded = resolve_scenario(scenario)
+        changes = [parse_change(text) for text in sets]
+        again = changed(loaded, changes)  # a bad change fails here, before anything runs
+        view = Console(stderr=json_out)
+        first = _watched(run_scenario(loaded, settings, duration_s=duration), loaded.name, view)
+        what = ", ".join(str(c) for c in changes)
+        second = _watched(run_scenario(again, settings, duration_s=duration), what, view)
+        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+
+
+def _show_comparison(
+    before: Report, after: Report, changes: list[Change], json_out: bool, view: Console
+) -> None:
+    result = verdict(before, after, changes)
+    if json_out:
+        typer.echo(comparison_to_json(before, after, [str(c) for c in changes], result.removed))
+        return
+    render_comparison(before, after, ", ".join(str(c) for c in changes), view)
+    view.print(
+        f"{'✓' if result.removed else '✗'} backpressure {result.summary}",
+        style="green" if result.removed else "yellow",
+        highlight=False,
+    )
+
+
+@app.command()
 def monitor(
     pid: Annotated[int, typer.Option("--pid", help="The process to watch.")],
     profile: Annotated[
@@ -239,12 +309,91 @@ def monitor(
         _show_watch(events, f"pid {pid}", json_out)
 
 
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; beyond loopback a token is required.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8484,
+    run_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run", metavar="SCENARIO", help="Watch a scenario (file or example); repeatable."
+        ),
+    ] = None,
+    monitor_pid: Annotated[
+        int | None, typer.Option("--monitor-pid", metavar="PID", help="Watch a Python process.")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="Collector profile for --monitor-pid (python-queue).")
+    ] = None,
+    topology: Annotated[str | None, typer.Option(help="Topology file for --monitor-pid.")] = None,
+    every: Annotated[float, typer.Option(help="Seconds between bursts of a watched job.")] = 10.0,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="File holding the bearer token every request must carry."),
+    ] = None,
+    metrics_public: Annotated[
+        bool, typer.Option("--metrics-public", help="Serve /metrics without the token.")
+    ] = False,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
+
+    Watches the --run scenarios and the --monitor-pid process meanwhile, a burst every
+    --every seconds, and serves every run in --runs-dir. Ctrl-C or SIGTERM stops every
+    watched job cleanly. A token comes from --token-file or $BPMON_TOKEN.
+    """
+    with _errors():
+        _serve(
+            host=host,
+            port=port,
+            runs_dir=runs_dir,
+            rules_path=rules,
+            scenarios=tuple(run_ or ()),
+            monitor_pid=monitor_pid,
+            profile=profile,
+            topology=topology,
+            every_s=every,
+            token_file=token_file,
+            metrics_public=metrics_public,
+        )
+
+
+def _serve(**flags: Any) -> None:
+    """Run the server (the web extra imported only now); report what did not stop cleanly."""
+    try:
+        from bpmon.web.launch import ServeOptions
+        from bpmon.web.launch import serve as serve_forever
+    except ImportError as exc:
+        raise ConfigError(
+            f"bpmon serve needs the web extra ({exc.name} is missing): pip install 'bpmon[web]'"
+        ) from None
+    leaks = serve_forever(ServeOptions(**flags), announce=lambda line: typer.echo(line, err=True))
+    if leaks:
+        typer.echo(f"bpmon: warning: not everything ended cleanly: {'; '.join(leaks)}", err=True)
+        raise typer.Exit(1)
+    typer.echo("bpmon: stopped; every watched job ended cleanly", err=True)
+
+
 # -- watching -----------------------------------------------------------------------------------
 
 
 def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
     """Consume a watch's events: a live view on the terminal, then the reports."""
     view = Console(stderr=json_out)
+    ended = _watched(events, title, view)
+    if json_out:
+        typer.echo(reports_to_json(ended.reports))
+    else:
+        for report in ended.reports:
+            render_text(report, view)
+    _say_saved(ended, json_out)
+
+
+def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:
+    """Run a watch to its end under a live view; JobError if the job failed."""
     live = LiveView(view, title)
     ended: JobEnded | None = None
     try:
@@ -260,24 +409,18 @@ def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
             close()  # a Ctrl-C mid-watch: stop the job now, every thread and buffer back
     if ended is None:  # the service always ends a watch with JobEnded: a bug otherwise
         raise BpmonError("the watch ended without a final event")
-    _finish(ended, json_out, view)
-
-
-def _finish(ended: JobEnded, json_out: bool, view: Console) -> None:
     if ended.leaks:
-        typer.echo(
-            f"bpmon: warning: the job did not end cleanly: {'; '.join(ended.leaks)}", err=True
-        )
+        leaks = "; ".join(ended.leaks)
+        typer.echo(f"bpmon: warning: the job did not end cleanly: {leaks}", err=True)
     if isinstance(ended, JobFailed):
-        saved = (
-            f" ({len(ended.reports)} burst(s) saved as run {ended.run_id})" if ended.reports else ""
+        kept = (
+            f"; {len(ended.reports)} burst(s) kept as run {ended.run_id}" if ended.reports else ""
         )
-        raise JobError(f"{ended.error}{saved}")
-    if json_out:
-        typer.echo(reports_to_json(ended.reports))
-    else:
-        for report in ended.reports:
-            render_text(report, view)
+        raise JobError(f"{ended.error}{kept}")
+    return ended
+
+
+def _say_saved(ended: JobEnded, json_out: bool) -> None:
     folder = ended.paths[0].parent if ended.paths else None
     typer.echo(
         f"run {ended.run_id}: saved in {folder}; `bpmon diagnose {ended.run_id}` shows it again",

@@ -326,3 +326,51 @@ def _top_cause(causes: Sequence[RootCause] | None) -> str:
     top = causes[0]
     more = f" (+{len(causes) - 1})" if len(causes) > 1 else ""
     return f"{top.kind} at {top.vertex} ({format_ratio(top.confidence)}){more}"
+
+
+# ------------------------------------------------------------------------------------ comparison
+
+
+def comparison_table(before: Report, after: Report) -> Table:
+    """Two reports of the same job side by side: each cell reads ``before → after``."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("vertex", overflow="fold", min_width=8)
+    for column in ("p", "level", "ratio", "busy", "rec/s out"):
+        table.add_column(column, justify="right", no_wrap=True)
+    later = {v.name: v for v in after.vertices}
+    for v in before.vertices:
+        w = later.get(v.name)
+        cells: list[str | Text] = [v.name]
+        for pick in (_parallelism, _level_of, _ratio_of, _busy_of, _rate_of):
+            cells.append(Text.assemble(pick(v), " → ", pick(w) if w is not None else NULL))
+        table.add_row(*cells)
+    return table
+
+
+def render_comparison(before: Report, after: Report, change: str, console: Console) -> None:
+    """``bpmon whatif``: the table of both runs, then each run's root causes."""
+    console.print(Text(f"What if: {before.job} with {change}", style="bold"))
+    console.print(Text(f"before: run {before.run_id}\nafter:  run {after.run_id}", style="dim"))
+    console.print(comparison_table(before, after))
+    for label, report in (("before", before), ("after", after)):
+        console.print(Text(f"Root causes {label}: {_top_cause(report.root_causes)}"))
+
+
+def _parallelism(v: VertexStatus) -> str:
+    return str(v.parallelism)
+
+
+def _level_of(v: VertexStatus) -> Text:
+    return _level_text(v.level)
+
+
+def _ratio_of(v: VertexStatus) -> str:
+    return format_ratio(v.ratio)
+
+
+def _busy_of(v: VertexStatus) -> str:
+    return format_ratio(v.metrics.busy_ratio)
+
+
+def _rate_of(v: VertexStatus) -> str:
+    return format_rate(v.metrics.records_out_per_s)

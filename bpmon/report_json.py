@@ -104,6 +104,19 @@ def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
     return json_text([report_to_dict(r) for r in reports], indent)
 
 
+def comparison_to_json(
+    before: Report, after: Report, changes: Sequence[str], removed: bool, indent: int | None = 2
+) -> str:
+    """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict."""
+    doc = {
+        "changes": list(changes),
+        "backpressure_removed": removed,
+        "before": report_to_dict(before),
+        "after": report_to_dict(after),
+    }
+    return json_text(doc, indent)
+
+
 def json_text(doc: object, indent: int | None = 2) -> str:
     """The one way bpmon writes JSON: UTF-8 text, strict (a NaN is a bug, never written)."""
     return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)

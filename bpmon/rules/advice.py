@@ -2,13 +2,17 @@
 
 Capacity is the autoscaler's busy-time true processing rate: ``records_in_per_s / busy_ratio`` per
 subtask (the records it would take at 100% busy), from subtasks at least ``[capacity] min_busy``
-busy. The offered rate follows DS2: each source would emit ``records_out_per_s / (1 -
-backpressured ratio)`` if it were never blocked (the ratio is the mean of samples and time
-accounting, capped at ``max_producer_backpressure``), and that rate is carried along the edges,
-multiplied by each vertex's measured records out / records in (and by the parallelism across a
-broadcast edge).
-The parallelism suggested is ``offered / (capacity per subtask x utilisation_target)``. Both are
-estimates and the evidence says so.
+busy. The offered rate is estimated the way Flink's autoscaler does: each source offers what it
+emits plus the growth of what it owes, FLIP-33's ``pendingRecords`` (a Kafka source's lag; the
+runtime's rate-limited sources owe the records their schedule is behind). That rate is carried
+along the edges, multiplied by each vertex's measured records out / records in (and by the
+parallelism across a broadcast edge). A source that does not report ``pendingRecords`` leaves the
+offered rate unknown: the old DS2 guess (records out / (1 - backpressured ratio)) explodes as the
+ratio nears 1, so it is not used to size anything, and the advice says what is missing.
+
+The parallelism suggested is the smallest that takes the offered rate at ``utilisation_target``
+(0.9 by default: within one subtask of the least that removes the bottleneck); ``bpmon run
+--verify`` re-runs the job with it and says whether the backpressure is gone.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph, Suspect
-from bpmon.rules.levels import busy_ratio, sampled_ratio
+from bpmon.rules.levels import busy_ratio
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
@@ -34,15 +38,20 @@ def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> floa
     return sum(caps) / len(caps) if caps else None
 
 
-def _source_offer(vertex: VertexObservation, rules: RulesConfig) -> float | None:
-    cap = rules.capacity.max_producer_backpressure
+PENDING_RECORDS = "pendingRecords"
+"""FLIP-33's per-source gauge of records owed (a Kafka source's lag)."""
+PENDING_GROWTH = "bpmon_pendingRecordsPerSecond"
+"""How fast ``pendingRecords`` grew over the window (records/s; negative while catching up)."""
+
+
+def _source_offer(vertex: VertexObservation) -> float | None:
+    """What a source would emit if nothing held it back: records out + lag growth."""
     total = 0.0
     for s in vertex.subtasks:
-        views = [v for v in (sampled_ratio(s), s.metrics.backpressured_time_ratio) if v is not None]
-        bp = sum(views) / len(views) if views else None
-        if s.metrics.records_out_per_s is None or bp is None:
+        growth = s.metrics.extra.get(PENDING_GROWTH)
+        if s.metrics.records_out_per_s is None or growth is None:
             return None
-        total += s.metrics.records_out_per_s / (1.0 - min(max(bp, 0.0), cap))
+        total += max(0.0, s.metrics.records_out_per_s + growth)
     return total if vertex.subtasks else None
 
 
@@ -57,7 +66,10 @@ def _amplification(vertex: VertexObservation) -> float | None:
 
 
 def offered_rates(obs: Observation, graph: JobGraph, rules: RulesConfig) -> dict[str, float | None]:
-    """The records/s each vertex would be offered if nothing upstream were blocked (DS2)."""
+    """The records/s each vertex would be offered if nothing upstream were blocked.
+
+    None where a source upstream reports no ``pendingRecords`` or a rate is missing.
+    """
     offered_out: dict[str, float | None] = {}
     offered_in: dict[str, float | None] = {}
     for name in graph.order:
@@ -65,7 +77,7 @@ def offered_rates(obs: Observation, graph: JobGraph, rules: RulesConfig) -> dict
         edges = graph.producers[name]
         if not edges:
             offered_in[name] = None
-            offered_out[name] = _source_offer(vertex, rules)
+            offered_out[name] = _source_offer(vertex)
             continue
         parts = [offered_out.get(e.source) for e in edges]
         total: float | None = None
@@ -100,7 +112,13 @@ class Advice:
     recommended_parallelism: int | None = None
 
 
-_ESTIMATE = "estimate: sources' records out / (1 - backpressured ratio), carried along the graph"
+_ESTIMATE = (
+    "the sources' records out plus the growth of their pendingRecords, carried along the graph"
+)
+_NO_LAG = (
+    "the offered rate is unknown: the sources report no pendingRecords (FLIP-33), so how much "
+    "more they would send is not measured"
+)
 
 
 def advise(
@@ -160,15 +178,21 @@ def _scale(
         return Advice((), f"{lead}; no record rates were available to size it.")
     lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
     if demand is None or demand <= 0:
-        return Advice(tuple(lines), f"{lead}: it handles ~{cap:,.0f} records/s per subtask.", cap)
+        lines.append(_NO_LAG)
+        return Advice(
+            tuple(lines),
+            f"{lead}: it handles ~{cap:,.0f} records/s per subtask; size it from the rate your "
+            "sources must sustain (parallelism = that rate / capacity per subtask).",
+            cap,
+        )
     need = max(n + 1, math.ceil(demand / (cap * target)))
-    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE}, DS2-style)")
+    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE})")
     tail = " if the external system scales with them" if sink else ""
     return Advice(
         tuple(lines),
-        f"{lead}: about {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
-        f"offered at {target:.0%} utilisation{tail} (an estimate from the measured "
-        f"~{cap:,.0f} records/s per subtask).",
+        f"{lead}: {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
+        f"offered at {demand / (need * cap):.0%} utilisation{tail} (from the measured "
+        f"~{cap:,.0f} records/s per subtask; `bpmon run --verify` tries it).",
         cap,
         demand,
         need,

@@ -96,8 +96,7 @@ class ConfidenceRules:
 class CapacityRules:
     """``[capacity]``: the capacity figure and the DS2-style parallelism estimate."""
 
-    utilisation_target: float = 0.7
-    max_producer_backpressure: float = 0.95
+    utilisation_target: float = 0.9
     min_busy: float = 0.05
 
 
@@ -167,10 +166,10 @@ def _check_order(rules: RulesConfig) -> None:
         )
     if cf.weight_sum() <= 0:
         raise ConfigError("confidence weights are all 0: give at least one a positive weight")
-    if cap.utilisation_target <= 0 or cap.max_producer_backpressure >= 1:
+    if not 0 < cap.utilisation_target <= 1:
         raise ConfigError(
-            f"capacity.utilisation_target = {cap.utilisation_target} must be above 0 and "
-            f"capacity.max_producer_backpressure = {cap.max_producer_backpressure} below 1"
+            f"capacity.utilisation_target = {cap.utilisation_target}: expected above 0 and at "
+            "most 1 (default 0.9)"
         )
 
 

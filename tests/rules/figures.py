@@ -164,6 +164,7 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
             _capacity_line,
         ),
         (rf"its inputs would offer ~(?P<d>{rate}) records/s \(.+\)", _offer),
+        (r"the offered rate is unknown: the sources report no pendingRecords .*", _no_offer),
         (
             rf"{sub} handles ~(?P<c>{rate}) records/s per subtask at 100% busy and would be "
             rf"offered ~(?P<e>{rate}) per subtask of the ~(?P<d>{rate}) records/s offered to "
@@ -311,6 +312,11 @@ def _capacity_line(c: Check, cause: RootCause | None, m: re.Match[str], line: st
     c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
 
 
+def _no_offer(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.expect(cause is not None and cause.offered_rate is None, line, "offered_rate is set")
+    c.expect(cause is not None and cause.recommended_parallelism is None, line, "a parallelism")
+
+
 def _offer(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
     rate = cause.offered_rate if cause is not None else None
     c.expect(rate is not None and m["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
@@ -340,8 +346,8 @@ def _capacity_of_named(
 
 
 _ADVICE = re.compile(
-    r"about (?P<n>\d+) subtasks instead of (?P<m>\d+) would take the ~(?P<d>[\d,]+) records/s "
-    r".*measured ~(?P<c>[\d,]+) records/s per subtask"
+    r"(?P<n>\d+) subtasks instead of (?P<m>\d+) would take the ~(?P<d>[\d,]+) records/s "
+    r"offered at (?P<u>\d+)% utilisation.*measured ~(?P<c>[\d,]+) records/s per subtask"
 )
 
 
@@ -355,6 +361,9 @@ def _recommendation(c: Check, cause: RootCause) -> None:
     rate, cap = cause.offered_rate, cause.capacity_per_subtask
     c.expect(rate is not None and found["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
     c.expect(cap is not None and found["c"] == f"{cap:,.0f}", line, f"capacity {cap}")
+    n = cause.recommended_parallelism
+    if rate is not None and cap and n:
+        c.expect(found["u"] == f"{rate / (n * cap) * 100:.0f}", line, "utilisation")
 
 
 _UNEXPLAINED = r"(?P<v>{v}) is (?P<lvl>LOW|HIGH) \((?P<r>\d\.\d\d)\) (?:but no consumer|and waits)"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bpmon.rules.advice import capacity_per_subtask, offered_rates
+from bpmon.rules.advice import PENDING_GROWTH, capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
@@ -29,10 +29,16 @@ def test_capacity_averages_subtasks_and_skips_nearly_idle_ones() -> None:
     assert capacity_per_subtask([sub(0, busy=0.5)], 0.05) is None
 
 
-def test_offered_rate_comes_from_the_sources_and_follows_the_edges() -> None:
-    # src emits 1000/s while 80% blocked: 5000/s offered. x2 emits 2 records per record in.
+def lag(growth: float) -> dict[str, float]:
+    """A source's extra metrics: its pendingRecords grew by ``growth`` records/s."""
+    return {PENDING_GROWTH: growth}
+
+
+def test_offered_rate_is_records_out_plus_lag_growth_and_follows_the_edges() -> None:
+    # src emits 1000/s and owes 4000/s more each second: 5000/s offered. x2 doubles the records;
+    # a broadcast edge gives each of fan's 2 subtasks all of them.
     obs = observation(
-        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, timed=False)),
+        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, metrics=lag(4000))),
         vertex("x2", sub(0, busy=0.9, rin=1000, rout=2000), inputs=[edge("src")]),
         vertex("fan", sub(0, busy=0.1, rin=2000, rout=2000), sub(1, busy=0.1, rin=2000,
                rout=2000), inputs=[edge("x2", "broadcast")]),
@@ -45,28 +51,34 @@ def test_offered_rate_comes_from_the_sources_and_follows_the_edges() -> None:
     assert offered["sink"] == pytest.approx(20000)
 
 
-def test_offered_rate_caps_the_source_backpressure_and_needs_rates() -> None:
+def test_a_source_catching_up_offers_what_it_emits_less_what_it_pays_back() -> None:
     obs = observation(
-        vertex("src", sub(0, bp=1.0, rout=100, timed=False)),
+        vertex("src", sub(0, rout=1000, metrics=lag(-300))),
+        vertex("map", sub(0, busy=0.9, rin=1000), inputs=[edge("src")]),
+    )
+    assert offered_rates(obs, build_graph(obs), RULES)["map"] == pytest.approx(700)
+
+
+def test_without_pending_records_the_offered_rate_is_unknown_not_guessed() -> None:
+    # The old DS2 guess, 100 / (1 - 0.99), would say 10,000/s: 100 times what is emitted.
+    obs = observation(
+        vertex("src", sub(0, bp=0.99, rout=100)),
         vertex("map", sub(0, busy=0.9, rin=100), inputs=[edge("src")]),
     )
-    offered = offered_rates(obs, build_graph(obs), RULES)
-    assert offered["map"] == pytest.approx(100 / (1 - 0.95))
-    capped = RulesConfig(capacity=CapacityRules(max_producer_backpressure=0.5))
-    assert offered_rates(obs, build_graph(obs), capped)["map"] == pytest.approx(200)
+    assert offered_rates(obs, build_graph(obs), RULES)["map"] is None
     blind = observation(
-        vertex("src", sub(0, bp=0.9, timed=False)),
+        vertex("src", sub(0, bp=0.9, timed=False, metrics=lag(10))),
         vertex("map", sub(0, busy=0.9, rin=100), inputs=[edge("src")]),
     )
     assert offered_rates(blind, build_graph(blind), RULES)["map"] is None
 
 
-def test_recommended_parallelism_is_offered_over_capacity_at_the_target() -> None:
-    # Offered 2 x 1000 / (1 - 0.8) = 10000/s; capacity 1000/s per subtask (500 at 50% busy);
-    # at 70% utilisation: ceil(10000 / 700) = 15 subtasks.
+def test_recommended_parallelism_is_the_least_that_takes_the_offered_rate_at_the_target() -> None:
+    # Offered 2 x (1000 + 4000) = 10000/s; capacity 1000/s per subtask (500 at 50% busy);
+    # at 90% utilisation: ceil(10000 / 900) = 12 subtasks, each then 10000 / 12000 = 83% busy.
     obs = observation(
-        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, timed=False),
-               sub(1, bp=0.8, busy=0.05, rout=1000, timed=False)),
+        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(4000)),
+               sub(1, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(4000))),
         vertex("op", sub(0, busy=0.5, rin=500, rout=500, timed=False),
                sub(1, busy=0.5, rin=500, rout=500, timed=False),
                sub(2, busy=0.5, rin=500, rout=500, timed=False),
@@ -78,8 +90,32 @@ def test_recommended_parallelism_is_offered_over_capacity_at_the_target() -> Non
     report = diagnose(obs, rules)
     assert report.root_causes
     cause = report.root_causes[0]
-    expected = math.ceil(10000 / (1000 * 0.7))
-    assert re.search(rf"about {expected} subtasks instead of 4", cause.recommendation)
+    expected = math.ceil(10000 / (1000 * 0.9))
+    assert expected == 12
+    assert cause.recommended_parallelism == expected
+    assert cause.offered_rate == pytest.approx(10000)
+    assert cause.capacity_per_subtask == pytest.approx(1000)
+    assert re.search(rf"\b{expected} subtasks instead of 4\b", cause.recommendation)
+    assert "at 83% utilisation" in cause.recommendation
+    headroom = RulesConfig(
+        bottleneck=BottleneckRules(busy_min=0.4), capacity=CapacityRules(utilisation_target=0.7)
+    )
+    roomy = diagnose(obs, headroom).root_causes
+    assert roomy and roomy[0].recommended_parallelism == math.ceil(10000 / 700)
+
+
+def test_without_pending_records_no_parallelism_is_recommended() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.02, rout=1000)),
+        vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
+        vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")]),
+    )
+    report = diagnose(obs, RULES)
+    assert report.root_causes
+    cause = report.root_causes[0]
+    assert cause.recommended_parallelism is None and cause.offered_rate is None
+    assert cause.capacity_per_subtask is not None
+    assert any("pendingRecords" in line for line in cause.evidence)
 
 
 def test_without_rates_the_recommendation_says_it_cannot_size() -> None:

@@ -49,7 +49,7 @@ def test_missing_keys_keep_their_defaults(tmp_path: Path) -> None:
         ("[kinds]\nspill_metrics = 'spilled'\n", ["kinds.spill_metrics", "list of metric names"]),
         ("[kinds]\nspill_metrics = [1]\n", ["kinds.spill_metrics"]),
         ("[bottleneck]\nbusy_min = 0.95\n", ["bottleneck.busy_min", "saturated_busy"]),
-        ("[capacity]\nmax_producer_backpressure = 1.0\n", ["max_producer_backpressure"]),
+        ("[capacity]\nutilisation_target = 1.5\n", ["utilisation_target"]),
         ("[capacity]\nutilisation_target = 0\n", ["utilisation_target"]),
         (
             "[confidence]\npressure = 0\nseparation = 0\nsaturation = 0\nagreement = 0\n",

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from bpmon.model import Observation, Report, RootCause, TargetSettings
+from bpmon.rules.advice import PENDING_GROWTH
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
@@ -38,11 +39,16 @@ def first(report: Report) -> RootCause:
     return report.root_causes[0]
 
 
+LAG = {PENDING_GROWTH: 4000.0}
+"""Each source owes 4,000 more records every second: it would emit 5,000/s."""
+
+
 def slow_map_chain() -> Observation:
     """source(2, 5000/s each) -> parse -> enrich (2, 1000 records/s each at most) -> sink."""
     return observation(
-        vertex("source", sub(0, bp=0.80, busy=0.03, rout=1000, out_pool=1.0, tm=0),
-               sub(1, bp=0.78, busy=0.04, rout=1000, out_pool=1.0, tm=1), kind="source"),
+        vertex("source", sub(0, bp=0.80, busy=0.03, rout=1000, out_pool=1.0, tm=0, metrics=LAG),
+               sub(1, bp=0.78, busy=0.04, rout=1000, out_pool=1.0, tm=1, metrics=LAG),
+               kind="source"),
         vertex("parse", sub(0, bp=0.97, busy=0.02, rin=1000, rout=1000, in_pool=1.0, tm=0),
                sub(1, bp=0.95, busy=0.03, rin=1000, rout=1000, in_pool=1.0, tm=1),
                inputs=[edge("source", "forward")], kind="map"),
@@ -67,13 +73,13 @@ def test_slow_middle_of_a_chain_is_the_root_cause_and_its_victims_are_not() -> N
 
 
 def test_slow_operator_recommendation_sizes_the_parallelism() -> None:
-    # Sources would emit 5000/s each (2 x 1000 / 0.2); enrich takes ~1000/s per subtask at 100%
-    # busy; at 70% utilisation that is 10000 / 700 = 14.3 subtasks.
+    # Sources would emit 5000/s each (1000 out + 4000/s more owed); enrich takes ~1,010/s per
+    # subtask at 100% busy; at 90% utilisation that is 10000 / 909 = 11 subtasks.
     cause = first(run(slow_map_chain()))
-    match = re.search(r"about (\d+) subtasks instead of 2", cause.recommendation)
+    match = re.search(r"\b(\d+) subtasks instead of 2\b", cause.recommendation)
     assert match, cause.recommendation
-    assert 13 <= int(match.group(1)) <= 16
-    assert "estimate" in cause.recommendation
+    assert int(match.group(1)) == cause.recommended_parallelism == 11
+    assert "--verify" in cause.recommendation
     assert any("per subtask at 100% busy" in e for e in cause.evidence)
 
 

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from bpmon.model import Observation, Report, TargetSettings
 from bpmon.render import render_markdown, render_text
+from bpmon.rules.advice import PENDING_GROWTH
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import load_example
@@ -138,16 +139,21 @@ def test_a_few_busy_subtasks_are_contrasted_with_the_tables_figures() -> None:
     assert f"agg[0] is busy {shown[0]}%, the others {shown[2]}% to {shown[1]}%" in evidence(report)
 
 
+LAG = {PENDING_GROWTH: 2000.0}
+"""The source owes 2,000 more records every second."""
+
+
 def test_capacity_in_the_text_is_the_capacity_in_the_json() -> None:
     obs = observation(
-        vertex("src", sub(0, bp=0.8, busy=0.03, rout=1000, out_pool=1.0)),
+        vertex("src", sub(0, bp=0.8, busy=0.03, rout=1000, out_pool=1.0, metrics=LAG)),
         vertex("map", sub(0, busy=0.99, rin=1000, rout=1000), inputs=[edge("src")]),
         vertex("sink", sub(0, busy=0.05, rin=1000), inputs=[edge("map")], kind="sink"),
     )
     (cause,) = diagnosed(obs).root_causes or ()
     assert cause.capacity_per_subtask is not None and cause.offered_rate is not None
     assert f"~{cause.capacity_per_subtask:,.0f} records/s per subtask" in evidence(diagnosed(obs))
-    assert f"about {cause.recommended_parallelism} subtasks" in cause.recommendation
+    assert f"~{cause.offered_rate:,.0f} records/s" in evidence(diagnosed(obs))
+    assert f"{cause.recommended_parallelism} subtasks instead of 1" in cause.recommendation
 
 
 def test_idle_figures_of_network_and_head_of_line_are_the_tables() -> None:

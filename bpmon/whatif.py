@@ -1,0 +1,135 @@
+"""What if: a scenario with some operator settings changed, and whether a change removes the
+backpressure.
+
+``bpmon whatif SCENARIO --set enrich.parallelism=7`` runs the scenario as written and as
+changed, and shows both diagnoses side by side; ``bpmon run SCENARIO --verify`` applies bpmon's
+own recommendation (the top root cause's ``recommended_parallelism``) and re-runs. A change is
+made to the scenario's TOML document and the whole document is checked again by the loader, so a
+change that breaks a rule of the format (a ``slow_subtasks`` index beyond the new parallelism, a
+forward edge between unequal parallelisms) is the same one-line error as in a file.
+
+Service layer: it runs jobs through :mod:`bpmon.service`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bpmon.errors import ConfigError
+from bpmon.model import Report, RootCause
+from bpmon.scenario import Scenario
+from bpmon.scenario.loader import build_scenario, check_runtime_support, read_toml_file
+
+SETTABLE: Mapping[str, type] = {
+    "parallelism": int,
+    "cost_us": float,
+    "rate": float,
+    "record_bytes": int,
+    "fanout": float,
+    "selectivity": float,
+}
+"""The operator keys ``--set VERTEX.KEY=VALUE`` may change, with their types."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One ``VERTEX.KEY=VALUE`` change to a scenario."""
+
+    vertex: str
+    key: str
+    value: int | float
+
+    def __str__(self) -> str:
+        return f"{self.vertex}.{self.key}={self.value:g}"
+
+
+def parse_change(text: str) -> Change:
+    """``enrich.parallelism=7`` as a :class:`Change`; ConfigError names what is wrong."""
+    where, eq, value = text.partition("=")
+    vertex, dot, key = where.rpartition(".")
+    if not eq or not dot or not vertex or not value.strip():
+        raise ConfigError(f"--set {text!r}: expected VERTEX.KEY=VALUE, e.g. enrich.parallelism=4")
+    kind = SETTABLE.get(key)
+    if kind is None:
+        raise ConfigError(
+            f"--set {text!r}: {key!r} cannot be set; use one of {', '.join(SETTABLE)}"
+        )
+    try:
+        number = kind(value.strip())
+    except ValueError:
+        raise ConfigError(f"--set {text!r}: {value.strip()!r} is not {_article(kind)}") from None
+    return Change(vertex, key, number)
+
+
+def _article(kind: type) -> str:
+    return "an integer" if kind is int else "a number"
+
+
+def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
+    """``scenario`` with ``changes`` applied and the whole document checked again.
+
+    Raises:
+        ConfigError: a change names an unknown vertex, or the scenario has no file to change.
+        ScenarioError: the changed scenario breaks a rule of the format.
+    """
+    if scenario.path is None:
+        raise ConfigError(f"scenario {scenario.name!r} has no file: changes need its TOML")
+    data: dict[str, Any] = copy.deepcopy(read_toml_file(scenario.path))
+    operators = {op.get("name"): op for op in data.get("operators", []) if isinstance(op, dict)}
+    for change in changes:
+        op = operators.get(change.vertex)
+        if op is None:
+            known = ", ".join(str(n) for n in operators)
+            raise ConfigError(f"--set {change}: no operator {change.vertex!r}; known: {known}")
+        op[change.key] = change.value
+    source = f"{scenario.path} with {', '.join(str(c) for c in changes)}"
+    result = build_scenario(data, source, path=scenario.path)
+    check_runtime_support(result, source)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a change removed the backpressure a report found.
+
+    Attributes:
+        removed: no vertex is HIGH after the change and the old bottleneck is no root cause.
+        summary: one line saying so, with the figures.
+    """
+
+    removed: bool
+    summary: str
+
+
+def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict:
+    """Compare a report before and after ``changes`` (the same job, re-run)."""
+    old = before.root_causes[0] if before.root_causes else None
+    high = [v.name for v in after.vertices if v.level == "HIGH"]
+    blamed = {c.vertex for c in after.root_causes or ()}
+    what = ", ".join(str(c) for c in changes)
+    if old is not None and old.vertex in blamed:
+        return Verdict(False, f"not removed: with {what}, {old.vertex} is still a root cause")
+    if high:
+        now = _top(after.root_causes)
+        return Verdict(False, f"not removed: with {what}, {', '.join(high)} still HIGH{now}")
+    worst = max((v.ratio or 0.0 for v in after.vertices), default=0.0)
+    return Verdict(True, f"removed: with {what}, no vertex is HIGH (worst ratio {worst:.2f})")
+
+
+def _top(causes: Sequence[RootCause] | None) -> str:
+    if not causes:
+        return ""
+    return f"; root cause now {causes[0].kind} at {causes[0].vertex}"
+
+
+def recommended_change(report: Report) -> Change | None:
+    """The change bpmon recommends for the report's top root cause, if it sized one."""
+    if not report.root_causes:
+        return None
+    top = report.root_causes[0]
+    if top.recommended_parallelism is None:
+        return None
+    return Change(top.vertex, "parallelism", top.recommended_parallelism)
