@@ -94,10 +94,18 @@ class ConfidenceRules:
 
 @dataclass(frozen=True, slots=True)
 class CapacityRules:
-    """``[capacity]``: the capacity figure and the DS2-style parallelism estimate."""
+    """``[capacity]``: the capacity figure and the parallelism suggested."""
 
     utilisation_target: float = 0.9
     min_busy: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class StallRules:
+    """``[stall]``: a region that moves no records while something in it waits."""
+
+    max_records_per_s: float = 0.0
+    confidence: float = 0.6
 
 
 _TABLES: dict[str, type] = {
@@ -107,6 +115,7 @@ _TABLES: dict[str, type] = {
     "kinds": KindRules,
     "confidence": ConfidenceRules,
     "capacity": CapacityRules,
+    "stall": StallRules,
 }
 
 
@@ -124,6 +133,7 @@ class RulesConfig:
     kinds: KindRules = field(default_factory=KindRules)
     confidence: ConfidenceRules = field(default_factory=ConfidenceRules)
     capacity: CapacityRules = field(default_factory=CapacityRules)
+    stall: StallRules = field(default_factory=StallRules)
     origin: str = "defaults"
 
     def __post_init__(self) -> None:

@@ -18,12 +18,13 @@ bottleneck in series, no record rates, no pool metrics, no topology, a vertex th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, offered_rates
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
-from bpmon.rules.graph import Suspect
+from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import (
     blended_busy,
     level_of,
@@ -34,6 +35,7 @@ from bpmon.rules.levels import (
     vertex_status,
 )
 from bpmon.rules.localize import Localization, localize
+from bpmon.rules.stall import find_stalls
 
 
 def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Report:
@@ -50,11 +52,13 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         causes: list[RootCause] = []  # the figures describe the Python process, not the job
         findings: tuple[Finding, ...] = (_saturated(observation, load),)
     else:
-        loc = localize(observation, rules)
-        offered = offered_rates(observation, loc.graph, rules) if loc.suspects else {}
-        causes = [_root_cause(s, loc, observation, offered, rules) for s in loc.suspects]
-        causes.sort(key=lambda c: (-c.confidence, c.vertex))
-        findings = loc.findings
+        stalls = find_stalls(observation, *_graph_of(observation), rules)
+        stalled = frozenset().union(*(region for _, region in stalls))
+        rest = replace(
+            observation, vertices=tuple(v for v in observation.vertices if v.name not in stalled)
+        )
+        causes, findings = _bottlenecks(rest, rules)
+        causes = [cause for cause, _ in stalls] + causes  # nothing moves there: no bottleneck
     return Report(
         run_id=observation.run_id,
         job=observation.job,
@@ -65,6 +69,21 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         findings=findings,
         levels_from=observation.levels_from,
     )
+
+
+def _bottlenecks(
+    obs: Observation, rules: RulesConfig
+) -> tuple[list[RootCause], tuple[Finding, ...]]:
+    """The root causes of the regions that move records, ranked, and the findings."""
+    loc = localize(obs, rules)
+    offered = offered_rates(obs, loc.graph, rules) if loc.suspects else {}
+    causes = [_root_cause(s, loc, obs, offered, rules) for s in loc.suspects]
+    causes.sort(key=lambda c: (-c.confidence, c.vertex))
+    return causes, loc.findings
+
+
+def _graph_of(obs: Observation) -> tuple[JobGraph, dict[str, VertexSummary]]:
+    return build_graph(obs), {v.name: summarize(v) for v in obs.vertices}
 
 
 def _saturated(obs: Observation, load: RuntimeLoad) -> Finding:

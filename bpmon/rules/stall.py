@@ -1,0 +1,175 @@
+"""Stalls: a job, or a region of it, that moves no records at all while something waits.
+
+A stalled job has no bottleneck to scale: every rate is zero, the busiest vertex is not busy, and
+a rule that looks for "the busy vertex downstream of the backpressured ones" either finds nothing
+or, worse, blames an idle consumer as a network problem. So a stall is found first, on its own
+evidence, and reported as kind ``stalled`` with the cycle of waits named — never with full
+confidence, since what is waiting on what is inferred from where threads sit, not observed.
+
+A region is a connected part of the job graph. It is stalled when every record rate of its
+vertices is known and their sum is at most ``[stall] max_records_per_s`` (0: not one record
+moved) while some vertex in it is above OK. The waits: a backpressured vertex waits on its
+consumers (for output buffers), an idle one that is not backpressured waits on its producers (for
+input). The cycle is the first one
+found by a depth-first walk of those waits from the most upstream blocked vertex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bpmon.model import Observation, RootCause
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.graph import JobGraph, VertexSummary
+from bpmon.rules.levels import level_of, percent
+
+
+def find_stalls(
+    obs: Observation,
+    graph: JobGraph,
+    summaries: Mapping[str, VertexSummary],
+    rules: RulesConfig,
+) -> tuple[tuple[RootCause, frozenset[str]], ...]:
+    """One ``stalled`` root cause per region of the job that moves no records, with the region."""
+    out = []
+    for region in _regions(graph):
+        rates = _region_rate(obs, region)
+        if rates is None or rates > rules.stall.max_records_per_s:
+            continue
+        blocked = [n for n in region if summaries[n].above(rules.levels.ok_max)]
+        if blocked:
+            cause = _stalled(obs, graph, summaries, rules, region, blocked)
+            out.append((cause, frozenset(region)))
+    return tuple(out)
+
+
+def _regions(graph: JobGraph) -> list[list[str]]:
+    """The connected parts of the graph, each in topological order."""
+    neighbours: dict[str, set[str]] = {n: set() for n in graph.order}
+    for name, edges in graph.producers.items():
+        for e in edges:
+            neighbours[name].add(e.source)
+            neighbours[e.source].add(name)
+    seen: set[str] = set()
+    regions = []
+    for start in graph.order:
+        if start in seen:
+            continue
+        part, todo = set(), [start]
+        while todo:
+            n = todo.pop()
+            if n not in part:
+                part.add(n)
+                todo.extend(neighbours[n] - part)
+        seen |= part
+        regions.append([n for n in graph.order if n in part])
+    return regions
+
+
+def _region_rate(obs: Observation, region: Sequence[str]) -> float | None:
+    """Records in and out per second of every subtask of the region, summed.
+
+    None when a subtask reports neither rate (a source has no records in, a sink no records
+    out: one of the two is enough).
+    """
+    total = 0.0
+    for name in region:
+        for s in obs.vertex(name).subtasks:
+            known = [
+                r
+                for r in (s.metrics.records_in_per_s, s.metrics.records_out_per_s)
+                if r is not None
+            ]
+            if not known:
+                return None
+            total += sum(known)
+    return total
+
+
+def _waits(
+    name: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
+) -> list[str]:
+    """What ``name`` waits on: its consumers when backpressured, its producers when idle."""
+    mine = summaries[name]
+    if mine.above(rules.levels.ok_max):
+        return [c for c, _ in graph.consumers[name]]
+    if (mine.idle or 0.0) >= rules.network.idle_min:
+        return [e.source for e in graph.producers[name]]
+    return []
+
+
+def _cycle(
+    start: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
+) -> list[str]:
+    """A cycle of waits reachable from ``start`` (empty when the waits end somewhere)."""
+    path: list[str] = []
+    done: set[str] = set()
+
+    def walk(n: str) -> list[str]:
+        if n in path:
+            return path[path.index(n) :]
+        if n in done:
+            return []
+        path.append(n)
+        for m in _waits(n, graph, summaries, rules):
+            found = walk(m)
+            if found:
+                return found
+        path.pop()
+        done.add(n)
+        return []
+
+    return walk(start)
+
+
+def _stalled(
+    obs: Observation,
+    graph: JobGraph,
+    summaries: Mapping[str, VertexSummary],
+    rules: RulesConfig,
+    region: Sequence[str],
+    blocked: Sequence[str],
+) -> RootCause:
+    cycle = _cycle(blocked[0], graph, summaries, rules)
+    seconds = obs.window.seconds
+    lines = [
+        f"no records moved in {', '.join(region)} over the {seconds:.1f} s window "
+        f"(every records in/out rate is 0)"
+    ]
+    lines += [_wait_line(n, graph, summaries, rules) for n in (cycle or blocked)]
+    if cycle:
+        lines.append("a cycle of waits: " + " -> ".join([*cycle, cycle[0]]))
+    else:
+        lines.append("the waits end nowhere in the graph: what holds them is outside it")
+    tcp = obs.settings.flow_control == "tcp"
+    advice = (
+        "The job has stopped, not slowed: restart it. Under TCP flow control a receiver that "
+        "cannot take a buffer stops its whole connection, so exchanges that share connections "
+        "can wait on each other; credit-based flow control (Flink 1.5 and later) cannot."
+        if tcp
+        else "The job has stopped, not slowed: take a thread dump of the vertices in the cycle "
+        "to see what holds them, then restart it."
+    )
+    return RootCause(
+        vertex=(cycle or list(blocked))[0],
+        kind="stalled",
+        subtasks=(),
+        confidence=rules.stall.confidence,
+        evidence=tuple(lines),
+        recommendation=advice,
+    )
+
+
+def _wait_line(
+    name: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
+) -> str:
+    mine = summaries[name]
+    on = _waits(name, graph, summaries, rules)
+    if mine.above(rules.levels.ok_max):
+        bp = mine.backpressure or 0.0
+        return (
+            f"{name} is {level_of(bp, rules.levels)} ({bp:.2f}) and waits for output buffers "
+            f"of {', '.join(on) or 'no consumer'}"
+        )
+    idle = mine.shown_idle or 0.0
+    return f"{name} idles {percent(idle)} and waits for input from {', '.join(on) or 'nothing'}"

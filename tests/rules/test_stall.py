@@ -1,0 +1,64 @@
+"""Stalls: a region that moves no records is reported as stalled, with its cycle of waits."""
+
+from __future__ import annotations
+
+from bpmon.model import TargetSettings
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.engine import diagnose
+
+from .observations import edge, observation, sub, vertex
+
+RULES = RulesConfig()
+
+
+def deadlock(flow_control: str = "tcp", rate: float = 0.0) -> object:
+    """source -> map -> sink where nothing moves: map blocked on sink, sink idle waiting on map."""
+    return observation(
+        vertex("source", sub(0, bp=0.98, busy=0.01, rout=rate), sub(1, bp=0.97, rout=rate)),
+        vertex("map", sub(0, bp=0.99, rin=rate, rout=rate), sub(1, bp=0.96, rin=rate, rout=rate),
+               inputs=[edge("source")]),
+        vertex("sink", sub(0, busy=0.0, rin=rate), sub(1, busy=0.0, rin=rate),
+               inputs=[edge("map")], kind="sink"),
+        settings=TargetSettings(flow_control=flow_control),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_job_that_moves_no_records_is_stalled_with_its_cycle_of_waits() -> None:
+    report = diagnose(deadlock(), RULES)  # type: ignore[arg-type]
+    assert report.root_causes is not None and len(report.root_causes) == 1
+    cause = report.root_causes[0]
+    assert cause.kind == "stalled"
+    assert cause.confidence < 0.9  # inferred from where threads sit: never certain
+    assert any("no records moved" in line for line in cause.evidence)
+    cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
+    assert "map -> sink -> map" in cycle
+    assert "TCP" in cause.recommendation
+    assert not [c for c in report.root_causes if c.kind == "network"]
+
+
+def test_a_slow_job_that_still_moves_a_record_is_not_stalled() -> None:
+    report = diagnose(deadlock(rate=0.4), RULES)  # type: ignore[arg-type]
+    assert not [c for c in report.root_causes or () if c.kind == "stalled"]
+
+
+def test_without_record_rates_a_stall_is_not_claimed() -> None:
+    quiet = observation(
+        vertex("a", sub(0, bp=0.99, timed=False)),
+        vertex("b", sub(0, busy=0.0, timed=False), inputs=[edge("a")]),
+        source="pyspy",
+    )
+    report = diagnose(quiet, RULES)
+    assert not [c for c in report.root_causes or () if c.kind == "stalled"]
+
+
+def test_a_stall_in_one_region_leaves_the_other_diagnosed() -> None:
+    obs = observation(
+        vertex("a", sub(0, bp=0.99, rout=0.0)),
+        vertex("b", sub(0, busy=0.0, rin=0.0, rout=0.0), inputs=[edge("a")]),
+        vertex("x", sub(0, busy=0.1, rout=500)),
+        vertex("y", sub(0, busy=0.2, rin=500), inputs=[edge("x")]),
+    )
+    report = diagnose(obs, RULES)
+    kinds = {(c.vertex, c.kind) for c in report.root_causes or ()}
+    assert ("a", "stalled") in kinds
+    assert not {v for v, _ in kinds} & {"x", "y"}
