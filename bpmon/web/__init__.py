@@ -1,1 +1,6 @@
-"""The web dashboard (FastAPI + plotly): a surface, may import everything below it."""
+"""The server (``bpmon serve``: FastAPI under uvicorn) and, later, the dashboard: a surface.
+
+May import the service layer (:mod:`bpmon.service`, :mod:`bpmon.watching`) and the model, and
+the web extra's libraries (fastapi, uvicorn, prometheus-client); never the runtime, the
+collectors, the rules or the history directly.
+"""

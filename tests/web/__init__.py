@@ -1,0 +1,1 @@
+"""Tests of bpmon serve: the watches, the API, auth, events and the command."""

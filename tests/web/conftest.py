@@ -1,0 +1,87 @@
+"""Fixtures of the server tests: real stored runs and a real uvicorn on loopback.
+
+Every server here is uvicorn serving :func:`bpmon.web.app.create_app` on a socket bound to
+127.0.0.1 port 0 (a free port), run on a thread and stopped as ``bpmon serve`` stops: uvicorn
+shuts down, the event streams end, the app's lifespan stops every watch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bpmon import service
+from bpmon.scenario import parse_scenario
+from bpmon.stored import StoredJobs
+from bpmon.watching import Watches
+from bpmon.web.app import create_app
+from bpmon.web.server import bind, make_server, url_of
+
+from .servers import WAIT_S, Served, ServeFactory, task_threads, tiny, wait_until
+
+
+@pytest.fixture
+def tiny_file(tmp_path: Path) -> Path:
+    """A tiny scenario file (job ``tiny``)."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(tiny())
+    return path
+
+
+@pytest.fixture(scope="session")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs directory holding real runs: job ``alpha`` twice (1 and 2 bursts), ``beta`` once."""
+    root = tmp_path_factory.mktemp("stored") / "runs"
+    settings = service.Settings(runs_dir=root)
+    for name, bursts in [("alpha", 1), ("alpha", 2), ("beta", 1)]:
+        events = service.run_scenario(parse_scenario(tiny(name)), settings, bursts=bursts)
+        service.drain(events)
+    return root
+
+
+@pytest.fixture
+def runs_dir(stored: Path, tmp_path: Path) -> Path:
+    """A copy of the stored runs this test may change."""
+    copy = tmp_path / "runs"
+    shutil.copytree(stored, copy)
+    return copy
+
+
+@pytest.fixture
+def serve() -> Iterator[ServeFactory]:
+    """Start servers as the test asks (``serve(watches, token=..., metrics_public=...)``);
+    each is stopped at the end as ``bpmon serve`` stops, and no runtime thread may be left."""
+    running: list[tuple[threading.Thread, Served, object]] = []
+
+    def start(watches: Watches, *, token: str | None = None, **options: object) -> Served:
+        sock = bind("127.0.0.1", 0)
+        app = create_app(watches, token=token, keepalive_s=0.5, **options)  # type: ignore[arg-type]
+        server = make_server(app, watches)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        wait_until(lambda: server.started, "the server to start")
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        client = httpx.Client(base_url=url_of(sock), headers=headers, timeout=WAIT_S)
+        served = Served(url_of(sock), watches, client)
+        running.append((thread, served, server))
+        return served
+
+    yield start
+    for thread, served, server in running:
+        served.client.close()
+        server.should_exit = True  # type: ignore[attr-defined]
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the server did not stop"
+    assert task_threads() == []
+
+
+@pytest.fixture
+def watches(runs_dir: Path) -> Watches:
+    """A registry over the copied runs, bursts 0.2 s apart, the runs re-read on every call."""
+    settings = service.Settings(runs_dir=runs_dir)
+    return Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))

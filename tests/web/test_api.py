@@ -1,0 +1,250 @@
+"""The JSON API through a real uvicorn: jobs, runs, starting and stopping watches, bad requests.
+
+The runs directory holds real reports (``alpha`` twice, ``beta`` once); watched jobs run the tiny
+scenario on the real runtime. A stored report is compared byte for byte with what the real
+``bpmon diagnose RUN --format json`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bpmon import service
+from bpmon.report_json import report_from_json
+from bpmon.scenario import parse_scenario
+from bpmon.watching import Watches
+
+from .servers import ServeFactory, tiny, wait_until
+
+
+def runs_of(runs_dir: Path) -> dict[str, Path]:
+    """Run folders by job name, newest last."""
+    found: dict[str, list[Path]] = {}
+    for run in sorted(p for p in runs_dir.iterdir() if (p / "report.json").is_file()):
+        job = report_from_json((run / "report.json").read_text()).job
+        found.setdefault(job, []).append(run)
+    return {job: runs[-1] for job, runs in found.items()}
+
+
+def get(client: httpx.Client, path: str, status: int = 200) -> Any:
+    response = client.get(path)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+# -- health, docs ---------------------------------------------------------------------------------
+
+
+def test_healthz_says_ok_and_what_is_watched(serve: ServeFactory, watches: Watches) -> None:
+    served = serve(watches)
+    assert get(served.client, "/healthz") == {
+        "status": "ok",
+        "version": "0.1.0",
+        "watching": [],
+    }
+
+
+def test_the_openapi_document_lists_every_endpoint(serve: ServeFactory, watches: Watches) -> None:
+    served = serve(watches)
+    paths = set(get(served.client, "/openapi.json")["paths"])
+    assert {
+        "/api/v1/jobs",
+        "/api/v1/jobs/{job}",
+        "/api/v1/jobs/{job}/events",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/jobs/{job}/vertices/{vertex}/backpressure",
+        "/healthz",
+        "/metrics",
+    } <= paths
+    assert served.client.get("/docs").status_code == 200
+
+
+# -- stored jobs and runs -------------------------------------------------------------------------
+
+
+def test_stored_jobs_are_listed_with_their_latest_level(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    jobs = get(serve(watches).client, "/api/v1/jobs")
+    assert jobs["errors"] == []
+    assert [j["job"] for j in jobs["jobs"]] == ["alpha", "beta"]
+    for job in jobs["jobs"]:
+        assert (job["state"], job["watched"], job["source"]) == ("stored", False, "runtime")
+        assert job["level"] in ("OK", "LOW", "HIGH")
+        assert job["diagnosed"] is True
+
+
+def test_a_stored_job_has_its_latest_report_and_every_burst(
+    serve: ServeFactory, watches: Watches, runs_dir: Path
+) -> None:
+    doc = get(serve(watches).client, "/api/v1/jobs/alpha")
+    newest = runs_of(runs_dir)["alpha"]
+    assert doc["run_id"] == newest.name
+    assert doc["latest"] == report_to_doc(newest / "report-1.json")  # the last burst
+    history = doc["history"]
+    assert len(history) == 3  # one burst of the first run, two of the second
+    assert [h["burst"] for h in history] == [0, 0, 1]
+    assert history[-1]["run_id"] == newest.name
+    assert set(history[0]["levels"]) == {"src", "out"}
+    assert history == sorted(history, key=lambda h: h["time"])
+
+
+def report_to_doc(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def test_history_is_cut_to_the_newest_bursts(serve: ServeFactory, watches: Watches) -> None:
+    doc = get(serve(watches).client, "/api/v1/jobs/alpha?limit=1")
+    assert [(h["burst"]) for h in doc["history"]] == [1]
+
+
+def test_runs_are_listed_newest_first_and_by_job(
+    serve: ServeFactory, watches: Watches, runs_dir: Path
+) -> None:
+    client = serve(watches).client
+    runs = get(client, "/api/v1/runs")
+    assert runs["errors"] == []
+    stored = [p.name for p in runs_dir.iterdir() if (p / "report.json").is_file()]
+    assert [r["run_id"] for r in runs["runs"]] == sorted(stored, reverse=True)
+    only = get(client, "/api/v1/runs?job=beta")["runs"]
+    assert [r["job"] for r in only] == ["beta"]
+    assert only[0]["bursts"] == 1
+
+
+def test_a_run_is_byte_identical_to_bpmon_diagnose_json(
+    serve: ServeFactory, watches: Watches, runs_dir: Path, bpmon_bin: Path
+) -> None:
+    client = serve(watches).client
+    run = runs_of(runs_dir)["alpha"].name
+    for burst in (0, 1):
+        command = [str(bpmon_bin), "diagnose", run, "--format", "json", "--burst", str(burst)]
+        printed = subprocess.run(
+            [*command, "--runs-dir", str(runs_dir)],
+            check=True,
+            capture_output=True,
+        ).stdout
+        served = client.get(f"/api/v1/runs/{run}", params={"burst": burst})
+        assert served.status_code == 200
+        assert served.headers["content-type"] == "application/json"
+        assert served.content == printed
+
+
+# -- unknown ids and bad requests -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "names"),
+    [
+        ("/api/v1/jobs/nope", 404, "nope"),
+        ("/api/v1/jobs/nope/events", 404, "nope"),
+        ("/api/v1/runs/20260101T000000Z-nope-0000", 404, "20260101T000000Z-nope-0000"),
+        ("/api/v1/jobs/alpha?limit=0", 422, "limit"),
+        ("/api/v1/jobs/alpha?limit=many", 422, "limit"),
+        ("/api/v1/runs/x?burst=-1", 422, "burst"),
+        ("/api/v1/nothing-here", 404, "Not Found"),
+    ],
+)
+def test_a_bad_request_is_4xx_with_a_json_line_naming_the_problem(
+    serve: ServeFactory, watches: Watches, path: str, status: int, names: str
+) -> None:
+    detail = get(serve(watches).client, path, status)["detail"]
+    assert isinstance(detail, str) and names in detail and "\n" not in detail
+
+
+def test_a_missing_burst_of_a_run_is_404(
+    serve: ServeFactory, watches: Watches, runs_dir: Path
+) -> None:
+    run = runs_of(runs_dir)["beta"].name
+    detail = get(serve(watches).client, f"/api/v1/runs/{run}?burst=7", 404)["detail"]
+    assert "no burst 7" in detail
+    assert str(runs_dir) not in detail  # the server's own paths stay on the server
+
+
+# -- starting and stopping watches ----------------------------------------------------------------
+
+
+def test_a_shipped_example_is_started_and_stopped_through_the_api(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    client = serve(watches).client
+    started = client.post("/api/v1/jobs", json={"scenario": "healthy", "every_s": 30})
+    assert started.status_code == 201, started.text
+    job = started.json()["job"]  # the name inside the example file
+    assert started.headers["location"] == f"/api/v1/jobs/{job}"
+    assert started.json()["state"] == "running"
+    assert get(client, "/healthz")["watching"] == [job]
+    again = client.post("/api/v1/jobs", json={"scenario": "healthy"})
+    assert again.status_code == 409 and job in again.json()["detail"]
+    stopped = client.delete(f"/api/v1/jobs/{job}")
+    assert stopped.status_code == 200
+    assert stopped.json()["state"] == "ended"
+    assert get(client, f"/api/v1/jobs/{job}")["leaks"] == []
+    assert get(client, "/healthz")["watching"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "names"),
+    [
+        ({"scenario": "no-such-example"}, 400, "no-such-example"),
+        ({"scenario": "../../etc/passwd"}, 400, "not a shipped example"),
+        ({}, 422, "scenario"),
+        ({"scenario": "demo", "every_s": 0}, 422, "every_s"),
+        ({"scenario": "demo", "extra": 1}, 422, "extra"),
+    ],
+)
+def test_a_bad_start_request_starts_nothing(
+    serve: ServeFactory, watches: Watches, body: dict[str, Any], status: int, names: str
+) -> None:
+    client = serve(watches).client
+    response = client.post("/api/v1/jobs", json=body)
+    assert response.status_code == status
+    assert names in response.json()["detail"]
+    assert watches.running() == []
+
+
+def test_stopping_a_job_this_server_does_not_watch_is_404(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    client = serve(watches).client
+    assert client.delete("/api/v1/jobs/alpha").status_code == 404  # stored, not watched
+    assert client.delete("/api/v1/jobs/nope").status_code == 404
+
+
+def test_a_watched_job_shows_its_stored_past_then_its_new_bursts(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    watches.start_scenario(parse_scenario(tiny("alpha")))
+    client = serve(watches).client
+
+    def new_bursts() -> list[Any]:
+        doc = get(client, "/api/v1/jobs/alpha")
+        return [h for h in doc["history"] if h["run_id"] == doc["run_id"]]
+
+    wait_until(lambda: len(new_bursts()) >= 2, "two bursts of the watched job")
+    doc = get(client, "/api/v1/jobs/alpha")
+    assert (doc["state"], doc["watched"]) == ("running", True)
+    assert len(doc["history"]) >= 3 + 2  # the three stored bursts come first
+    assert doc["latest"]["run_id"] == doc["run_id"]
+    listed = {j["job"]: j for j in get(client, "/api/v1/jobs")["jobs"]}
+    assert listed["alpha"]["state"] == "running" and listed["beta"]["state"] == "stored"
+
+
+def test_a_scenario_started_on_the_command_line_is_saved_like_bpmon_run(
+    serve: ServeFactory, runs_dir: Path
+) -> None:
+    watches = Watches(service.Settings(runs_dir=runs_dir), every_s=0.2)
+    job = watches.start_scenario(parse_scenario(tiny("gamma")))
+    client = serve(watches).client
+    wait_until(lambda: get(client, f"/api/v1/jobs/{job}")["latest"], "a report of gamma")
+    run_id = get(client, f"/api/v1/jobs/{job}")["run_id"]
+    served = client.get(f"/api/v1/runs/{run_id}")
+    assert served.status_code == 200
+    assert report_from_json(served.text).job == "gamma"
