@@ -10,7 +10,7 @@ still catch them naturally::
     ├── InsufficientBuffersError (RuntimeError)
     │                                     a network buffer pool cannot meet its minimum
     ├── JobError (RuntimeError)           a runtime job failed (a task raised)
-    ├── CancelledError (RuntimeError)     a blocking call was interrupted by cancellation
+    ├── WaitCancelledError (RuntimeError)     a blocking call was interrupted by cancellation
     ├── CollectorError (RuntimeError)     a collector cannot read its target
     │   ├── TargetNotFoundError (LookupError)    no such process, run or job
     │   └── PermissionDeniedError (PermissionError)
@@ -54,7 +54,7 @@ class JobError(BpmonError, RuntimeError):
     exit_code = 4
 
 
-class CancelledError(BpmonError, RuntimeError):
+class WaitCancelledError(BpmonError, RuntimeError):
     """A blocking runtime call was woken because its job or pool was cancelled or destroyed."""
 
 

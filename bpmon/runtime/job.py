@@ -102,13 +102,15 @@ class Job:
             outputs.setdefault((p.producer, p.producer_index), []).append(
                 self._output(p, partition)
             )
-        for src, dst in plan.connections:
-            env.connection(src, dst)
+        for connection in plan.connections:
+            env.connection(*connection)
         gates: dict[tuple[str, int], list[InputGate]] = {}
         for g in plan.gates:
             key = (g.consumer, g.consumer_index)
             inputs = [(partitions[c.partition], c.subpartition) for c in g.channels]
-            gate = env.create_gate(g.task_manager, inputs, g.name, conditions[key])
+            gate = env.create_gate(
+                g.task_manager, inputs, g.name, conditions[key], g.connection_index
+            )
             gates.setdefault(key, []).append(gate)
         for sub in plan.subtasks:
             key = (sub.vertex, sub.index)
@@ -209,7 +211,7 @@ class Job:
         if self._coordinator is not None:
             self._coordinator.stop()
         # Releasing the network wakes every wait at once: a task blocked in a buffer pool gets
-        # CancelledError, one waiting for input or output sees the cancel flag.
+        # WaitCancelledError, one waiting for input or output sees the cancel flag.
         self.env.shutdown()
         with self.env.lock:
             for task in self.all_tasks():

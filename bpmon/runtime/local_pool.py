@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from typing import Protocol
 
-from bpmon.errors import CancelledError
+from bpmon.errors import WaitCancelledError
 from bpmon.runtime.buffers import BufferListener
 
 
@@ -129,7 +129,7 @@ class LocalBufferPool:
         Takes an overdraft segment from the global pool once ``pool_size`` segments are out.
         """
         if self._destroyed:
-            raise CancelledError(f"{self.owner}: buffer pool has already been destroyed")
+            raise WaitCancelledError(f"{self.owner}: buffer pool has already been destroyed")
         if self._available:
             segment = self._available.popleft()
         elif self._requested >= self.pool_size:
@@ -158,7 +158,7 @@ class LocalBufferPool:
         network lock, which the wait releases.
 
         Raises:
-            CancelledError: the pool was destroyed (the job is ending) while waiting.
+            WaitCancelledError: the pool was destroyed (the job is ending) while waiting.
         """
         segment = self.request_memory_segment(channel)
         while segment is None:

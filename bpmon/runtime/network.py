@@ -1,9 +1,9 @@
 """The network environment of one simulated cluster: task managers, pools, partitions, gates.
 
-It owns the network lock, one ``NetworkBufferPool`` per task manager, one ``Connection`` per ordered
-pair of task managers, and everything created through it, so that it can tear it all down and
-prove that nothing leaked: every segment back in its global pool, no credit negative, no timer
-thread left.
+It owns the network lock, one ``NetworkBufferPool`` per task manager, the ``Connection`` of each
+``ConnectionID`` (pair of task managers and connection index) its remote channels use, and
+everything created through it, so that it can tear it all down and prove that nothing leaked:
+every segment back in its global pool, no credit negative, no timer thread left.
 
 Pool sizes follow Flink (``reference/flink-network.md`` §1.2): a result partition's pool has
 min = subpartitions + 1 and max = subpartitions × buffers_per_channel + floating_buffers_per_gate,
@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from bpmon.runtime.connection import Connection, LinkTimer
+from bpmon.runtime.connection import Connection, ConnectionID, Link, LinkTimer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate, LocalInputChannel
 from bpmon.runtime.network_pool import NetworkBufferPool
@@ -49,7 +49,8 @@ class NetworkEnvironment:
         ]
         self._clock = clock
         self._timer = LinkTimer(self.lock, clock, "bpmon-link-timer")
-        self.connections: dict[tuple[int, int], Connection] = {}
+        self.connections: dict[ConnectionID, Connection] = {}
+        self._links: dict[tuple[int, int], Link] = {}
         self.partitions: list[ResultPartition] = []
         self.gates: list[InputGate] = []
         self._tm_of_partition: dict[int, int] = {}
@@ -96,10 +97,13 @@ class NetworkEnvironment:
         inputs: Sequence[tuple[ResultPartition, int]],
         name: str,
         condition: threading.Condition | None = None,
+        connection_index: int = 0,
     ) -> InputGate:
         """An input gate on ``tm`` reading subpartition ``i`` of each ``(partition, i)``.
 
-        Channels are local when the producer runs on the same task manager, remote otherwise.
+        Channels are local when the producer runs on the same task manager, remote otherwise; a
+        remote channel from task manager ``src`` uses connection ``(src, tm, connection_index)``
+        (the deployment gives the index of the gate's intermediate result under ``tcp``).
         """
         cfg = self.config
         credit = cfg.flow_control == "credit"
@@ -116,7 +120,8 @@ class NetworkEnvironment:
             pool = global_pool.create_pool(min_size, max_size, condition=cond, owner=name)
             gate = InputGate(name, pool, cond)
             for index, (partition, sub) in enumerate(inputs):
-                gate.channels.append(self._channel(gate, index, partition, sub, tm))
+                channel = self._channel(gate, index, partition, sub, tm, connection_index)
+                gate.channels.append(channel)
             self.gates.append(gate)
         return gate
 
@@ -129,7 +134,13 @@ class NetworkEnvironment:
         return pool
 
     def _channel(
-        self, gate: InputGate, index: int, partition: ResultPartition, sub: int, tm: int
+        self,
+        gate: InputGate,
+        index: int,
+        partition: ResultPartition,
+        sub: int,
+        tm: int,
+        connection_index: int,
     ) -> LocalInputChannel | RemoteInputChannel:
         subpartition = partition.subpartitions[sub]
         src = self._tm_of_partition[id(partition)]
@@ -137,22 +148,23 @@ class NetworkEnvironment:
             return LocalInputChannel(gate, index, subpartition)
         credit = self.config.buffers_per_channel if self.config.flow_control == "credit" else 0
         channel = RemoteInputChannel(gate, index, self.pools[tm], credit)
-        self.connection(src, tm).register(subpartition, channel)
+        self.connection(src, tm, connection_index).register(subpartition, channel)
         return channel
 
-    def connection(self, src: int, dst: int) -> Connection:
-        """The connection from task manager ``src`` to ``dst`` (created on first use)."""
-        key = (src, dst)
+    def connection(self, src: int, dst: int, index: int = 0) -> Connection:
+        """Connection ``index`` from task manager ``src`` to ``dst`` (created on first use)."""
+        key = ConnectionID(src, dst, index)
         if key not in self.connections:
             cfg = self.config
             self.connections[key] = Connection(
                 src,
                 dst,
                 credit_based=cfg.flow_control == "credit",
-                bandwidth=cfg.link_bandwidth_mb_s * 1e6,
+                link=self._links.setdefault((src, dst), Link(cfg.link_bandwidth_mb_s * 1e6)),
                 segment_size=cfg.segment_size,
                 clock=self._clock,
                 timer=self._timer,
+                index=index,
             )
         return self.connections[key]
 
@@ -166,7 +178,7 @@ class NetworkEnvironment:
         """Release every partition and gate and stop the link timer; idempotent.
 
         Call it once the task threads have stopped; a thread still waiting in a pool or a gate is
-        woken (a pool raises ``CancelledError``).
+        woken (a pool raises ``WaitCancelledError``).
         """
         with self.lock:
             if self.closed:
@@ -194,7 +206,7 @@ class NetworkEnvironment:
                     problems.append(f"{pool.name}: {len(pool.pools)} local pools not destroyed")
             for connection in self.connections.values():
                 problems.extend(
-                    f"connection {connection.src}->{connection.dst}: negative credit {v.credit}"
+                    f"connection {tuple(connection.id)}: negative credit {v.credit}"
                     for v in connection.views
                     if v.credit < 0
                 )

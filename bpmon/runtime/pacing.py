@@ -43,7 +43,7 @@ class ServiceTime:
     intervals). Measured with 30 serving threads next to 4 CPU-bound ones on 2 cores: with 5 ms the
     subtasks reached 26-53 % of their service rate, with 20 ms 41-89 %. An idle machine holds it.
 
-    The injected ``sleep`` may raise (for example ``CancelledError`` when the job is cancelled)
+    The injected ``sleep`` may raise (for example ``WaitCancelledError`` when the job is cancelled)
     to abort a long service period.
     """
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from bpmon.errors import CancelledError
+from bpmon.errors import WaitCancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
@@ -171,7 +171,7 @@ class Task:
                 self._run_source(self._limiter)
             else:
                 self._run_operator()
-        except CancelledError:
+        except WaitCancelledError:
             pass
         except BaseException as exc:  # a failed task fails the job, whatever it raised
             self.error = exc
@@ -182,11 +182,11 @@ class Task:
 
     def _sleep(self, seconds: float) -> None:
         if self._cancel.wait(seconds):
-            raise CancelledError(f"{self.name}: cancelled")
+            raise WaitCancelledError(f"{self.name}: cancelled")
 
     def _check_cancel(self) -> None:
         if self._cancel.is_set():
-            raise CancelledError(f"{self.name}: cancelled")
+            raise WaitCancelledError(f"{self.name}: cancelled")
 
     # -- the loops --------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.sampler import Burst, Snapshot, StackSampler, record_burst
-from bpmon.errors import CancelledError
+from bpmon.errors import WaitCancelledError
 from bpmon.runtime.network_pool import NetworkBufferPool
 
 SAMPLES, INTERVAL_MS = 20, 10.0
@@ -135,8 +135,8 @@ def test_runtime_thread_blocked_on_its_buffer_pool_is_backpressured() -> None:
         pool.request_buffer_builder_blocking()  # takes the only segment
 
     def request() -> None:
-        # woken with CancelledError when the pool is destroyed
-        with pool.lock, contextlib.suppress(CancelledError):
+        # woken with WaitCancelledError when the pool is destroyed
+        with pool.lock, contextlib.suppress(WaitCancelledError):
             pool.request_buffer_builder_blocking()
 
     start("map (1/1)", request)

@@ -8,8 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import CancelledError
+from bpmon.clock import ManualClock
+from bpmon.errors import WaitCancelledError
 from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
@@ -26,7 +28,7 @@ def _produce(partition: ResultPartition, stop: threading.Event) -> None:
         while not stop.is_set():
             emit(i)
             i += 1
-    except CancelledError:
+    except WaitCancelledError:
         pass  # the environment shut down while the producer waited for a buffer
 
 
@@ -53,6 +55,7 @@ def test_flink_7282_one_stopped_receiver_and_a_shared_connection(
 
     Under ``tcp`` its full gate stops the whole connection and the other channel stalls too;
     under ``credit`` only the stopped channel runs out of credit and the other keeps flowing.
+    (Both gates use connection index 0: two consumer subtasks of one intermediate result.)
     """
     env = make_env(task_managers=2, flow_control=flow_control, buffer_timeout_ms=0)
     stopped_src = env.create_partition(0, 1, "stopped-source")
@@ -73,7 +76,7 @@ def test_flink_7282_one_stopped_receiver_and_a_shared_connection(
     before = got[0]
     time.sleep(0.5)
     during = got[0] - before
-    stalled = env.connections[(0, 1)].stalled
+    stalled = env.connections[ConnectionID(0, 1, 0)].stalled
     stop.set()
     env.shutdown()
     for thread in threads:
@@ -85,6 +88,41 @@ def test_flink_7282_one_stopped_receiver_and_a_shared_connection(
         assert during == 0, f"the busy channel still moved {during} records over a stalled link"
     else:
         assert during > 20_000, f"the busy channel moved only {during} records in 0.5 s"
+
+
+def test_under_tcp_a_stopped_receiver_of_one_result_does_not_stall_another_result(
+    make_env: Env,
+) -> None:
+    """Flink before 1.5: each intermediate result has its own connection to a task manager
+    (its ``connectionIndex``), so a full gate of one result stops only that result's connection."""
+    env = make_env(task_managers=2, flow_control="tcp", buffer_timeout_ms=0)
+    stopped_src = env.create_partition(0, 1, "stopped-source")
+    busy_src = env.create_partition(0, 1, "busy-source")
+    env.create_gate(1, [(stopped_src, 0)], "stopped-sink", connection_index=11)  # never read
+    busy_gate = env.create_gate(1, [(busy_src, 0)], "busy-sink", connection_index=22)
+    assert sorted(env.connections) == [(0, 1, 11), (0, 1, 22)]
+
+    stop, got = threading.Event(), [0]
+    threads = [
+        threading.Thread(target=_produce, args=(stopped_src, stop), daemon=True),
+        threading.Thread(target=_produce, args=(busy_src, stop), daemon=True),
+        threading.Thread(target=_consume, args=(env, busy_gate, stop, got), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # long enough for the stopped receiver's buffers to fill
+    before = got[0]
+    time.sleep(0.5)
+    during = got[0] - before
+    stalled = env.connections[ConnectionID(0, 1, 11)].stalled
+    stop.set()
+    env.shutdown()
+    for thread in threads:
+        thread.join(timeout=2.0)
+        assert not thread.is_alive()
+
+    assert stalled
+    assert during > 20_000, f"the other result's channel moved only {during} records in 0.5 s"
 
 
 def test_stalled_tcp_connection_resumes_when_the_head_gets_a_buffer(
@@ -99,7 +137,7 @@ def test_stalled_tcp_connection_resumes_when_the_head_gets_a_buffer(
     for i in range(slow_gate.pool.max_size + 2):  # more buffers than the slow gate can hold
         slow_emit(i)
     other_src.channel_writer(256, 0)("behind the head")
-    connection = env.connections[(0, 1)]
+    connection = env.connections[ConnectionID(0, 1, 0)]
     assert connection.stalled
     assert drain(env, other_gate) == ([], [])  # stuck behind the stalled head
     records, _ = drain(env, slow_gate)  # frees buffers: the head goes in, the link moves again
@@ -116,7 +154,7 @@ def test_credit_sender_holds_exactly_the_receivers_free_buffers(
     partition = env.create_partition(0, 1, "src")
     gate = env.create_gate(1, [(partition, 0)], "sink")
     emit = partition.channel_writer(256, 0)
-    view = env.connections[(0, 1)].views[0]
+    view = env.connections[ConnectionID(0, 1, 0)].views[0]
     channel = view.channel
     assert view.credit == 2 == channel.available_buffers
     for i in range(6):
@@ -156,3 +194,34 @@ def test_bandwidth_cap_limits_throughput(make_env: Env) -> None:
     config = NetworkConfig()
     held = (config.buffers_per_channel + config.floating_buffers_per_gate + 2) * 32768
     assert 0 < moved_bytes <= 2e6 * took + held, f"{moved_bytes / took / 1e6:.2f} MB/s, cap 2"
+
+
+def test_connections_between_the_same_task_managers_share_their_link_and_its_cap(
+    drain: Drain,
+) -> None:
+    """Under ``tcp`` two exchanges from tm-0 to tm-1 use two connections, but one link: a buffer
+    on one occupies the link, and the other connection's buffer waits for it."""
+    clock = ManualClock(100.0)
+    config = NetworkConfig(
+        task_managers=2, flow_control="tcp", segment_size=256, link_bandwidth_mb_s=0.001
+    )
+    env = NetworkEnvironment(config, clock=clock.now)
+    try:
+        first, second = env.create_partition(0, 1, "first"), env.create_partition(0, 1, "second")
+        first_gate = env.create_gate(1, [(first, 0)], "first-sink", connection_index=1)
+        second_gate = env.create_gate(1, [(second, 0)], "second-sink", connection_index=2)
+        assert len(env.connections) == 2
+        first.channel_writer(256, 0)("one")  # fills a buffer: it is sent at once
+        second.channel_writer(256, 0)("two")
+        assert drain(env, first_gate)[0] == ["one"]
+        assert drain(env, second_gate) == ([], [])  # its connection is idle, the link is not
+        clock.advance(256 / 1000)  # the link is free again: the link timer sends it
+        deadline = time.monotonic() + 5.0
+        got: list[object] = []
+        while not got and time.monotonic() < deadline:
+            got = drain(env, second_gate)[0]
+            time.sleep(0.01)
+        assert got == ["two"]
+    finally:
+        env.shutdown()
+    assert env.leaks() == []

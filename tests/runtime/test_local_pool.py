@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpmon.errors import CancelledError
+from bpmon.errors import WaitCancelledError
 from bpmon.runtime.network_pool import NetworkBufferPool
 
 
@@ -73,7 +73,7 @@ def test_destroyed_pool_wakes_waiters_with_cancellation_and_returns_segments() -
         segment = pool.request_memory_segment(0)
         assert segment is not None
         pool.destroy()
-        with pytest.raises(CancelledError):
+        with pytest.raises(WaitCancelledError):
             pool.request_buffer_builder_blocking(0)
         pool.recycle(segment, 0)
         assert network.available_segments == 4

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import CancelledError, ConfigError, InsufficientBuffersError
+from bpmon.errors import ConfigError, InsufficientBuffersError, WaitCancelledError
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import LocalInputChannel
 from bpmon.runtime.network import NetworkEnvironment
@@ -66,7 +66,7 @@ def test_shutdown_mid_flight_returns_every_segment(make_env: Env) -> None:
     gate = env.create_gate(1, [(partition, 0)], "g")
 
     def write() -> None:
-        with contextlib.suppress(CancelledError):
+        with contextlib.suppress(WaitCancelledError):
             for i in range(1000):
                 partition.emit(i, 256, 0)
 
@@ -78,7 +78,7 @@ def test_shutdown_mid_flight_returns_every_segment(make_env: Env) -> None:
         held = gate.poll_next()  # the consumer holds one buffer across the shutdown
     env.shutdown()
     blocked.join(timeout=2.0)
-    assert not blocked.is_alive()  # woken with CancelledError
+    assert not blocked.is_alive()  # woken with WaitCancelledError
     assert held is not None
     with env.lock:
         held[0].recycle()  # type: ignore[union-attr]
