@@ -10,7 +10,8 @@ still catch them naturally::
     ├── InsufficientBuffersError (RuntimeError)
     │                                     a network buffer pool cannot meet its minimum
     ├── JobError (RuntimeError)           a runtime job failed (a task raised)
-    ├── WaitCancelledError (RuntimeError)     a blocking call was interrupted by cancellation
+    ├── WaitCancelledError (RuntimeError)
+    │                                     a blocking runtime call was woken by cancellation
     ├── CollectorError (RuntimeError)     a collector cannot read its target
     │   ├── TargetNotFoundError (LookupError)    no such process, run or job
     │   └── PermissionDeniedError (PermissionError)
