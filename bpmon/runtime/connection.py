@@ -1,6 +1,10 @@
-"""Connections between task managers: every remote channel from A to B shares one.
+"""Connections between task managers: the remote channels from A to B that share one.
 
-A ``Connection`` plays the part of Flink's Netty pipeline for one ordered pair of task managers.
+A ``Connection`` plays the part of Flink's Netty pipeline for one :class:`ConnectionID`: an ordered
+pair of task managers and a connection index. Which channels share one is the deployment's
+decision (``deployment.connection_index``): under ``credit`` every channel from A to B (Flink 1.20
+keeps one TCP connection per pair of task managers), under ``tcp`` the channels of one intermediate
+result from A to B (Flink before 1.5 kept one per remote task manager and intermediate result).
 Transfers happen synchronously, under the network lock, in whichever thread made them possible: the
 producer finishing a buffer, the consumer returning credit or freeing a buffer, or the link timer
 when the bandwidth cap lets the next buffer go. No thread is needed unless a cap is set.
@@ -11,9 +15,11 @@ when the bandwidth cap lets the next buffer go. No thread is needed unless a cap
 - ``tcp``: no credit. Sent data sits on the wire (the socket buffers, ``TCP_WINDOW_SEGMENTS``
   segments' worth) in order; the receiver delivers the head into a buffer of its gate's pool, and
   when that pool is empty it stops reading the whole connection (``autoRead = false``), so every
-  channel behind the head stalls until that gate frees a buffer.
+  channel behind the head (every channel of that result between the two task managers) stalls
+  until that gate frees a buffer.
 - ``link_bandwidth_mb_s``: each buffer occupies the link for ``size / bandwidth`` seconds; the next
-  one waits for the link.
+  one waits for the link. The link (:class:`Link`) is one direction between two task managers,
+  shared by every connection in that direction, so the cap does not multiply with connections.
 """
 
 from __future__ import annotations
@@ -29,6 +35,18 @@ from bpmon.runtime.subpartition import Event, ResultSubpartition
 
 if TYPE_CHECKING:
     from bpmon.runtime.credit import RemoteInputChannel
+
+
+class ConnectionID(NamedTuple):
+    """Which connection a remote channel uses (Flink's ``ConnectionID(address, connectionIndex)``,
+    seen from the consuming task manager ``dst``)."""
+
+    src: int
+    """The producing task manager (the remote address)."""
+    dst: int
+    """The consuming task manager (whose client factory keeps the connection)."""
+    connection_index: int
+    """The connection index (``deployment.connection_index``)."""
 
 
 class _Payload(NamedTuple):
@@ -77,6 +95,22 @@ class SenderView:
         if head is None:
             return False
         return not credit_based or not isinstance(head, Buffer) or self.credit > 0
+
+
+class Link:
+    """One direction between two task managers, which a bandwidth cap applies to.
+
+    Every connection from ``src`` to ``dst`` sends over it (under ``tcp`` one per exchange), so a
+    buffer on one connection delays the next buffer of every other.
+    """
+
+    __slots__ = ("bandwidth", "free_at")
+
+    def __init__(self, bandwidth: float) -> None:
+        self.bandwidth = bandwidth
+        """Bytes per second; 0 for unlimited."""
+        self.free_at = 0.0
+        """When the buffer being sent has left (monotonic seconds)."""
 
 
 class LinkTimer:
@@ -143,14 +177,15 @@ class LinkTimer:
 
 
 class Connection:
-    """All remote channels from task manager ``src`` to ``dst``.
+    """The remote channels from task manager ``src`` to ``dst`` that share connection ``index``.
 
     Args:
         credit_based: ``flow_control == "credit"``.
-        bandwidth: bytes per second on this direction, 0 for unlimited.
+        link: the direction ``src -> dst`` it sends over (its bandwidth cap).
         segment_size: bytes per buffer (sizes the ``tcp`` window).
         clock: monotonic seconds.
         timer: runs delayed sends when the link is busy.
+        index: the connection index (``ConnectionID.index``).
     """
 
     def __init__(
@@ -159,21 +194,22 @@ class Connection:
         dst: int,
         *,
         credit_based: bool,
-        bandwidth: float,
+        link: Link,
         segment_size: int,
         clock: Callable[[], float],
         timer: LinkTimer,
+        index: int = 0,
     ) -> None:
         self.src = src
         self.dst = dst
+        self.index = index
         self.credit_based = credit_based
-        self._bandwidth = bandwidth
+        self._link = link
         self._clock = clock
         self._timer = timer
         self._ready: deque[SenderView] = deque()
         self._pumping = False
         self._timer_pending = False
-        self._link_free_at = 0.0
         self._wire: deque[tuple[SenderView, _Payload | Event]] = deque()
         self._wire_bytes = 0
         self._window = TCP_WINDOW_SEGMENTS * segment_size
@@ -186,6 +222,11 @@ class Connection:
         view = SenderView(self, subpartition, channel, channel.initial_credit)
         self.views.append(view)
         return view
+
+    @property
+    def id(self) -> ConnectionID:
+        """Which connection this is."""
+        return ConnectionID(self.src, self.dst, self.index)
 
     # -- events from both ends (lock held) --------------------------------------------------
 
@@ -309,14 +350,14 @@ class Connection:
     # -- bandwidth --------------------------------------------------------------------------
 
     def _link_ready(self) -> bool:
-        if self._bandwidth <= 0:
+        link = self._link
+        if link.bandwidth <= 0:
             return True
-        now = self._clock()
-        if now >= self._link_free_at:
+        if self._clock() >= link.free_at:
             return True
         if not self._timer_pending:
             self._timer_pending = True
-            self._timer.call_at(self._link_free_at, self._on_link_free)
+            self._timer.call_at(link.free_at, self._on_link_free)
         return False
 
     def _on_link_free(self) -> None:
@@ -324,9 +365,9 @@ class Connection:
         self.pump()
 
     def _occupy_link(self, size: int) -> None:
-        if self._bandwidth > 0:
-            start = max(self._clock(), self._link_free_at)
-            self._link_free_at = start + size / self._bandwidth
+        link = self._link
+        if link.bandwidth > 0:
+            link.free_at = max(self._clock(), link.free_at) + size / link.bandwidth
 
     # -- teardown ---------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ The plan decides, and :class:`~bpmon.runtime.job.Job` only carries it out:
   per consuming subtask (one in all for ``forward``, read by the subtask of the same index);
 - **input gates**: one per incoming edge of each consuming subtask, with one channel per
   subpartition it reads, local when the producer runs on the same task manager, else remote;
-- **connections**: the ordered pairs of task managers that remote channels need.
+- **connections**: the connections remote channels need (:func:`connection_index`): under
+  ``flow_control = "tcp"`` one per ordered pair of task managers *and intermediate result*, under
+  ``credit`` one per ordered pair of task managers.
 
 Placement here is bpmon's own simple rule, **not Flink's**: every subtask, vertex by vertex in
 topological order, goes round robin to the next task manager, with one counter over all vertices.
@@ -24,9 +26,11 @@ existed.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from bpmon.errors import ConfigError
+from bpmon.runtime.connection import ConnectionID
 from bpmon.scenario import Partitioner, Scenario
 
 Placement = dict[str, tuple[int, ...]]
@@ -100,7 +104,12 @@ class ChannelPlan:
 
 @dataclass(frozen=True, slots=True)
 class GatePlan:
-    """The input gate of one consuming subtask for one of its input edges."""
+    """The input gate of one consuming subtask for one of its input edges.
+
+    Attributes:
+        connection_index: the index of the connections its remote channels use, with the
+            producer's and this gate's task managers (:func:`connection_index`).
+    """
 
     name: str
     consumer: str
@@ -108,6 +117,11 @@ class GatePlan:
     edge: int
     task_manager: int
     channels: tuple[ChannelPlan, ...]
+    connection_index: int = 0
+
+    def connection(self, producer_tm: int) -> ConnectionID:
+        """The connection a remote channel from a producer on ``producer_tm`` uses."""
+        return ConnectionID(producer_tm, self.task_manager, self.connection_index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +134,8 @@ class ExecutionPlan:
         subtasks: every subtask, vertex by vertex in topological order.
         partitions: every result partition, in the order they are created.
         gates: every input gate, subtask by subtask (as ``subtasks``), edge by edge.
-        connections: the ``(source, destination)`` task managers remote channels use, in the
-            order they are first needed.
+        connections: the connections remote channels use (``(source, destination, index)``),
+            in the order they are first needed.
     """
 
     job: str
@@ -129,14 +143,15 @@ class ExecutionPlan:
     subtasks: tuple[SubtaskPlan, ...]
     partitions: tuple[PartitionPlan, ...]
     gates: tuple[GatePlan, ...]
-    connections: tuple[tuple[int, int], ...]
+    connections: tuple[ConnectionID, ...]
 
     def __post_init__(self) -> None:
         """Refuse a plan that contradicts itself (one built by hand, or by a new placement rule).
 
         Raises:
-            ConfigError: a subtask, partition or gate on a task manager that does not exist, or a
-                channel called local or remote against the task managers of its two ends.
+            ConfigError: a subtask, partition or gate on a task manager that does not exist, a
+                channel called local or remote against the task managers of its two ends, or a
+                remote channel whose connection the plan does not list.
         """
         placed = [(s.name, s.task_manager) for s in self.subtasks]
         placed += [(p.name, p.task_manager) for p in self.partitions]
@@ -149,12 +164,19 @@ class ExecutionPlan:
                 )
         for gate in self.gates:
             for channel in gate.channels:
-                remote = self.partitions[channel.partition].task_manager != gate.task_manager
+                producer_tm = self.partitions[channel.partition].task_manager
+                remote = producer_tm != gate.task_manager
                 if channel.remote != remote:
                     raise ConfigError(
                         f"execution plan of {self.job!r}: a channel of {gate.name} is called "
                         f"{'remote' if channel.remote else 'local'} but its producer is "
                         f"{'elsewhere' if remote else 'on the same task manager'}"
+                    )
+                if remote and gate.connection(producer_tm) not in self.connections:
+                    raise ConfigError(
+                        f"execution plan of {self.job!r}: a channel of {gate.name} needs "
+                        f"connection {tuple(gate.connection(producer_tm))}, which the plan "
+                        "does not list"
                     )
 
     def placement(self) -> dict[str, list[int]]:
@@ -174,6 +196,31 @@ def round_robin_placement(scenario: Scenario) -> Placement:
         placement[op.name] = tuple((slot + i) % task_managers for i in range(op.parallelism))
         slot += op.parallelism
     return placement
+
+
+def connection_index(scenario: Scenario, producer: str, consumer: str, edge: int) -> int:
+    """The index of the connections that carry the intermediate result ``producer -> consumer``.
+
+    Flink identifies a connection by the remote task manager's address and a connection index
+    (``ConnectionID(address, connectionIndex)``); each consuming task manager keeps one TCP
+    connection per such ID. The index comes from the intermediate result: each
+    ``IntermediateResult`` draws ``connectionIndex`` at random in ``[0, Integer.MAX_VALUE)``
+    when the execution graph is built. bpmon's intermediate result is one input edge of a vertex
+    (Flink's streaming job graph makes one per edge), and the index is drawn in the same range
+    from the scenario's ``seed``, so it repeats from run to run.
+
+    - ``flow_control = "tcp"`` (Flink before 1.5): the index is used as drawn, so the channels of
+      different results do not share a connection (two results share one only if their indices
+      collide, as in Flink: about one chance in 2^31). Head-of-line blocking happens among the
+      channels of one result between two task managers.
+    - ``flow_control = "credit"`` (Flink 1.20): ``taskmanager.network.max-num-tcp-connections``
+      (default 1, FLINK-22643) maps every index to ``index % 1 = 0``, so one connection per pair of
+      task managers carries every result; credit keeps its channels from blocking each other.
+    """
+    if scenario.network.flow_control != "tcp":
+        return 0
+    rng = random.Random(f"{scenario.seed}/connection-index/{producer}->{consumer}/{edge}")
+    return rng.randrange(2**31 - 1)
 
 
 def plan_deployment(scenario: Scenario) -> ExecutionPlan:
@@ -230,15 +277,18 @@ def _plan_gates(
     placement: Placement,
     partitions: tuple[PartitionPlan, ...],
     by_edge: EdgePartitions,
-) -> tuple[tuple[GatePlan, ...], tuple[tuple[int, int], ...]]:
+) -> tuple[tuple[GatePlan, ...], tuple[ConnectionID, ...]]:
     """One gate per consuming subtask and input edge; the connections its remote channels need.
 
     ``forward``: subtask j reads the only subpartition of producer j; otherwise subpartition j of
     every producer.
     """
     gates: list[GatePlan] = []
-    connections: dict[tuple[int, int], None] = {}  # ordered by first use
+    connections: dict[ConnectionID, None] = {}  # ordered by first use
     for op in scenario.topological_order():
+        indices = [
+            connection_index(scenario, edge.source, op.name, i) for i, edge in enumerate(op.inputs)
+        ]
         for j, tm in enumerate(placement[op.name]):
             for edge_index, edge in enumerate(op.inputs):
                 positions = by_edge[(op.name, edge_index)]
@@ -246,12 +296,18 @@ def _plan_gates(
                     reads = [(positions[j], 0)]
                 else:
                     reads = [(position, j) for position in positions]
+                name = f"{edge.source} -> {op.name} ({j + 1}/{op.parallelism})"
                 channels = []
                 for position, sub in reads:
                     src = partitions[position].task_manager
-                    if src != tm:
-                        connections[(src, tm)] = None
                     channels.append(ChannelPlan(position, sub, remote=src != tm))
-                name = f"{edge.source} -> {op.name} ({j + 1}/{op.parallelism})"
-                gates.append(GatePlan(name, op.name, j, edge_index, tm, tuple(channels)))
+                gate = GatePlan(
+                    name, op.name, j, edge_index, tm, tuple(channels), indices[edge_index]
+                )
+                for channel in channels:
+                    if channel.remote:
+                        connections[gate.connection(partitions[channel.partition].task_manager)] = (
+                            None
+                        )
+                gates.append(gate)
     return tuple(gates), tuple(connections)

@@ -123,7 +123,29 @@ def test_partitions_gates_and_connections_of_a_two_task_manager_job() -> None:
             ChannelPlan(4, 0, remote=True),
         ),
     )
-    assert plan.connections == ((1, 0), (0, 1))  # in the order remote channels first need them
+    # credit: one connection per pair of task managers, in the order channels first need them
+    assert plan.connections == ((1, 0, 0), (0, 1, 0))
+    assert {g.connection_index for g in plan.gates} == {0}
+
+
+def test_under_tcp_each_intermediate_result_has_its_own_connections() -> None:
+    """Flink before 1.5: a connection per remote task manager and intermediate result."""
+    tcp = DIAMOND.format(tms=2).replace("[network]", '[network]\nflow_control = "tcp"')
+    plan = plan_deployment(parse_scenario(tcp))
+    index = {g.consumer: g.connection_index for g in plan.gates}
+    assert {g.connection_index for g in plan.gates if g.consumer == "map"} == {index["map"]}
+    assert index["map"] != index["sink"]
+    # source -> map crosses 1->0 (map 1/3 and 3/3) and 0->1 (map 2/3); map -> sink crosses 0->1
+    assert plan.connections == (
+        (1, 0, index["map"]),
+        (0, 1, index["map"]),
+        (0, 1, index["sink"]),
+    )
+    assert plan_deployment(parse_scenario(tcp)) == plan  # drawn from the seed: repeatable
+    reseeded = plan_deployment(
+        parse_scenario(tcp.replace('name = "placement"', 'seed = 1\nname = "placement"'))
+    )
+    assert {g.connection_index for g in reseeded.gates} != set(index.values())
 
 
 def test_forward_reads_the_one_subpartition_of_the_same_index_even_across_the_network() -> None:
@@ -214,3 +236,6 @@ def test_a_plan_that_contradicts_itself_is_refused() -> None:
     )
     with pytest.raises(ConfigError, match="called remote but its producer is on the same"):
         dataclasses.replace(plan, gates=(wrong, *plan.gates[1:]))
+    elsewhere = dataclasses.replace(plan.gates[1], connection_index=7)  # reads 0 -> 1 remotely
+    with pytest.raises(ConfigError, match=r"needs connection \(0, 1, 7\), which the plan"):
+        dataclasses.replace(plan, gates=(plan.gates[0], elsewhere, *plan.gates[2:]))
