@@ -1,4 +1,5 @@
-"""Installed from a wheel, bpmon still finds its rules, profiles and example scenarios.
+"""Installed from a wheel, bpmon still finds its rules, profiles, example scenarios, Prometheus
+alert rules (with their promtool unit tests) and Grafana dashboard.
 
 The wheel is built from this checkout and installed twice, without the checkout on the path: into a
 fresh venv, and as a ``pip install --user`` (a site folder outside ``sys.prefix``, where a lookup
@@ -18,8 +19,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CHECK = """
+import json
 import bpmon
-from bpmon.datafiles import data_file
+from bpmon.datafiles import data_file, shipped_dir
 from bpmon.collectors.profile import load_profile
 from bpmon.rules.config import load_rules
 from bpmon.scenario import example_path, load_example
@@ -28,6 +30,11 @@ print(data_file("rules", "backpressure"))
 print(data_file("collectors", "bpmon-runtime"))
 print(example_path("demo"))
 print(load_profile("bpmon-runtime").name, load_rules().levels.ok_max, load_example("demo").name)
+dashboard = data_file("dashboards", "bpmon-overview", suffix=".json")
+print(dashboard)
+print(data_file("rules", "prometheus-alerts", suffix=".yml"))
+unit_tests = shipped_dir("rules").joinpath("tests", "prometheus-alerts.test.yml")
+print(json.loads(dashboard.read_text())["uid"], "rule_files:" in unit_tests.read_text())
 """
 
 
@@ -59,7 +66,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def _check(python: Path, root: Path, cwd: Path, env: dict[str, str]) -> list[str]:
     """Run CHECK with ``python``; every file it found must lie under ``root``, none in the repo."""
     out = _run([str(python), "-c", CHECK], env=env, cwd=cwd).splitlines()
-    for found in out[:4]:
+    for found in out[:4] + out[5:7]:
         assert Path(found).is_relative_to(root), f"{found} is not inside the install {root}"
         assert not Path(found).resolve().is_relative_to(REPO), f"{found} is the checkout's"
     return out
@@ -74,6 +81,9 @@ def test_a_wheel_in_a_fresh_venv_carries_the_data_files(wheel: Path, tmp_path: P
     out = _check(python, env_dir, tmp_path, _clean_env())
     assert out[1].endswith("/bpmon/data/rules/backpressure.toml")
     assert out[4] == "bpmon-runtime 0.1 demo"
+    assert out[5].endswith("/bpmon/data/dashboards/bpmon-overview.json")
+    assert out[6].endswith("/bpmon/data/rules/prometheus-alerts.yml")
+    assert out[7] == "bpmon-overview True"
 
 
 @pytest.mark.slow
