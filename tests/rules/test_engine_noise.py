@@ -7,6 +7,7 @@ rates within 5%. The expected answer is the scenario's (spec/scenarios/*.toml [e
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 
@@ -163,3 +164,66 @@ def test_diagnosis_is_stable_under_run_noise(
         if subtasks is not None:
             assert report.root_causes and report.root_causes[0].subtasks == subtasks
         assert report.root_causes[0].confidence >= 0.7, report.root_causes
+
+
+# -- across the thresholds ------------------------------------------------------------------------
+
+
+def faded_chain(rng: random.Random, busy: float, bp: float) -> Observation:
+    """The chain with its signal turned down: enrich ``busy`` busy, its producers ``bp`` blocked.
+
+    Both sweep across the thresholds (``busy_min`` 0.70, ``ok_max`` 0.10, ``low_max`` 0.50), with
+    the run noise of the shapes above on top.
+    """
+
+    def producer(i: int, tm: int, rin: float | None = None) -> SubtaskWindow:
+        b = min(1.0, max(0.0, bp + rng.uniform(-0.05, 0.05)))
+        return sub(i, bp=b, busy=0.03, rin=rin, rout=_jit(rng, 1000), tm=tm,
+                   out_pool=min(1.0, b + 0.1), drift=rng.uniform(-0.1, 0.1))  # fmt: skip
+
+    def slow(i: int, tm: int) -> SubtaskWindow:
+        b = min(1.0, max(0.0, busy + rng.uniform(-0.05, 0.05)))
+        return sub(i, busy=b, rin=_jit(rng, 1000), rout=_jit(rng, 1000), tm=tm,
+                   in_pool=min(1.0, 0.4 + b / 2), drift=rng.uniform(-0.1, 0.1))  # fmt: skip
+
+    return observation(
+        vertex("source", producer(0, 0), producer(1, 1), kind="source"),
+        vertex("parse", producer(0, 0, 1000), producer(1, 1, 1000),
+               inputs=[edge("source", "forward")]),
+        vertex("enrich", slow(0, 0), slow(1, 1), inputs=[edge("parse")]),
+        vertex("sink", idler(rng, 0, 2000), inputs=[edge("enrich")], kind="sink"),
+    )  # fmt: skip
+
+
+BUSY = [0.55, 0.65, 0.75, 0.85, 0.95]
+BACKPRESSURE = [0.05, 0.15, 0.35, 0.55, 0.75, 0.95]
+
+
+def test_across_the_thresholds_the_verdict_weakens_instead_of_flipping() -> None:
+    """Never a wrong vertex named with confidence; the right one's confidence rises with the
+    evidence; and it is named whenever both signals are clearly past their thresholds."""
+    rules, rng = RulesConfig(), random.Random("across")
+    confidence: dict[tuple[float, float], list[float]] = {}
+    for busy in BUSY:
+        for bp in BACKPRESSURE:
+            for _ in range(12):
+                report = diagnose(faded_chain(rng, busy, bp), rules)
+                causes = report.root_causes or ()
+                wrong = [c for c in causes if c.vertex != "enrich" and c.confidence >= 0.5]
+                assert not wrong, (busy, bp, causes)
+                right = [c.confidence for c in causes if c.vertex == "enrich"]
+                confidence.setdefault((busy, bp), []).append(right[0] if right else 0.0)
+                if busy >= 0.85 and bp >= 0.55:
+                    assert causes and causes[0].vertex == "enrich", (busy, bp, causes)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    for bp in BACKPRESSURE[2:]:  # more busy, more sure (past the point where it is named)
+        column = [mean(confidence[(b, bp)]) for b in BUSY]
+        assert column[-1] > column[0], (bp, column)
+        assert all(later >= earlier - 0.05 for earlier, later in itertools.pairwise(column)), column
+    for busy in BUSY[2:]:  # more blocked producers, more sure
+        row = [mean(confidence[(busy, b)]) for b in BACKPRESSURE]
+        assert row[-1] > row[0], (busy, row)
+        assert all(later >= earlier - 0.05 for earlier, later in itertools.pairwise(row)), row
