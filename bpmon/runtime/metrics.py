@@ -10,6 +10,12 @@ and ``end = counters(job.tasks)`` when it ends, and every subtask's busy, idle a
 ms per second and its record and buffer rates cover ``[start, end]`` and nothing else (from the
 cumulative totals the accounting keeps). Pool usages and queue lengths are gauges: they are the
 values at ``end``, not averages.
+
+A rate-limited source also reports FLIP-33's ``pendingRecords``: the records its schedule called
+for and it did not emit (``pacing.Schedule.pending``), as a Kafka source reports its lag, and how
+fast that grew (``bpmon_pendingRecordsGrowthPerSecond``): its schedule's rate minus what it
+emitted, so output rate plus growth is the rate offered to the job. A source without a rate limit
+owes nothing and reports neither (None), nor does any other task.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 
 from bpmon.runtime.accounting import AccountTotals, TimeShares, shares_between
 from bpmon.runtime.netmetrics import InputMetrics, OutputMetrics, input_metrics, output_metrics
+from bpmon.runtime.pacing import Schedule
 from bpmon.runtime.task import Task
 
 
@@ -46,6 +53,8 @@ class TaskMetrics:
     output_queue_length: int  # outputQueueLength
     input_queue_length: int  # inputQueueLength
     overdraft_buffers: int  # bpmon: overdraft segments in use
+    pending_records: int | None = None  # pendingRecords (rate-limited sources only)
+    pending_records_growth_per_s: float | None = None  # bpmon_pendingRecordsGrowthPerSecond
 
     def as_flink(self) -> dict[str, float]:
         """The values under Flink's metric names (bpmon's own are prefixed ``bpmon_``)."""
@@ -66,6 +75,8 @@ class TaskMetrics:
             "outputQueueLength": float(self.output_queue_length),
             "inputQueueLength": float(self.input_queue_length),
             "bpmon_overdraftBuffers": float(self.overdraft_buffers),
+            "pendingRecords": None if self.pending_records is None else float(self.pending_records),
+            "bpmon_pendingRecordsGrowthPerSecond": self.pending_records_growth_per_s,
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -89,6 +100,8 @@ class TaskCounters:
     """The output gauges (None for a sink: no result partition); ``buffers_out`` is cumulative."""
     inputs: InputMetrics | None
     """The input gauges (None for a source: no input gate)."""
+    schedule: Schedule | None = None
+    """Where a rate-limited source stands against its schedule (None for any other task)."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -104,17 +117,26 @@ def task_counters(task: Task) -> TaskCounters:
         records_out=task.records_out.total,
         out=output_metrics([o.partition for o in task.outputs]) if task.outputs else None,
         inputs=input_metrics(task.gates) if task.gates else None,
+        schedule=task.limiter.schedule() if task.limiter is not None else None,
     )
 
 
 def task_metrics(task: Task) -> TaskMetrics:
-    """A snapshot of ``task``'s metrics: time shares and rates over the sliding window."""
+    """A snapshot of ``task``'s metrics: time shares and rates over the sliding window.
+
+    ``pendingRecords`` is the lag now; its growth is the schedule's rate minus the records the
+    source emitted per second over the sliding window (the lag's derivative).
+    """
+    c = task_counters(task)
+    out = task.records_out.per_second()
+    growth = None if c.schedule is None else c.schedule.rate - out
     return _assemble(
-        task_counters(task),
+        c,
         task.account.shares(),
         task.records_in.per_second(),
-        task.records_out.per_second(),
+        out,
         task.buffers_out.per_second(),
+        growth,
     )
 
 
@@ -147,9 +169,9 @@ def window_metrics(start: Counters, end: Counters) -> dict[str, list[TaskMetrics
     """Every subtask's metrics over exactly ``[start, end]``, by vertex in subtask order.
 
     Time shares (busy, idle, soft and hard backpressured ms per second) and rates (records in
-    and out, buffers out per second) cover the interval between the two readings of each
-    subtask; gauges (pool usages, queue lengths, overdraft buffers, ``numBuffersOut``) are the
-    values at ``end``.
+    and out, buffers out per second, the growth of ``pendingRecords``) cover the interval between
+    the two readings of each subtask; gauges (pool usages, queue lengths, overdraft buffers,
+    ``numBuffersOut``, ``pendingRecords``) are the values at ``end``.
 
     Raises:
         ValueError: the readings are not of the same subtasks, or ``end`` is not later.
@@ -173,11 +195,24 @@ def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
         max(0.0, end.records_in - start.records_in) / span,
         max(0.0, end.records_out - start.records_out) / span,
         max(0, buffers) / span,
+        _pending_growth(start.schedule, end.schedule),
     )
 
 
+def _pending_growth(start: Schedule | None, end: Schedule | None) -> float | None:
+    """How fast a source's ``pendingRecords`` grew between two readings of its schedule."""
+    if start is None or end is None or end.at <= start.at:
+        return None
+    return (end.pending - start.pending) / (end.at - start.at)
+
+
 def _assemble(
-    c: TaskCounters, shares: TimeShares, records_in: float, records_out: float, buffers: float
+    c: TaskCounters,
+    shares: TimeShares,
+    records_in: float,
+    records_out: float,
+    buffers: float,
+    pending_growth: float | None,
 ) -> TaskMetrics:
     """A subtask's metrics: its gauges from ``c``, shares and rates as given."""
     out, inputs = c.out, c.inputs
@@ -202,4 +237,6 @@ def _assemble(
         output_queue_length=out.output_queue_length if out else 0,
         input_queue_length=inputs.input_queue_length if inputs else 0,
         overdraft_buffers=out.overdraft_buffers if out else 0,
+        pending_records=c.schedule.pending if c.schedule is not None else None,
+        pending_records_growth_per_s=pending_growth,
     )

@@ -140,6 +140,18 @@ class Schedule:
         return max(0, self.due - self.released - self.forgiven)
 
     @property
+    def pending(self) -> int:
+        """Records due and not emitted, forgiven ones included: the source's lag.
+
+        A rate-limited source stands for a reader of a queue that is written at ``rate``
+        (a Kafka topic): what the schedule called for and the source did not emit is still in
+        the queue, whether the pacing will release it (``behind``) or skipped it after a stall
+        (``forgiven``). So it grows at ``rate`` minus the rate the source emits, as a Kafka
+        source's lag does: FLIP-33's ``pendingRecords``.
+        """
+        return max(0, self.due - self.released)
+
+    @property
     def lag_s(self) -> float:
         """How far behind its schedule the source is, in seconds."""
         return self.behind / self.rate

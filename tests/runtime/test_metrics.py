@@ -115,3 +115,50 @@ def test_window_metrics_of_a_running_job_add_up(start_job: StartJob) -> None:
     received = sum(c.records_in for c in end.tasks["sink"])
     assert 0 < received <= job.tasks["source"][0].records_out.total
     assert task_metrics(job.tasks["source"][0]).vertex == source.vertex
+
+
+def test_pending_records_are_the_records_a_source_owes_its_schedule(stop_job: StopJob) -> None:
+    """FLIP-33's pendingRecords: due and not emitted, including what a stall made the pacing
+    skip (a Kafka source's lag keeps those too); its growth is rate minus emission rate."""
+    clock = ManualClock(100.0)
+    job = Job(parse_scenario(PIPELINE.format(rate=1000)), clock=clock.now)
+    try:
+        (source,) = job.tasks["source"]
+        limiter = source.limiter
+        assert limiter is not None
+        assert limiter.permits(1) == 1  # the schedule starts: record 0 is due and emitted
+        start = counters(job.tasks)
+        clock.advance(2.0)  # 2,000 more records due; only 500 emitted
+        assert limiter.permits(500) == 500
+        end = counters(job.tasks)
+        live = job_metrics(job.tasks)
+    finally:
+        stop_job(job)
+    (m,) = window_metrics(start, end)["source"]
+    schedule = end.tasks["source"][0].schedule
+    assert schedule is not None
+    assert schedule.forgiven == 1000  # beyond the one second of catch-up
+    assert schedule.behind == 500
+    assert m.pending_records == 2001 - 501 == schedule.behind + schedule.forgiven
+    assert m.pending_records_growth_per_s == pytest.approx((1000 * 2.0 - 500) / 2.0)
+    flink = m.as_flink()
+    assert flink["pendingRecords"] == 1500
+    assert flink["bpmon_pendingRecordsGrowthPerSecond"] == pytest.approx(750)
+    assert live["source"][0].pending_records == 1500
+    for sink in live["sink"]:  # not a source: no such metric, not a zero
+        assert sink.pending_records is None and sink.pending_records_growth_per_s is None
+        assert "pendingRecords" not in sink.as_flink()
+
+
+def test_a_source_without_a_rate_limit_owes_nothing(stop_job: StopJob) -> None:
+    """rate = 0: emits as fast as it can, so nothing is ever due: no pendingRecords at all."""
+    job = Job(parse_scenario(PIPELINE.format(rate=0)))
+    try:
+        start = counters(job.tasks)
+        end = counters(job.tasks)
+    finally:
+        stop_job(job)
+    (m,) = window_metrics(start, end)["source"]
+    assert m.pending_records is None and m.pending_records_growth_per_s is None
+    assert "pendingRecords" not in m.as_flink()
+    assert "bpmon_pendingRecordsGrowthPerSecond" not in m.as_flink()
