@@ -32,6 +32,7 @@ from bpmon.report_json import comparison_to_json, reports_to_json
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
     Settings,
+    format_doc,
     load_report,
     monitor_process,
     resolve_scenario,
@@ -118,6 +119,17 @@ def _root(
 def version() -> None:
     """Print bpmon's version."""
     typer.echo(bpmon.__version__)
+
+
+@app.command()
+def docs(
+    name: Annotated[
+        str, typer.Argument(help="scenario, topology, report (or any other of bpmon's docs).")
+    ],
+) -> None:
+    """Print one of bpmon's format documents (Markdown), as installed with it."""
+    with _errors():
+        typer.echo(format_doc(name), nl=False)
 
 
 @app.command()

@@ -146,3 +146,20 @@ def _extract(resource: Traversable) -> Path:
         _extracted = contextlib.ExitStack()
         atexit.register(_extracted.close)
     return _extracted.enter_context(resources.as_file(resource))
+
+
+def shipped_doc(name: str) -> str:
+    """The text of one of bpmon's format documents (``docs/NAME.md``), as installed.
+
+    Raises:
+        ConfigError: there is no such document; the message lists the ones there are.
+    """
+    folder = resources.files("bpmon") / "data" / "docs"
+    known = sorted(
+        p.name.removesuffix(".md")
+        for p in folder.iterdir()
+        if p.name.endswith(".md") and p.name != "README.md"
+    )
+    if name.removesuffix(".md") not in known:
+        raise ConfigError(f"no document {name!r}; bpmon has: {', '.join(known)}")
+    return (folder / f"{name.removesuffix('.md')}.md").read_text(encoding="utf-8")

@@ -24,7 +24,7 @@ from bpmon.clock import utc_now
 from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.target import Target
-from bpmon.datafiles import set_data_dir
+from bpmon.datafiles import set_data_dir, shipped_doc
 from bpmon.errors import ConfigError, HistoryError, JobError
 from bpmon.events import (
     BurstSampled,
@@ -246,7 +246,7 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
             yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
     except JobError as exc:
         failure = str(exc)
-    except _Stopped:
+    except _StoppedError:
         pass  # asked to stop mid-burst: the unfinished burst is dropped, the rest is kept
     finally:
         loop.end()
@@ -255,7 +255,7 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
     yield JobFailed(*ended, error=failure) if failure is not None else JobEnded(*ended)
 
 
-class _Stopped(Exception):
+class _StoppedError(Exception):
     """The watch was asked to stop in the middle of a burst."""
 
 
@@ -327,7 +327,7 @@ class _Loop:
                 tick.wait(LIVE_EVERY_S * 2)  # a slow sampler (py-spy) still shows progress
                 tick.clear()
                 if self.stopped:
-                    raise _Stopped
+                    raise _StoppedError
                 if sampler.is_alive():
                     yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
         finally:  # closed or interrupted mid-burst: the sampler stops too
@@ -392,6 +392,11 @@ def use_data_dir(path: Path | None) -> None:
         ConfigError: ``path`` is not an existing folder.
     """
     set_data_dir(path)
+
+
+def format_doc(name: str) -> str:
+    """One of bpmon's format documents (``scenario``, ``topology``, ``report``, ...) as text."""
+    return shipped_doc(name)
 
 
 def shipped_examples() -> Sequence[str]:

@@ -35,6 +35,8 @@ print(dashboard)
 print(data_file("rules", "prometheus-alerts", suffix=".yml"))
 unit_tests = shipped_dir("rules").joinpath("tests", "prometheus-alerts.test.yml")
 print(json.loads(dashboard.read_text())["uid"], "rule_files:" in unit_tests.read_text())
+from bpmon.datafiles import shipped_doc
+print(shipped_doc("scenario").splitlines()[0], shipped_doc("report").splitlines()[0])
 """
 
 
@@ -84,6 +86,7 @@ def test_a_wheel_in_a_fresh_venv_carries_the_data_files(wheel: Path, tmp_path: P
     assert out[5].endswith("/bpmon/data/dashboards/bpmon-overview.json")
     assert out[6].endswith("/bpmon/data/rules/prometheus-alerts.yml")
     assert out[7] == "bpmon-overview True"
+    assert out[8] == "# Scenario files # The report (`--json`)"
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from bpmon.scenario import (
     thread_name,
     thread_pattern,
 )
+from bpmon.service import format_doc
 
 SRC = 'name = "src"\nkind = "source"\nrate = 100'
 WORK = 'name = "work"\nkind = "map"\ninputs = [{ from = "src" }]'
@@ -277,8 +278,9 @@ REPO = Path(__file__).resolve().parents[1]
     ids=["unknown key", "missing key", "key of another kind", "network range"],
 )
 def test_a_format_error_ends_with_the_document_to_read(tmp_path: Path, text: str) -> None:
-    assert error_of(tmp_path, text).endswith("; see docs/scenario.md")
+    assert error_of(tmp_path, text).endswith("; see docs/scenario.md (`bpmon docs scenario`)")
     assert (REPO / "docs" / "scenario.md").is_file()
+    assert format_doc("scenario") == (REPO / "docs" / "scenario.md").read_text()
 
 
 def test_a_topology_format_error_ends_with_the_topology_document(tmp_path: Path) -> None:
@@ -286,7 +288,7 @@ def test_a_topology_format_error_ends_with_the_topology_document(tmp_path: Path)
     path.write_text(toml('name = "a"', 'name = "b"\nthread = "x"\ninputs = [{ from = "a" }]'))
     with pytest.raises(ScenarioError) as info:
         load_topology(path)
-    assert str(info.value).endswith("; see docs/topology.md")
+    assert str(info.value).endswith("; see docs/topology.md (`bpmon docs topology`)")
     assert (REPO / "docs" / "topology.md").is_file()
 
 

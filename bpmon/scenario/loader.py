@@ -45,9 +45,9 @@ CHECKPOINT_KEYS = ("interval_ms", "mode")
 MONITOR_KEYS = ("warmup_s", "samples", "interval_ms")
 """Keys of the ``[monitor]`` table."""
 
-SCENARIO_DOC = "docs/scenario.md"
+SCENARIO_DOC = "docs/scenario.md (`bpmon docs scenario`)"
 """Where the scenario format is documented; named at the end of every format error."""
-TOPOLOGY_DOC = "docs/topology.md"
+TOPOLOGY_DOC = "docs/topology.md (`bpmon docs topology`)"
 """Where the topology format is documented; named at the end of every topology format error."""
 
 SUPPORTED_EXCHANGES = ("pipelined",)
