@@ -12,14 +12,22 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Summary,
+    generate_latest,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
-from bpmon.prometheus import make_registry
+from bpmon.prometheus import exposition, make_registry
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, drain, run_scenario
 
@@ -221,3 +229,22 @@ def test_promtool_finds_nothing_to_fix_in_the_exposition(
         check=False,
     )
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
+
+
+def test_exposition_writes_what_prometheus_client_writes_byte_for_byte(
+    real_report: Report,
+) -> None:
+    odd = replace(_report('we"ird\\job\nname-é'), run_id='run "1"')
+    for reports in ([], [real_report], [real_report, _report(), odd]):
+        registry = make_registry(partial(list, reports), lambda: {"bursts": 3}, now=lambda: END)
+        assert exposition(registry) == generate_latest(registry)
+
+
+def test_exposition_handles_every_family_prometheus_client_makes() -> None:
+    # Not bpmon's own families: counters' and histograms' _created samples, summaries, help text
+    # with a backslash and a newline, escaped label values.
+    registry = CollectorRegistry()
+    Counter("c_things", "a \\ and\na newline", ["a"], registry=registry).labels('x"y').inc(3)
+    Histogram("h_seconds", "h", registry=registry).observe(0.3)
+    Summary("s_bytes", "s", registry=registry).observe(5)
+    assert exposition(registry) == generate_latest(registry)
