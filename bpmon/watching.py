@@ -3,8 +3,8 @@
 A :class:`Watches` registry starts watches (a scenario on bpmon's runtime, or a process read with
 py-spy) through the service's run loop with ``bursts=None``, a burst every ``every_s`` seconds,
 and consumes each watch's events on a thread of its own. Per job it keeps the latest report, the
-history of its bursts and the watch's state, and hands every new report to the subscribers of
-that job (the server's event streams) through bounded queues, so a slow reader never holds a
+history of its bursts and the watch's state, and hands every new report to the job's readers
+(the server's event streams) through :mod:`bpmon.subscriptions`, so a slow reader never holds a
 watch up. Jobs only in the runs directory are served too, from :class:`~bpmon.stored.StoredJobs`.
 
 Stopping a watch sets its stop event and joins its thread: the run loop then stops the target,
@@ -18,24 +18,24 @@ May import: the service and the model (the service layer).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bpmon import service
-from bpmon.errors import BpmonError, ConfigError
+from bpmon.errors import BpmonError, ConfigError, TargetNotFoundError
 from bpmon.events import BurstSampled, Event, JobEnded, JobFailed, JobStarted, ReportReady
 from bpmon.model import Report, Source
 from bpmon.scenario import Scenario
 from bpmon.stored import HISTORY_LIMIT, BurstSummary, StoredJob, StoredJobs
+from bpmon.subscriptions import Notice, Subscribers
 
 JobState = Literal["running", "ended", "failed", "stored"]
 """A watched job runs, ended (stopped) or failed; a job only in the runs directory is stored."""
 
-SUBSCRIBER_LIMIT = 64
-"""Notices a subscriber may fall behind by before the oldest are dropped."""
 JOIN_TIMEOUT_S = 30.0
 """The longest a stop waits for a watch's thread (a burst in progress is finished first)."""
 
@@ -44,17 +44,6 @@ _log = logging.getLogger(__name__)
 
 class AlreadyWatchedError(ConfigError):
     """A watch of this job is running already: stop it first (exit code 2, HTTP 409)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """What a subscriber of a job is told: a new report (``report``), or the watch ended."""
-
-    job: str
-    state: JobState
-    run_id: str
-    burst: int | None = None
-    report: Report | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,43 +74,6 @@ class JobView:
     def watched(self) -> bool:
         """True for a job watched by this server (running or not)."""
         return self.state != "stored"
-
-
-class Subscription:
-    """One reader of a job's notices: a bounded queue filled by watch threads.
-
-    ``wake`` is called (from a watch thread) after every push and on close; it must be
-    thread-safe and must not block. When the reader falls ``limit`` notices behind, the oldest
-    is dropped and counted in ``dropped``.
-    """
-
-    def __init__(self, job: str, wake: Callable[[], None], limit: int = SUBSCRIBER_LIMIT) -> None:
-        self.job = job
-        self.dropped = 0
-        self.closed = False
-        self._wake = wake
-        self._items: deque[Notice] = deque(maxlen=limit)
-        self._lock = threading.Lock()
-
-    def push(self, notice: Notice) -> None:
-        """Queue ``notice`` for the reader and wake it."""
-        with self._lock:
-            if len(self._items) == self._items.maxlen:
-                self.dropped += 1
-            self._items.append(notice)
-        self._wake()
-
-    def take(self) -> list[Notice]:
-        """Every notice queued so far, oldest first (empty when none)."""
-        with self._lock:
-            items = list(self._items)
-            self._items.clear()
-        return items
-
-    def close(self) -> None:
-        """No more notices will come (the server stops): wake the reader to end its stream."""
-        self.closed = True
-        self._wake()
 
 
 @dataclass(eq=False)
@@ -164,7 +116,7 @@ class Watches:
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
         self._starting: set[str] = set()
-        self._subscribers: dict[str, list[Subscription]] = {}
+        self.subscribers = Subscribers()
         self._counters = {"bursts_total": 0, "diagnoses_total": 0, "errors_total": 0}
         self._counters["watches_started_total"] = 0
         self._closed = False
@@ -196,7 +148,11 @@ class Watches:
         topology: str | None = None,
         every_s: float | None = None,
     ) -> str:
-        """Monitor process ``pid`` with py-spy until stopped; returns the job name."""
+        """Monitor process ``pid`` with py-spy until stopped; returns the job name.
+
+        Raises TargetNotFoundError at once when there is no such process.
+        """
+        _check_alive(pid)
         stop = threading.Event()
         events = service.monitor_process(
             pid,
@@ -269,7 +225,9 @@ class Watches:
                 watch.latest = event.report
                 watch.history.append(summary)
                 self._counters["diagnoses_total"] += 1
-            self._notify(Notice(watch.job, "running", event.run_id, event.burst, event.report))
+            self.subscribers.notify(
+                Notice(watch.job, "running", event.run_id, event.burst, event.report)
+            )
         elif isinstance(event, JobEnded):
             with self._lock:
                 watch.leaks = event.leaks
@@ -285,13 +243,7 @@ class Watches:
             watch.state, watch.error = state, error
             if state == "failed":
                 self._counters["errors_total"] += 1
-        self._notify(Notice(watch.job, state, watch.run_id))
-
-    def _notify(self, notice: Notice) -> None:
-        with self._lock:
-            readers = list(self._subscribers.get(notice.job, ()))
-        for reader in readers:
-            reader.push(notice)
+        self.subscribers.notify(Notice(watch.job, state, watch.run_id))
 
     # ------------------------------------------------------------------------------- stopping
 
@@ -329,32 +281,12 @@ class Watches:
             self._finish(watch, "ended", None)
 
     def close_streams(self) -> None:
-        """End every subscription (the server is stopping); later ones start closed."""
+        """End every subscription now and refuse new watches (the server is stopping)."""
         with self._lock:
             self._closed = True
-            readers = [r for group in self._subscribers.values() for r in group]
-        for reader in readers:
-            reader.close()
+        self.subscribers.close()
 
     # -------------------------------------------------------------------------------- reading
-
-    def subscribe(self, job: str, wake: Callable[[], None]) -> Subscription:
-        """A new reader of ``job``'s notices (closed at once if the server is stopping)."""
-        reader = Subscription(job, wake)
-        with self._lock:
-            closed = self._closed
-            if not closed:
-                self._subscribers.setdefault(job, []).append(reader)
-        if closed:
-            reader.close()
-        return reader
-
-    def unsubscribe(self, reader: Subscription) -> None:
-        """Forget ``reader`` (its stream ended)."""
-        with self._lock:
-            group = self._subscribers.get(reader.job, [])
-            if reader in group:
-                group.remove(reader)
 
     def jobs(self) -> list[JobView]:
         """Every job, watched or stored, by name."""
@@ -413,6 +345,17 @@ def _stored_view(stored: StoredJob) -> JobView:
         latest=stored.latest,
         history=stored.history,
     )
+
+
+def _check_alive(pid: int) -> None:
+    if pid < 1:
+        raise ConfigError(f"--monitor-pid {pid}: expected a process id (1 or more)")
+    try:
+        os.kill(pid, 0)  # signal 0: is it there (PermissionError: yes, not ours)
+    except ProcessLookupError:
+        raise TargetNotFoundError(f"--monitor-pid {pid}: no process has PID {pid}") from None
+    except PermissionError:
+        pass
 
 
 def _close(events: Iterator[Event]) -> None:

@@ -8,7 +8,7 @@ The stream opens with a comment (``: watching job NAME``), then sends for every 
 
 and ``event: state`` (``{"job", "state", "run_id"}``) when the watch ends or fails. A comment
 keeps idle connections open every ``keepalive_s`` seconds. Reports reach the stream from watch
-threads through a bounded :class:`~bpmon.watching.Subscription`; the stream waits on an asyncio
+threads through a bounded :class:`~bpmon.subscriptions.Subscription`; the stream waits on an asyncio
 event those threads set through the loop, so no worker thread is held per client. It ends when
 the client goes away or the server stops.
 """
@@ -21,7 +21,8 @@ import json
 from collections.abc import AsyncIterator
 
 from bpmon.report_json import report_to_json
-from bpmon.watching import Notice, Watches
+from bpmon.subscriptions import Notice
+from bpmon.watching import Watches
 
 KEEPALIVE_S = 15.0
 """Seconds between keep-alive comments on a quiet stream."""
@@ -38,7 +39,7 @@ async def job_events(watches: Watches, job: str, keepalive_s: float) -> AsyncIte
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening
             loop.call_soon_threadsafe(ready.set)
 
-    reader = watches.subscribe(job, wake)
+    reader = watches.subscribers.subscribe(job, wake)
     try:
         yield f"retry: {RETRY_MS}\n: watching job {json.dumps(job)}\n\n"
         while True:
@@ -52,7 +53,7 @@ async def job_events(watches: Watches, job: str, keepalive_s: float) -> AsyncIte
             except TimeoutError:
                 yield ": keep-alive\n\n"
     finally:
-        watches.unsubscribe(reader)
+        watches.subscribers.unsubscribe(reader)
 
 
 def event_text(notice: Notice) -> str:

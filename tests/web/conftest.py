@@ -11,6 +11,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,7 +40,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("stored") / "runs"
     settings = service.Settings(runs_dir=root)
     for name, bursts in [("alpha", 1), ("alpha", 2), ("beta", 1)]:
-        events = service.run_scenario(parse_scenario(tiny(name)), settings, bursts=bursts)
+        scenario = parse_scenario(tiny(name))
+        events = service.run_scenario(scenario, settings, bursts=bursts, duration_s=0.1)
         service.drain(events)
     return root
 
@@ -56,27 +58,24 @@ def runs_dir(stored: Path, tmp_path: Path) -> Path:
 def serve() -> Iterator[ServeFactory]:
     """Start servers as the test asks (``serve(watches, token=..., metrics_public=...)``);
     each is stopped at the end as ``bpmon serve`` stops, and no runtime thread may be left."""
-    running: list[tuple[threading.Thread, Served, object]] = []
+    running: list[Served] = []
 
-    def start(watches: Watches, *, token: str | None = None, **options: object) -> Served:
+    def start(watches: Watches, *, token: str | None = None, **options: Any) -> Served:
         sock = bind("127.0.0.1", 0)
-        app = create_app(watches, token=token, keepalive_s=0.5, **options)  # type: ignore[arg-type]
+        app = create_app(watches, token=token, keepalive_s=0.5, **options)
         server = make_server(app, watches)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         wait_until(lambda: server.started, "the server to start")
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         client = httpx.Client(base_url=url_of(sock), headers=headers, timeout=WAIT_S)
-        served = Served(url_of(sock), watches, client)
-        running.append((thread, served, server))
+        served = Served(url_of(sock), watches, client, server, thread)
+        running.append(served)
         return served
 
     yield start
-    for thread, served, server in running:
-        served.client.close()
-        server.should_exit = True  # type: ignore[attr-defined]
-        thread.join(WAIT_S)
-        assert not thread.is_alive(), "the server did not stop"
+    for served in running:
+        served.stop()
     assert task_threads() == []
 
 

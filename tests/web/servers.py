@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from bpmon.watching import Watches
+from bpmon.web.server import BpmonServer
 
 TINY = """
 name = "{name}"
@@ -66,11 +67,20 @@ def wait_until(check: Callable[[], object], what: str, timeout: float = WAIT_S) 
 
 @dataclass
 class Served:
-    """A server running on a thread: its URL, its registry and a client for it."""
+    """A server running on a thread: its URL, its registry, a client for it, and the server."""
 
     url: str
     watches: Watches
     client: httpx.Client
+    server: BpmonServer
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        """Stop the server as a signal would, and wait until it has stopped."""
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the server did not stop"
 
 
 ServeFactory = Callable[..., Served]

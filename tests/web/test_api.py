@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ from .servers import ServeFactory, tiny, wait_until
 
 
 def runs_of(runs_dir: Path) -> dict[str, Path]:
-    """Run folders by job name, newest last."""
-    found: dict[str, list[Path]] = {}
-    for run in sorted(p for p in runs_dir.iterdir() if (p / "report.json").is_file()):
-        job = report_from_json((run / "report.json").read_text()).job
-        found.setdefault(job, []).append(run)
-    return {job: runs[-1] for job, runs in found.items()}
+    """The newest run folder (by its window) of each job."""
+    found: dict[str, tuple[datetime, str, Path]] = {}
+    for run in (p for p in runs_dir.iterdir() if (p / "report.json").is_file()):
+        report = report_from_json((run / "report.json").read_text())
+        key = (report.window.start, run.name, run)
+        if report.job not in found or found[report.job][:2] < key[:2]:
+            found[report.job] = key
+    return {job: run for job, (_, _, run) in found.items()}
 
 
 def get(client: httpx.Client, path: str, status: int = 200) -> Any:
@@ -113,7 +116,9 @@ def test_runs_are_listed_newest_first_and_by_job(
     runs = get(client, "/api/v1/runs")
     assert runs["errors"] == []
     stored = [p.name for p in runs_dir.iterdir() if (p / "report.json").is_file()]
-    assert [r["run_id"] for r in runs["runs"]] == sorted(stored, reverse=True)
+    assert sorted(r["run_id"] for r in runs["runs"]) == sorted(stored)
+    starts = [r["start"] for r in runs["runs"]]
+    assert starts == sorted(starts, reverse=True)
     only = get(client, "/api/v1/runs?job=beta")["runs"]
     assert [r["job"] for r in only] == ["beta"]
     assert only[0]["bursts"] == 1

@@ -1,0 +1,166 @@
+"""Watches: jobs watched on background threads, their reports, their state, a clean stop.
+
+Jobs run on the real runtime (the tiny scenario, a burst every 0.2 s) and save to a temporary
+runs directory; every test ends with no task thread of the runtime left.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bpmon import service
+from bpmon.errors import ConfigError, TargetNotFoundError
+from bpmon.report_json import report_from_json
+from bpmon.scenario import parse_scenario
+from bpmon.stored import StoredJobs
+from bpmon.subscriptions import Notice
+from bpmon.watching import AlreadyWatchedError, Watches
+
+from .servers import task_threads, tiny, wait_until
+
+FAILING = tiny("failing").replace(
+    "cost_us = 50\n", "cost_us = 50\nfail = { after_s = 0.5, subtask = 0 }\n"
+)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Watches]:
+    """A registry over an empty runs directory, every watch stopped at the end."""
+    watches = Watches(service.Settings(runs_dir=tmp_path / "runs"), every_s=0.2)
+    yield watches
+    assert watches.stop_all() == ()
+    assert task_threads() == []
+
+
+def reports_of(watches: Watches, job: str) -> int:
+    view = watches.job(job)
+    return 0 if view is None else len(view.history)
+
+
+def test_a_watch_takes_a_burst_after_another_and_saves_each(
+    registry: Watches, tmp_path: Path
+) -> None:
+    job = registry.start_scenario(parse_scenario(tiny()))
+    assert job == "tiny" and registry.running() == ["tiny"]
+    wait_until(lambda: reports_of(registry, job) >= 3, "three bursts")
+    view = registry.job(job)
+    assert view is not None and view.latest is not None
+    assert (view.state, view.source, view.watched) == ("running", "runtime", True)
+    assert [b.burst for b in view.history[:3]] == [0, 1, 2]
+    assert {b.run_id for b in view.history} == {view.run_id}
+    assert dict(view.history[0].levels).keys() == {"src", "out"}
+    saved = tmp_path / "runs" / str(view.run_id)
+    assert report_from_json((saved / "report.json").read_text()).run_id == view.run_id
+    counters = registry.counters()
+    assert counters["diagnoses_total"] >= 3 and counters["bursts_total"] >= 3
+    assert counters["errors_total"] == 0 and counters["watches_started_total"] == 1
+
+
+def test_a_stopped_watch_ends_cleanly_and_keeps_its_reports(registry: Watches) -> None:
+    job = registry.start_scenario(parse_scenario(tiny()))
+    wait_until(lambda: reports_of(registry, job), "a burst")
+    view = registry.stop(job)
+    assert view is not None
+    assert (view.state, view.leaks, view.error) == ("ended", (), None)
+    assert registry.running() == [] and task_threads() == []
+    assert view.latest is not None
+
+
+def test_a_job_is_watched_once_at_a_time(registry: Watches) -> None:
+    job = registry.start_scenario(parse_scenario(tiny()))
+    with pytest.raises(AlreadyWatchedError, match="'tiny' is watched already"):
+        registry.start_scenario(parse_scenario(tiny()))
+    first = registry.job(job)
+    registry.stop(job)
+    registry.start_scenario(parse_scenario(tiny()))  # stopped: it may start again
+    second = registry.job(job)
+    assert first is not None and second is not None
+    assert second.state == "running" and second.run_id != first.run_id
+
+
+def test_readers_get_each_report_then_the_end(registry: Watches) -> None:
+    got: list[Notice] = []
+    woken = threading.Event()
+    reader = registry.subscribers.subscribe("tiny", woken.set)
+    job = registry.start_scenario(parse_scenario(tiny()))
+
+    def two_reports() -> bool:
+        got.extend(reader.take())
+        return sum(n.report is not None for n in got) >= 2
+
+    wait_until(two_reports, "two reports")
+    registry.stop(job)
+    got.extend(reader.take())
+    assert woken.is_set()
+    assert [n.burst for n in got if n.report is not None][:2] == [0, 1]
+    assert got[-1].report is None and got[-1].state == "ended"
+
+
+def test_a_failing_job_is_failed_with_its_error_and_counted(registry: Watches) -> None:
+    job = registry.start_scenario(parse_scenario(FAILING))
+    wait_until(lambda: registry.running() == [], "the job to fail")
+    view = registry.job(job)
+    assert view is not None and view.state == "failed"
+    assert view.error is not None and "injected failure" in view.error
+    assert registry.counters()["errors_total"] == 1
+    assert task_threads() == []
+
+
+def test_stop_all_stops_everything_and_refuses_new_watches(tmp_path: Path) -> None:
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    watches.start_scenario(parse_scenario(tiny("one")))
+    watches.start_scenario(parse_scenario(tiny("two")))
+    reader = watches.subscribers.subscribe("one", lambda: None)
+    assert watches.stop_all() == ()
+    assert watches.running() == [] and task_threads() == []
+    assert reader.closed
+    assert [v.state for v in watches.jobs()] == ["ended", "ended"]
+    with pytest.raises(ConfigError, match="stopping"):
+        watches.start_scenario(parse_scenario(tiny("three")))
+    assert watches.stop_all() == ()  # again: nothing to do
+    assert watches.stop("nope") is None
+
+
+def test_a_process_that_is_not_there_is_refused_at_once(registry: Watches) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    with pytest.raises(TargetNotFoundError, match=f"PID {gone.pid}"):
+        registry.start_process(gone.pid)
+    with pytest.raises(ConfigError, match="process id"):
+        registry.start_process(0)
+    assert registry.running() == []
+
+
+def test_stored_jobs_are_read_again_only_after_their_time(runs_dir: Path) -> None:
+    now = [0.0]
+    stored = StoredJobs(service.Settings(runs_dir=runs_dir), ttl_s=10, clock=lambda: now[0])
+    assert sorted(stored.jobs()) == ["alpha", "beta"]
+    beta = next(p for p in runs_dir.iterdir() if "beta" in p.name)
+    (beta / "report.json").write_text("torn")
+    assert sorted(stored.jobs()) == ["alpha", "beta"]  # not read again yet
+    now[0] = 10.0
+    assert sorted(stored.jobs()) == ["alpha"]
+    assert len(stored.errors) == 1 and beta.name in stored.errors[0]
+    assert (beta / "report.json").read_text() == "torn"
+
+
+def test_a_watched_job_continues_its_stored_history(runs_dir: Path) -> None:
+    settings = service.Settings(runs_dir=runs_dir)
+    watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
+    before = watches.job("alpha")
+    assert before is not None and before.state == "stored" and len(before.history) == 3
+    watches.start_scenario(parse_scenario(tiny("alpha")))
+    wait_until(lambda: reports_of(watches, "alpha") >= 5, "two new bursts")
+    view = watches.job("alpha")
+    assert view is not None
+    assert view.history[:3] == before.history
+    assert all(b.run_id == view.run_id for b in view.history[3:])
+    assert len({(b.run_id, b.burst) for b in view.history}) == len(view.history)
+    assert [r.job for r in watches.latest()] == ["alpha", "beta"]
+    assert watches.stop_all() == ()
