@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -40,6 +40,9 @@ from prometheus_client.utils import floatToGoString
 from bpmon import __version__
 from bpmon.clock import utc_now
 from bpmon.model import Level, Metrics, Report, SubtaskStatus
+
+CONTENT_TYPE: str = CONTENT_TYPE_LATEST
+"""The ``Content-Type`` of what :func:`exposition` writes (Prometheus's text format 0.0.4)."""
 
 LatestReports = Callable[[], Sequence[Report]]
 """Returns the newest report of every job to export (the server passes its watched jobs')."""

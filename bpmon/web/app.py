@@ -18,12 +18,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 import bpmon
 from bpmon.errors import BpmonError, ConfigError, HistoryError, TargetNotFoundError
-from bpmon.prometheus import make_registry
+from bpmon.prometheus import CONTENT_TYPE, exposition, make_registry
 from bpmon.watching import AlreadyWatchedError, Watches
 from bpmon.web import api, flink
 from bpmon.web.auth import BearerAuth
@@ -90,7 +89,7 @@ def _add_endpoints(app: FastAPI, watches: Watches) -> None:
     )
     def metrics() -> Response:
         """The Prometheus text format (README: "Prometheus and Grafana")."""
-        return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return Response(exposition(registry), headers={"Content-Type": CONTENT_TYPE})
 
 
 def _add_error_handlers(app: FastAPI, watches: Watches) -> None:
