@@ -43,3 +43,37 @@ def test_every_shipped_example_named_in_the_readme_exists(bpmon_bin: Path) -> No
     assert ran, "the README shows no session"
     for name in ran:
         assert name in names, f"the README runs {name!r}, which bpmon does not ship"
+
+
+HEADERS = re.findall(r"^### `bpmon ([a-z]+)([^`]*)`", README, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize(("command", "usage"), HEADERS, ids=[h[0] for h in HEADERS])
+def test_every_flag_a_heading_documents_is_in_the_commands_help(
+    command: str, usage: str, bpmon_bin: Path
+) -> None:
+    done = subprocess.run(
+        [str(bpmon_bin), command, "--help"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    for flag in re.findall(r"--[a-z][a-z-]*", usage):
+        assert flag in done.stdout, f"{command} --help does not list {flag}"
+
+
+def test_the_exit_code_table_is_the_error_trees() -> None:
+    from bpmon import errors
+
+    section = README.split("### Errors and exit codes", 1)[1].split("\n## ", 1)[0]
+    table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.MULTILINE))
+    leaves = {
+        errors.ConfigError: "bad input",
+        errors.InsufficientBuffersError: "network buffers",
+        errors.JobError: "the job failed",
+        errors.CollectorError: "cannot be read",
+        errors.HistoryError: "unreadable",
+    }
+    for error, words in leaves.items():
+        assert words in table[str(error.exit_code)], (error.__name__, table)
