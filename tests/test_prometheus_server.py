@@ -3,23 +3,28 @@
 Debian's ``prometheus`` runs on a free loopback port with a scrape interval of one second, its
 TSDB in a temporary folder, the shipped ``rules/prometheus-alerts.yml`` loaded, and one scrape
 job ``bpmon`` (``honor_labels: true``, as the README's snippet) pointing at the collector's
-registry served by ``prometheus_client.make_wsgi_app`` on a stdlib WSGI server. The registry holds
-the report of a real run of a bottlenecked scenario. The tests wait for scrapes and rule
-evaluations through Prometheus's HTTP API; nothing of Prometheus is mocked.
+registry served by ``prometheus_client.make_wsgi_app`` on a stdlib WSGI server (Prometheus
+negotiates OpenMetrics there). The registry holds the report of a real run of a bottlenecked
+scenario. A last test points a second Prometheus at a real ``bpmon serve --run`` process watching
+that scenario, a burst a second. The tests wait for scrapes and rule evaluations through
+Prometheus's HTTP API; nothing of Prometheus is mocked.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import re
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import httpx
@@ -149,34 +154,44 @@ def metrics_target(report: Report) -> Iterator[str]:
     thread.join(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def prometheus(
-    prometheus_bin: Path, metrics_target: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Prometheus]:
-    """Prometheus scraping ``metrics_target`` every second, ready and with one scrape done."""
-    home = tmp_path_factory.mktemp("prometheus")
+@contextmanager
+def _running_prometheus(binary: Path, target: str, home: Path) -> Iterator[Prometheus]:
+    """Prometheus scraping ``target`` every second, ready and with one scrape of it done."""
     config = home / "prometheus.yml"
-    config.write_text(CONFIG.format(rules=ALERT_RULES, target=metrics_target), "utf-8")
+    config.write_text(CONFIG.format(rules=ALERT_RULES, target=target), "utf-8")
     port = _free_port()
     log = home / "prometheus.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [prometheus_bin, f"--config.file={config}", f"--storage.tsdb.path={home / 'data'}",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={home / 'data'}",
              f"--web.listen-address=127.0.0.1:{port}"],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     server = Prometheus(f"http://127.0.0.1:{port}", log)
     try:
         _until("Prometheus to be ready", lambda: _ready(server, process))
-        _until("a scrape of bpmon", lambda: server.query('up{job="bpmon"} == 1'))
+        _until(f"a scrape of {target}", lambda: server.query('up{job="bpmon"} == 1'))
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    prometheus_bin: Path, metrics_target: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
+    """Prometheus scraping the WSGI server of :func:`metrics_target`."""
+    with _running_prometheus(prometheus_bin, metrics_target, tmp_path_factory.mktemp("p")) as p:
+        yield p
 
 
 def _ready(server: Prometheus, process: subprocess.Popen[bytes]) -> bool:
@@ -292,3 +307,56 @@ def test_every_panel_reads_the_chosen_datasource_and_the_dashboard_ships() -> No
     assert {"state-timeline", "table", "heatmap", "timeseries"} <= kinds
     shipped = data_file("dashboards", "bpmon-overview", suffix=".json")
     assert shipped.read_bytes() == DASHBOARD.read_bytes()
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_a_real_bpmon_serve_watching_a_scenario(
+    bpmon_bin: Path, prometheus_bin: Path, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "served.toml"
+    scenario.write_text(BOTTLENECK.replace('name = "slowjob"', 'name = "served"'), "utf-8")
+    serve = subprocess.Popen(
+        [bpmon_bin, "serve", "--port", "0", "--run", str(scenario), "--every", "1",
+         "--runs-dir", str(tmp_path / "runs")],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert serve.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=_lines, args=(serve.stderr, lines), daemon=True)
+    reader.start()
+    try:
+        url = _announced_url(lines)
+        with _running_prometheus(prometheus_bin, url.removeprefix("http://"), tmp_path) as prom:
+            # Bursts every second: the counter grows from scrape to scrape, the level follows.
+            _until("two bursts", lambda: prom.query('bpmon_bursts_total{job="bpmon"} >= 2'))
+            high = 'bpmon_backpressure_severity{job="served", vertex="src"} == 2'
+            _until("the served job's source to be HIGH", lambda: prom.query(high))
+            cause = 'bpmon_root_cause_info{job="served", vertex="work", kind="slow-operator"}'
+            _until("the served job's root cause", lambda: prom.query(cause))
+            info = prom.query('bpmon_report_info{job="served"}')
+            assert [s["metric"]["source"] for s in info] == ["runtime"]
+            assert prom.query('bpmon_subtask_busy_time_ratio{job="served", vertex="work"}')
+    finally:
+        serve.terminate()
+        code = serve.wait(timeout=60)
+        reader.join(timeout=10)
+        serve.stderr.close()
+    said = "".join(lines.queue)
+    assert code == 0, f"bpmon serve did not stop cleanly on SIGTERM ({code}): {said}"
+
+
+def _lines(stream: IO[bytes], into: queue.Queue[str]) -> None:
+    """Put every line of ``stream`` into ``into`` until it ends."""
+    for raw in stream:
+        into.put(raw.decode(errors="replace"))
+
+
+def _announced_url(lines: queue.Queue[str]) -> str:
+    """The URL ``bpmon serve`` says it serves (its first line on stderr)."""
+    try:
+        first = lines.get(timeout=WAIT_S)
+    except queue.Empty:
+        pytest.fail(f"bpmon serve said nothing in {WAIT_S:.0f} s")
+    match = re.search(r"serving (http://\S+) ", first)
+    assert match, f"bpmon serve did not announce its URL: {first}"
+    return match.group(1)
