@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon import service
 from bpmon.report_json import report_from_json
@@ -253,3 +255,22 @@ def test_a_scenario_started_on_the_command_line_is_saved_like_bpmon_run(
     served = client.get(f"/api/v1/runs/{run_id}")
     assert served.status_code == 200
     assert report_from_json(served.text).job == "gamma"
+
+
+# -- /metrics -------------------------------------------------------------------------------------
+
+
+def test_metrics_cover_every_job_and_count_bpmons_own_work(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    watches.start_scenario(parse_scenario(tiny("live")))
+    client = serve(watches).client
+    wait_until(lambda: watches.counters()["diagnoses_total"] >= 1, "a diagnosis")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CONTENT_TYPE_LATEST
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    ratio = families["bpmon_subtask_backpressure_ratio"]
+    assert {s.labels["job"] for s in ratio.samples} == {"alpha", "beta", "live"}
+    diagnoses = families["bpmon_diagnoses"].samples
+    assert diagnoses[0].name == "bpmon_diagnoses_total" and diagnoses[0].value >= 1

@@ -1,0 +1,225 @@
+"""The real ``bpmon serve`` command: it serves, it refuses bad set-ups in one line, and a signal
+stops every watched job cleanly with the reports already saved intact.
+
+Each server is a child process on a free loopback port (``--port 0``; the port is read from its
+announcement), watching the tiny scenario a burst every 0.2 s.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bpmon.report_json import report_from_json
+
+from .servers import TOKEN, WAIT_S, tiny, wait_until
+
+
+class Child:
+    """A running ``bpmon serve``: its process, its URL and its stderr lines so far."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.url = self._announced()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line.rstrip("\n"))
+
+    def _announced(self) -> str:
+        while True:
+            line = self.lines.get(timeout=WAIT_S)
+            self.seen.append(line)
+            found = re.search(r"serving (http://\S+)", line)
+            if found:
+                return found.group(1)
+
+    def finish(self) -> tuple[int, list[str]]:
+        """Wait for the exit; the exit code and every stderr line."""
+        code = self.process.wait(timeout=WAIT_S)
+        while True:
+            try:
+                self.seen.append(self.lines.get(timeout=1))
+            except queue.Empty:
+                return code, self.seen
+
+
+@contextmanager
+def bpmon_serve(bpmon_bin: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Child]:
+    """``bpmon serve --port 0 ARGS``, killed at the end if it is still running."""
+    process = subprocess.Popen(
+        [str(bpmon_bin), "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    child: Child | None = None
+    try:
+        child = Child(process)
+        yield child
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=WAIT_S)
+        if child is not None:
+            child.reader.join(WAIT_S)
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+@pytest.fixture
+def watched_args(tmp_path: Path) -> list[str]:
+    """Flags that watch the tiny scenario, a burst every 0.2 s, saving under tmp/runs."""
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(tiny())
+    return ["--runs-dir", str(tmp_path / "runs"), "--run", str(scenario), "--every", "0.2"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_every_job_cleanly_and_keeps_the_saved_reports(
+    bpmon_bin: Path, tmp_path: Path, watched_args: list[str], stop: signal.Signals
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    with bpmon_serve(bpmon_bin, *watched_args, "--token-file", str(token_file)) as child:
+        client = httpx.Client(
+            base_url=child.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT_S
+        )
+        job = wait_until(lambda: _latest(client), "a report of the watched job")
+        assert httpx.get(f"{child.url}/api/v1/jobs").status_code == 401
+        metrics = client.get("/metrics")
+        names = {f.name for f in text_string_to_metric_families(metrics.text)}
+        assert "bpmon_diagnoses" in names
+        streamed = _stream_in_background(client)
+        child.process.send_signal(stop)
+        code, lines = child.finish()
+        streamed.join(WAIT_S)
+        client.close()
+    assert code == 0, lines
+    assert lines[-1] == "bpmon: stopped; every watched job ended cleanly"
+    assert not any("Traceback" in line for line in lines)
+    run = tmp_path / "runs" / job["run_id"]
+    files = sorted(p.name for p in run.iterdir())
+    assert files and all(re.fullmatch(r"report(-\d+)?\.json", name) for name in files), files
+    for name in files:  # every report whole: nothing half-written
+        assert report_from_json((run / name).read_text()).run_id == job["run_id"]
+
+
+def _latest(client: httpx.Client) -> dict[str, str] | None:
+    doc = client.get("/api/v1/jobs/tiny")
+    return doc.json() if doc.status_code == 200 and doc.json()["latest"] else None
+
+
+def _stream_in_background(client: httpx.Client) -> threading.Thread:
+    """A reader on the job's event stream, open before this returns."""
+    opened = threading.Event()
+
+    def read() -> None:
+        with client.stream("GET", "/api/v1/jobs/tiny/events") as stream:
+            for _ in stream.iter_lines():
+                opened.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert opened.wait(WAIT_S)
+    return reader
+
+
+def test_stored_runs_are_served_without_watching_anything(
+    bpmon_bin: Path, tmp_path: Path, watched_args: list[str]
+) -> None:
+    with bpmon_serve(bpmon_bin, *watched_args) as child, httpx.Client(base_url=child.url) as c:
+        wait_until(lambda: _latest(c), "a report")
+        child.process.send_signal(signal.SIGTERM)
+        assert child.finish()[0] == 0
+    with bpmon_serve(bpmon_bin, "--runs-dir", str(tmp_path / "runs")) as child:
+        jobs = httpx.get(f"{child.url}/api/v1/jobs").json()["jobs"]
+        assert [(j["job"], j["state"]) for j in jobs] == [("tiny", "stored")]
+        child.process.send_signal(signal.SIGTERM)
+        assert child.finish()[0] == 0
+
+
+def _one_line_error(bpmon_bin: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(bpmon_bin), "serve", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpmon: error: "), done.stderr
+    return lines[0]
+
+
+def test_beyond_loopback_a_token_is_required(bpmon_bin: Path) -> None:
+    line = _one_line_error(bpmon_bin, "--host", "0.0.0.0", "--port", "0")
+    assert "--token-file" in line and "BPMON_TOKEN" in line
+
+
+def test_a_token_from_the_environment_is_required_on_every_request(bpmon_bin: Path) -> None:
+    with bpmon_serve(bpmon_bin, env={"BPMON_TOKEN": TOKEN}) as child:
+        assert httpx.get(f"{child.url}/api/v1/jobs").status_code == 401
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{child.url}/api/v1/jobs", headers=headers).status_code == 200
+        child.process.send_signal(signal.SIGTERM)
+        assert child.finish()[0] == 0
+
+
+def test_a_port_in_use_is_one_line(bpmon_bin: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        line = _one_line_error(bpmon_bin, "--port", str(taken.getsockname()[1]))
+    assert "already in use" in line and "--port" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--run", "no-such-scenario"], "no-such-scenario"),
+        (["--every", "0"], "--every"),
+        (["--profile", "python-queue"], "--monitor-pid"),
+        (["--token-file", "/nonexistent/token"], "--token-file"),
+    ],
+)
+def test_a_bad_set_up_is_one_line_and_exit_code_2(
+    bpmon_bin: Path, args: list[str], names: str
+) -> None:
+    assert names in _one_line_error(bpmon_bin, "--port", "0", *args)
+
+
+def test_a_process_that_is_not_there_is_refused_before_serving(bpmon_bin: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    done = subprocess.run(
+        [str(bpmon_bin), "serve", "--port", "0", "--monitor-pid", str(gone.pid)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 5
+    expected = f"bpmon: error: --monitor-pid {gone.pid}: no process has PID {gone.pid}"
+    assert done.stderr.strip() == expected
