@@ -16,6 +16,8 @@ consuming subtask) pair an exchange connects, with what Flink shows per channel
 - ``connection`` / ``connection_stalled``: the connection a remote channel crosses, and whether
   it stopped reading because a receiver had no buffer (``tcp`` only; a stalled connection stops
   every channel of its exchange between the two task managers).
+- ``blocked``: the consumer stopped reading the channel until an aligned checkpoint's barrier
+  arrived on all its channels; the consumer then waits for the barriers of its other channels.
 
 Reading takes no lock and stops nothing, as ``netmetrics.py``: every value is an int or a bool
 another thread updates whole, so a reading may be one buffer stale, never torn.
@@ -55,6 +57,7 @@ class ChannelReading:
         connection: the connection a remote channel crosses (None when local).
         connection_stalled: ``tcp`` only: the connection stopped reading for want of a receive
             buffer; None for local channels and under credit.
+        blocked: its barrier arrived and the consumer reads it no more until it aligned.
     """
 
     producer: str
@@ -71,6 +74,7 @@ class ChannelReading:
     queued_at_consumer: int
     connection: ConnectionID | None
     connection_stalled: bool | None
+    blocked: bool
 
 
 def channel_readings(tasks: Mapping[str, Sequence[Task]]) -> list[ChannelReading]:
@@ -136,6 +140,7 @@ def _reading(
         queued_at_consumer=queued,
         connection=connection,
         connection_stalled=stalled,
+        blocked=channel.gate.is_blocked(channel.index),
     )
 
 

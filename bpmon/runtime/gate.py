@@ -161,6 +161,10 @@ class InputGate:
         """Stop reading ``channel`` (aligned checkpoint: its barrier arrived first)."""
         self._blocked.add(channel)
 
+    def is_blocked(self, channel: int) -> bool:
+        """True while ``channel`` is blocked by an aligned checkpoint (any thread, no lock)."""
+        return channel in self._blocked
+
     def unblock_all(self) -> None:
         """Read every channel again (the checkpoint is aligned)."""
         self._blocked.clear()

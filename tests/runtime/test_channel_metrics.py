@@ -119,6 +119,7 @@ def test_one_reading_per_channel_of_the_plan_with_its_task_managers(
         assert r.remote == (r.producer_task_manager != r.consumer_task_manager)
         assert (r.connection is not None) == r.remote
         assert r.subpartition == (r.consumer_index if r.consumer == "map" else 0)
+        assert not r.blocked  # no checkpoints: nothing aligns (tests/runtime/test_stall.py)
         if not r.remote:
             assert r.queued_at_consumer == 0 and r.credit is None
             assert r.connection_stalled is None
