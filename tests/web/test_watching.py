@@ -6,6 +6,7 @@ runs directory; every test ends with no task thread of the runtime left.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -141,13 +142,18 @@ def test_stored_jobs_are_read_again_only_after_their_time(runs_dir: Path) -> Non
     now = [0.0]
     stored = StoredJobs(service.Settings(runs_dir=runs_dir), ttl_s=10, clock=lambda: now[0])
     assert sorted(stored.jobs()) == ["alpha", "beta"]
+    assert len(stored.jobs()["beta"].history) == 1
     beta = next(p for p in runs_dir.iterdir() if "beta" in p.name)
-    (beta / "report.json").write_text("torn")
-    assert sorted(stored.jobs()) == ["alpha", "beta"]  # not read again yet
+    shutil.copytree(beta, runs_dir / "20990101T000000Z-beta-0001")  # another run of beta
+    torn = runs_dir / "20990101T000000Z-torn-0000"
+    torn.mkdir()
+    (torn / "report.json").write_text("torn")
+    assert len(stored.jobs()["beta"].history) == 1  # not read again yet
     now[0] = 10.0
-    assert sorted(stored.jobs()) == ["alpha"]
-    assert len(stored.errors) == 1 and beta.name in stored.errors[0]
-    assert (beta / "report.json").read_text() == "torn"
+    assert len(stored.jobs()["beta"].history) == 2
+    assert len(stored.errors) == 1 and torn.name in stored.errors[0]
+    assert sorted(stored.jobs()) == ["alpha", "beta"]
+    assert (torn / "report.json").read_text() == "torn"
 
 
 def test_a_watched_job_continues_its_stored_history(runs_dir: Path) -> None:
