@@ -5,18 +5,20 @@ Flink 1.20's ``JobVertexBackPressureInfo`` (``JobVertexBackPressureHandler``):
 
 - ``status``: ``ok``, or ``deprecated`` (alone) while there are no figures yet;
 - ``backpressureLevel`` and its older spelling ``backpressure-level`` (both are sent, as Flink
-  does since FLINK-29503): the vertex's level, from its highest subtask ratio;
+  does since FLINK-29503): the level of the vertex's highest subtask ratio;
 - ``end-timestamp``: when the figures were taken, in milliseconds since the epoch (the end of
   the report's window; Flink sends its metric fetcher's last update);
-- ``subtasks``, by index: ``subtask``, both level keys, ``ratio`` (backpressured share of the
-  window), ``idleRatio`` and ``busyRatio``; a value the report does not have is 0.0, as Flink
-  sends for a missing metric. ``attempt-number`` and ``other-concurrent-attempts`` are left out,
-  as Flink leaves them out when a subtask has one attempt (bpmon never runs more).
+- ``subtasks``, by index: ``subtask``, both level keys, ``ratio``, ``idleRatio`` and
+  ``busyRatio``. As in Flink, ``ratio`` is the backpressured share of time
+  (``backPressuredTimeMsPerSecond / 1000``); a target without time accounting (py-spy) gives
+  its sampled share instead. A value the report does not have is 0.0, as Flink sends for a
+  missing metric. ``attempt-number`` and ``other-concurrent-attempts`` are left out, as Flink
+  leaves them out when a subtask has one attempt (bpmon never runs more).
 
-Levels are Flink's strings (``ok``/``low``/``high``); bpmon's default thresholds are Flink's
-(``ratio <= 0.10`` ok, ``<= 0.50`` low, else high). ``{job}`` is a job name (its latest report)
-or a run id (that run's last burst); ``{vertex}`` is the vertex name, where Flink uses an id.
-Errors follow Flink's shape: ``{"errors": ["..."]}`` with a 4xx status.
+Levels are Flink's, from the ratio sent beside them: ``ok`` up to 0.10, ``low`` up to 0.50,
+``high`` above, whatever ``[levels]`` bpmon's own report uses. ``{job}`` is a job name (its
+latest report) or a run id (that run's last burst); ``{vertex}`` is the vertex name, where Flink
+uses an id. Errors follow Flink's shape: ``{"errors": ["..."]}`` with a 4xx status.
 """
 
 from __future__ import annotations
@@ -28,50 +30,54 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from bpmon.errors import BpmonError
-from bpmon.model import Level, Report, SubtaskStatus, VertexStatus
+from bpmon.model import Report, SubtaskStatus, VertexStatus
 from bpmon.watching import Watches
 from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst
 
 router = APIRouter(tags=["Flink-compatible"])
 
-FLINK_LEVELS: dict[Level, str] = {"OK": "ok", "LOW": "low", "HIGH": "high"}
+OK_MAX = 0.10
+LOW_MAX = 0.50
+"""Flink's thresholds (``JobVertexBackPressureHandler``): ok <= 0.10 < low <= 0.50 < high."""
+
+
+def flink_level(ratio: float) -> str:
+    """Flink's level string of a backpressure ratio."""
+    return "ok" if ratio <= OK_MAX else "low" if ratio <= LOW_MAX else "high"
 
 
 def backpressure_info(report: Report, vertex: VertexStatus) -> dict[str, Any]:
     """Flink's ``JobVertexBackPressureInfo`` of one vertex of ``report``."""
     subtasks = sorted(vertex.subtasks, key=lambda s: s.index)
-    if not any(s.ratio is not None for s in subtasks):
+    ratios = [_ratio(s) for s in subtasks]
+    if all(r is None for r in ratios):
         return {"status": "deprecated"}  # Flink's answer before any metric was fetched
-    level = _flink_level(vertex.level or _worst(subtasks))
+    level = flink_level(max(_double(r) for r in ratios))
     return {
         "status": "ok",
         "backpressure-level": level,
         "backpressureLevel": level,
         "end-timestamp": int(report.window.end.timestamp() * 1000),
-        "subtasks": [_subtask_info(s) for s in subtasks],
+        "subtasks": [_subtask_info(s, _double(r)) for s, r in zip(subtasks, ratios, strict=True)],
     }
 
 
-def _subtask_info(subtask: SubtaskStatus) -> dict[str, Any]:
-    level = _flink_level(subtask.level)
+def _ratio(subtask: SubtaskStatus) -> float | None:
+    """The backpressured share of time, else the sampled share (a py-spy target)."""
+    timed = subtask.metrics.backpressured_time_ratio
+    return timed if timed is not None and math.isfinite(timed) else subtask.ratio
+
+
+def _subtask_info(subtask: SubtaskStatus, ratio: float) -> dict[str, Any]:
+    level = flink_level(ratio)
     return {
         "subtask": subtask.index,
         "backpressure-level": level,
         "backpressureLevel": level,
-        "ratio": _double(subtask.ratio),
+        "ratio": ratio,
         "idleRatio": _double(subtask.metrics.idle_ratio),
         "busyRatio": _double(subtask.metrics.busy_ratio),
     }
-
-
-def _worst(subtasks: list[SubtaskStatus]) -> Level | None:
-    known = [s for s in subtasks if s.ratio is not None]
-    return max(known, key=lambda s: s.ratio or 0.0).level if known else None
-
-
-def _flink_level(level: Level | None) -> str:
-    """Flink's string; a subtask without a level counts as ``ok`` (Flink reads it as 0)."""
-    return FLINK_LEVELS[level] if level is not None else "ok"
 
 
 def _double(value: float | None) -> float:

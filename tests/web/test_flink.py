@@ -51,7 +51,8 @@ inputs = [{ from = "src", partitioner = "rebalance" }]
 
 
 def flink_level(ratio: float) -> str:
-    """Flink 1.20's JobVertexBackPressureHandler: ok <= 0.10 < low <= 0.50 < high."""
+    """Flink 1.20's JobVertexBackPressureHandler: ok <= 0.10 < low <= 0.50 < high (written out
+    here again, so a change of bpmon's thresholds cannot pass unnoticed)."""
     return "ok" if ratio <= 0.10 else "low" if ratio <= 0.50 else "high"
 
 
@@ -176,6 +177,20 @@ def test_subtasks_are_sorted_and_missing_figures_are_zero_as_flink_sends_them() 
     assert (first["subtask"], first["backpressureLevel"], first["ratio"]) == (0, "high", 0.95)
     assert (first["idleRatio"], first["busyRatio"]) == (0.0, 0.05)  # NaN and None: 0.0
     assert (second["subtask"], second["busyRatio"], second["idleRatio"]) == (1, 0.0, 0.2)
+    assert info["backpressureLevel"] == "high"
+
+
+def test_the_ratio_is_backpressured_time_as_in_flink_and_the_level_is_flinks_of_it() -> None:
+    report = report_of(
+        status(0, 0.05, "OK", backpressured_time_ratio=0.6),  # samples say OK, time says high
+        status(1, 0.9, "HIGH", backpressured_time_ratio=0.10),  # the boundary is ok
+        status(2, 0.5, "LOW"),  # no time accounting (py-spy): the sampled share
+        level="HIGH",
+    )
+    info = backpressure_info(report, report.vertices[0])
+    assert_flink_semantics(info)
+    levels = [(s["ratio"], s["backpressureLevel"]) for s in info["subtasks"]]
+    assert levels == [(0.6, "high"), (0.10, "ok"), (0.5, "low")]
     assert info["backpressureLevel"] == "high"
 
 
