@@ -412,15 +412,18 @@ def test_a_rate_limited_source_is_backpressured_like_flink(shipped: dict[str, Ru
     assert run.peak_out_pool["source"] == [1.0]
 
 
-# -- the acceptance cases (tests/scenarios) ---------------------------------------------------
+# -- the acceptance cases (tests/scenarios) and the runtime's own (tests/runtime/scenarios) ----
 
-CASE_STEMS = sorted(p.stem for p in CASES.glob("*.toml"))
+RUNTIME_CASES = Path(__file__).resolve().parent / "scenarios"
+"""Jobs only the runtime's tests run: a stall, head-of-line blocking within one exchange."""
+CASE_PATHS = {p.stem: p for folder in (CASES, RUNTIME_CASES) for p in folder.glob("*.toml")}
+CASE_STEMS = sorted(CASE_PATHS)
 
 
 @pytest.fixture(scope="module")
 def cases(start_module_job: StartJob, stop_job: StopJob) -> Iterator[dict[str, Run]]:
-    """Every acceptance case, after one shared warm-up."""
-    scenarios = {stem: _load(CASES / f"{stem}.toml") for stem in CASE_STEMS}
+    """Every acceptance case and runtime case, after one shared warm-up."""
+    scenarios = {stem: _load(CASE_PATHS[stem]) for stem in CASE_STEMS}
     yield _run_all(scenarios, start_module_job, stop_job)
 
 

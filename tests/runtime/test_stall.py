@@ -1,12 +1,12 @@
 """A job the runtime can still stop for good: legacy TCP flow control with aligned checkpoints.
 
-``tests/scenarios/tcp-aligned-stall.toml`` explains the cycle of waits. Once every exchange has its
-own connections (Flink before 1.5), flow control alone cannot stop a job: every wait of a task
-points downstream (output space) or at any input, and the job graph has no cycle. An aligned
-checkpoint adds a wait on one particular input (the barrier of a channel not yet aligned), and
-under ``tcp`` that barrier can sit on a connection stalled by the very receive buffers the
-aligning task holds. Flink before 1.5 spilled those buffers to disk; bpmon does not, so the
-stall is the runtime's own. It is kept as the case a diagnosis must report as stalled.
+``scenarios/tcp-aligned-stall.toml`` (beside this file) explains the cycle of waits. Once every
+exchange has its own connections (Flink before 1.5), flow control alone cannot stop a job: every
+wait of a task points downstream (output space) or at any input, and the job graph has no cycle.
+An aligned checkpoint adds a wait on one particular input (the barrier of a channel not yet
+aligned), and under ``tcp`` that barrier can sit on a connection stalled by the very receive
+buffers the aligning task holds. Flink before 1.5 spilled those buffers to disk; bpmon does not,
+so the stall is the runtime's own. It is kept as the case a diagnosis must report as stalled.
 
 Here: over a span after the stall, no subtask moves a record and no checkpoint completes, and the
 channel readings show the cycle; the same job under credit, or without checkpoints, moves.
@@ -29,7 +29,7 @@ from bpmon.scenario import CheckpointConfig, Scenario, load_scenario
 
 StartJob = Callable[[Scenario], Job]
 
-STALL = Path(__file__).resolve().parents[1] / "scenarios" / "tcp-aligned-stall.toml"
+STALL = Path(__file__).resolve().parent / "scenarios" / "tcp-aligned-stall.toml"
 WARMUP_S = 4.0
 SPAN_S = 2.0
 
