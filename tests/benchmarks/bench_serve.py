@@ -9,7 +9,9 @@ error. Then the server is stopped with SIGTERM, as an operator would, and must e
 
 Figures: requests per second, p50 and p99 latency per endpoint and overall, the error count. On
 a 2-core machine the server shares the cores with the three jobs and the clients, so the figures
-are a floor, not a ceiling. The last line is a JSON object of the figures.
+are a floor, not a ceiling: the CPU seconds of the server and of the clients are given too (the
+clients, httpx in one process, take more than the server). The last line is a JSON object of
+the figures.
 
     .venv/bin/python tests/benchmarks/bench_serve.py [--seconds 60] [--clients 100] [--every 2]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import signal
 import statistics
@@ -97,6 +100,12 @@ def start_server(runs_dir: Path, every: float) -> tuple[subprocess.Popen[str], s
     raise SystemExit(f"bpmon serve ended before serving (exit code {server.wait()})")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_for_reports(url: str, timeout: float = 120.0) -> None:
     """Until every watched job has a report."""
     deadline = time.monotonic() + timeout
@@ -131,14 +140,22 @@ async def client_loop(
 
 
 async def load(url: str, clients: int, seconds: float) -> tuple[dict[str, Tally], float]:
-    """``clients`` clients for ``seconds``; the tallies and the time it really took."""
+    """``clients`` clients for ``seconds``; the tallies and the time it really took.
+
+    Each client has an ``httpx.AsyncClient`` of its own (one keep-alive connection): a single
+    client shared by a hundred tasks spends more CPU in its connection pool than the server
+    spends answering.
+    """
     tallies = {"/api/v1/jobs/{job}": Tally(), "/metrics": Tally()}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as client:
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    pool = [httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) for _ in range(clients)]
+    try:
         began = time.monotonic()
         deadline = began + seconds
-        await asyncio.gather(*(client_loop(client, i, deadline, tallies) for i in range(clients)))
+        await asyncio.gather(*(client_loop(c, i, deadline, tallies) for i, c in enumerate(pool)))
         return tallies, time.monotonic() - began
+    finally:
+        await asyncio.gather(*(c.aclose() for c in pool))
 
 
 def figures(tallies: dict[str, Tally], elapsed: float, clients: int) -> dict[str, object]:
@@ -178,12 +195,18 @@ def main() -> None:
         server, url = start_server(Path(folder) / "runs", args.every)
         try:
             wait_for_reports(url)
+            server_cpu, client_cpu = cpu_seconds(server.pid), os.times()
             tallies, elapsed = asyncio.run(load(url, args.clients, args.seconds))
+            server_cpu = cpu_seconds(server.pid) - server_cpu
+            spent = os.times()
+            client_cpu_s = spent.user + spent.system - client_cpu.user - client_cpu.system
         finally:
             server.send_signal(signal.SIGTERM)
             code = server.wait(timeout=60)
     result = figures(tallies, elapsed, args.clients)
     result["server_exit_code"] = code
+    result["server_cpu_s"] = round(server_cpu, 2)
+    result["client_cpu_s"] = round(client_cpu_s, 2)
     print(f"{args.clients} clients, {result['seconds']} s, {len(JOBS)} jobs watched:")
     for path, row in result["endpoints"].items():  # type: ignore[attr-defined]
         print(
@@ -193,6 +216,9 @@ def main() -> None:
     print(
         f"  {'all':<20} {result['requests_per_s']:>8} req/s  p50 {result['p50_ms']:>7} ms  "
         f"p99 {result['p99_ms']:>7} ms  errors {result['errors']}; server exit code {code}"
+    )
+    print(
+        f"  CPU seconds: server {server_cpu:.1f} (with its three jobs), clients {client_cpu_s:.1f}"
     )
     print(json.dumps(result))
 
