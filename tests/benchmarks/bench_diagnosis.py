@@ -1,33 +1,37 @@
-"""Diagnosis accuracy: bpmon's rules engine against three rules of thumb, on a corpus of scenarios.
+"""Diagnosis accuracy: bpmon's rules against three rules of thumb, on a corpus built from physics.
 
-Every scenario of ``tests/benchmarks/corpus/`` (chains, diamonds, fan-in, fan-out, broadcast, hot
-keys, slow instances, slow sinks, capped links, TCP head-of-line blocking, two bottlenecks, healthy
-jobs) runs on bpmon's runtime, one at a time, and is diagnosed from ONE burst (the scenario's
-``[monitor]`` table) after its warmup. From the same report, four answers are read:
+Every scenario of ``tests/benchmarks/corpus/`` (``diagnosis_corpus.py``: chains, diamonds, fan-in,
+fan-out, broadcast, hot keys, slow instances, slow sinks, capped links, capped fan-outs, forward
+sub-pipelines, ``tcp``, stalls, two bottlenecks, healthy jobs at 80-90%) runs on bpmon's runtime
+through the service (``service.run_scenario``), one at a time (``--jobs 2`` at most), and is
+diagnosed from ONE burst after its warm-up. bpmon and the baselines (``diagnosis_scoring.py``)
+answer from the same report. The corpus is split once and for all: the TUNING part may be used to
+tune thresholds, the HELD-OUT part is what the diagnosis is scored on; every figure is printed for
+both parts and per category. Figures:
 
-- ``bpmon``: the first root cause of the report (all of them count for false positives);
-- ``most-bp``: the most backpressured vertex (the red vertex of a dashboard);
-- ``seed``: Flink's old rule, the first vertex that is not HIGH right downstream of a HIGH one
-  (first in topological order when several are);
-- ``busiest``: the busiest vertex downstream of a backpressured one (Flink's docs' advice).
+- top-1: the first named vertex is an expected bottleneck (healthy: nothing named);
+- kind / subtasks (bpmon): the first cause has the expected kind; the cause at the primary vertex
+  names the expected subtasks;
+- false positives: cases where a healthy job gets a root cause, or a wrong vertex is named with
+  confidence >= 0.5 (a baseline's answer counts as confident);
+- all found: every expected bottleneck is named; stalls: stall cases reported ``stalled``;
+- time to a verdict: from starting the job to the report (warm-up + burst + diagnosis);
+- recommendations, verified by re-running: for each case whose top cause has
+  ``recommended_parallelism`` N, the scenario runs again with that vertex at N (forward edges of
+  the vertex become rebalance, as Flink's default is once parallelisms differ). The backpressure is
+  gone when no vertex is HIGH (but those upstream of another expected bottleneck of the case), the
+  vertex is no root cause, and its busiest subtask is below 95% busy (at 95% and more it has no
+  headroom, and a short burst cannot wait for the buffers to fill behind a small excess). When N
+  removes it, N-1 runs too, and N-2 if N-1 also does: "smallest" is N-1 failing, "within one
+  subtask" is N-2 failing;
+- calibration: every root cause bucketed by confidence, with the share right (vertex, and vertex
+  with kind).
 
-No baseline names anything when no vertex is above OK. The expected answer is each scenario's
-``[expect]`` table; a second bottleneck, where there is one, is listed in
-``corpus/expected_extra.toml`` (``[expect]`` takes one root cause only). Metrics:
+The ``shows`` column checks from measurements alone that a run shows its intended physics, so a
+miss can be told from an untruthful run. The last line is a JSON object of all figures.
 
-- top-1: the (first) named vertex is an expected bottleneck; on a healthy job, nothing is named;
-- kind (bpmon only): the top cause also has the expected kind, and names the expected subtasks;
-- false positives: named vertices that are no expected bottleneck, a healthy job's included;
-- all found: every expected bottleneck is named (a baseline names one vertex at most).
-
-The ``shows`` column checks, from the report's measurements alone, that the run shows the intended
-pattern (each expected bottleneck busy >= 85%, or idle >= 50% for a network cause, the primary one
-with a producer above OK; nothing above OK on a healthy job), so a miss can be told from an
-untruthful run. The sampler's jitter p99 over the bursts (median and worst) is reported beside.
-``--jobs N`` runs N scenarios at once, each in its own process: faster, but on two cores the jobs
-then compete for the CPU. The last line is a JSON object of the figures.
-
-    .venv/bin/python tests/benchmarks/bench_diagnosis.py [--only NAME] [--jobs 1]
+    .venv/bin/python tests/benchmarks/bench_diagnosis.py [--only NAME] [--split held-out]
+        [--category tcp] [--jobs 1] [--samples N] [--no-verify]
 """
 
 from __future__ import annotations
@@ -35,379 +39,223 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import statistics
+import sys
 import tempfile
 import time
-import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import get_args
 
-from bpmon.model import CauseKind, Report, VertexStatus
-from bpmon.scenario import load_expectation, load_scenario
-from bpmon.service import RunSession, Settings
+from diagnosis_corpus import SPLITS, Case, CorpusError, load_corpus
+from diagnosis_scoring import judge, shows_pattern
+from diagnosis_tables import Outcome, Recommendation, figures, print_report
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
-EXTRA = CORPUS / "expected_extra.toml"
-BASELINES = ("most-bp", "seed", "busiest")
-METHODS = ("bpmon", *BASELINES)
-BUSY_SHOWN = 0.85
-IDLE_SHOWN = 0.5
-CAUSE_KINDS: tuple[str, ...] = get_args(CauseKind)
+from bpmon import service
+from bpmon.errors import BpmonError
+from bpmon.events import JobEnded, JobFailed, ReportReady
+from bpmon.model import Report
+from bpmon.scenario import InputSpec, Scenario, load_scenario
 
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One corpus scenario and what its diagnosis must find.
-
-    Attributes:
-        expected: every expected bottleneck, primary first, as ``(vertex, kind)``; empty for a
-            healthy job.
-        subtasks: the subtasks the primary cause must name (may be empty).
-    """
-
-    name: str
-    path: Path
-    expected: tuple[tuple[str, str], ...]
-    subtasks: tuple[int, ...] = ()
-
-    @property
-    def vertices(self) -> frozenset[str]:
-        """The names of the expected bottlenecks."""
-        return frozenset(vertex for vertex, _ in self.expected)
+END_RIGHT_AFTER_S = 0.001
+"""The job's least duration: it stops right after its one burst."""
+VERIFY_SAMPLES = 20
+"""Samples of a verification burst: levels and busy ratios need no more."""
+BUSY_CEILING = 0.95
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the four methods named for one case, from one report."""
+class Run:
+    """One run of a scenario: its report and how long the verdict took, or why there is none."""
 
-    case: Case
-    report: Report
-    elapsed_s: float
-    named: Mapping[str, tuple[str, ...]]  # method -> named vertices, most likely first
-
-
-def load_cases(only: str | None) -> list[Case]:
-    """The corpus, sorted by name (``only``: just that scenario)."""
-    extra = tomllib.loads(EXTRA.read_text()) if EXTRA.exists() else {}
-    cases = []
-    for path in sorted(CORPUS.glob("*.toml")):
-        if path == EXTRA or (only is not None and path.stem != only.removesuffix(".toml")):
-            continue
-        expectation = load_expectation(path)
-        if expectation is None:
-            raise SystemExit(f"{path}: no [expect] table; every corpus scenario needs one")
-        primary = (
-            [(expectation.root_cause, expectation.kind or "")] if expectation.root_cause else []
-        )
-        also = extra_expected(path, extra.get(path.stem, {}))
-        cases.append(Case(path.stem, path, (*primary, *also), expectation.subtasks))
-    if not cases:
-        raise SystemExit(f"no corpus scenario named {only!r} in {CORPUS}")
-    return cases
+    report: Report | None
+    verdict_s: float | None
+    error: str | None = None
 
 
-def extra_expected(path: Path, table: Mapping[str, object]) -> list[tuple[str, str]]:
-    """The further bottlenecks ``expected_extra.toml`` lists for ``path``, checked."""
-    names = {op.name for op in load_scenario(path).operators}
-    entries = table.get("also", [])
-    out = []
-    for entry in entries if isinstance(entries, list) else [entries]:
-        vertex, kind = (
-            (entry.get("vertex"), entry.get("kind")) if isinstance(entry, dict) else ("", "")
-        )
-        if vertex not in names or kind not in CAUSE_KINDS:
-            raise SystemExit(
-                f"{EXTRA}: [{path.stem}] also = {entry!r}: expected {{ vertex = an operator of "
-                f"{path.name}, kind = one of {', '.join(CAUSE_KINDS)} }}"
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A run to make (picklable, for ``--jobs 2``): a file, a burst size, a parallelism change."""
+
+    path: str
+    samples: int | None = None
+    vertex: str | None = None
+    parallelism: int | None = None
+
+
+def with_parallelism(scenario: Scenario, vertex: str, parallelism: int) -> Scenario:
+    """``scenario`` with ``vertex`` at ``parallelism``; its forward edges become rebalance."""
+
+    def unforward(edge: InputSpec) -> InputSpec:
+        return replace(edge, partitioner="rebalance") if edge.partitioner == "forward" else edge
+
+    operators = []
+    for op in scenario.operators:
+        if op.name == vertex:
+            slow = {i: f for i, f in op.slow_subtasks.items() if i < parallelism}
+            inputs = tuple(unforward(e) for e in op.inputs)
+            operators.append(
+                replace(op, parallelism=parallelism, slow_subtasks=slow, inputs=inputs)
             )
-        out.append((str(vertex), str(kind)))
-    return out
+        else:
+            inputs = tuple(unforward(e) if e.source == vertex else e for e in op.inputs)
+            operators.append(replace(op, inputs=inputs))
+    return replace(scenario, operators=tuple(operators))
 
 
-def run_case(path: Path) -> tuple[Report, float]:
-    """Run one scenario: warm up, take one burst, stop; the report and the seconds it took."""
-    scenario = load_scenario(path)
+def run_job(job: Job) -> Run:
+    """Run one scenario through the service: warm up, one burst, stop."""
+    scenario = load_scenario(job.path)
+    if job.samples is not None:
+        scenario = replace(scenario, monitor=replace(scenario.monitor, samples=job.samples))
+    if job.vertex is not None and job.parallelism is not None:
+        scenario = with_parallelism(scenario, job.vertex, job.parallelism)
+    report, verdict_s = None, None
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bpmon-bench-") as runs:
-        session = RunSession(scenario, Settings(runs_dir=Path(runs)))
-        session.start()
+        settings = service.Settings(runs_dir=Path(runs))
         try:
-            session.wait(scenario.monitor.warmup_s)
-            report = session.burst()
-        finally:
-            result = session.stop()
-    if result.leaks:
-        raise SystemExit(f"{path.name}: the job leaked: {', '.join(result.leaks)}")
-    return report, time.perf_counter() - started
+            events = service.run_scenario(
+                scenario, settings, bursts=1, duration_s=END_RIGHT_AFTER_S
+            )
+            for event in events:
+                if isinstance(event, ReportReady):
+                    report, verdict_s = event.report, time.perf_counter() - started
+                elif isinstance(event, JobFailed):
+                    return Run(report, verdict_s, f"the job failed: {event.error}")
+                elif isinstance(event, JobEnded) and event.leaks:
+                    return Run(report, verdict_s, f"the job leaked: {', '.join(event.leaks)}")
+        except BpmonError as exc:
+            return Run(None, None, str(exc))
+    return Run(report, verdict_s, None if report is not None else "no report")
 
 
-# -- the graph and the baselines, read from the report only -------------------------------------
+def run_all(jobs: Sequence[Job], workers: int, label: Callable[[Job], str]) -> list[Run]:
+    """Run every job, ``workers`` at a time (each in its own process when more than one)."""
+
+    def done(job: Job, run: Run) -> Run:
+        took = "-" if run.verdict_s is None else f"{run.verdict_s:.1f} s to a verdict"
+        print(f"ran {label(job)} ({took}){'' if run.error is None else ': ' + run.error}")
+        sys.stdout.flush()
+        return run
+
+    if workers <= 1:
+        return [done(job, run_job(job)) for job in jobs]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return [done(job, run) for job, run in zip(jobs, pool.map(run_job, jobs), strict=True)]
 
 
-def consumers_of(report: Report) -> dict[str, list[str]]:
-    """Each vertex's direct consumers, from the report's edges, in report order."""
-    out: dict[str, list[str]] = {v.name: [] for v in report.vertices}
-    for vertex in report.vertices:
-        for edge in vertex.inputs:
-            if edge.source in out:
-                out[edge.source].append(vertex.name)
-    return out
+# -- recommendations, verified by re-running ------------------------------------------------------
 
 
-def topological(report: Report) -> list[str]:
-    """The vertices, every one after its producers; ties keep report order."""
-    order: list[str] = []
-    pending = [v.name for v in report.vertices]
+def upstream_of(report: Report, names: set[str]) -> set[str]:
+    """Every vertex that feeds one of ``names``, directly or not."""
     inputs = {v.name: [e.source for e in v.inputs] for v in report.vertices}
-    while pending:
-        ready = [n for n in pending if all(p in order for p in inputs[n])] or pending[:1]
-        for name in ready:
-            order.append(name)
-            pending.remove(name)
-    return order
-
-
-def above_ok(vertex: VertexStatus) -> bool:
-    """Whether a vertex is backpressured (LOW or HIGH)."""
-    return vertex.level in ("LOW", "HIGH")
-
-
-def most_backpressured(report: Report) -> tuple[str, ...]:
-    """The vertex with the highest backpressure ratio, if any is above OK."""
-    candidates = [v for v in report.vertices if above_ok(v)]
-    if not candidates:
-        return ()
-    return (max(candidates, key=lambda v: v.ratio or 0.0).name,)
-
-
-def seed_rule(report: Report) -> tuple[str, ...]:
-    """The first vertex that is not HIGH and is fed by a HIGH one (topological order)."""
-    levels = {v.name: v.level for v in report.vertices}
-    consumers = consumers_of(report)
-    fed_by_high = {c for name, level in levels.items() if level == "HIGH" for c in consumers[name]}
-    for name in topological(report):
-        if name in fed_by_high and levels[name] != "HIGH":
-            return (name,)
-    return ()
-
-
-def busiest_downstream(report: Report) -> tuple[str, ...]:
-    """The busiest vertex downstream (transitively) of a backpressured one."""
-    consumers = consumers_of(report)
-    reached: set[str] = set()
-    stack = [c for v in report.vertices if above_ok(v) for c in consumers[v.name]]
+    out: set[str] = set()
+    stack = [p for name in names for p in inputs.get(name, [])]
     while stack:
         name = stack.pop()
-        if name not in reached:
-            reached.add(name)
-            stack.extend(consumers[name])
-    candidates = [v for v in report.vertices if v.name in reached]
-    if not candidates:
-        return ()
-    return (max(candidates, key=lambda v: v.metrics.busy_ratio or 0.0).name,)
-
-
-BASELINE_RULES: Mapping[str, Callable[[Report], tuple[str, ...]]] = {
-    "most-bp": most_backpressured,
-    "seed": seed_rule,
-    "busiest": busiest_downstream,
-}
-
-
-def answers(report: Report) -> dict[str, tuple[str, ...]]:
-    """What each method names, from the same report."""
-    named = {"bpmon": tuple(c.vertex for c in report.root_causes or ())}
-    named.update({method: rule(report) for method, rule in BASELINE_RULES.items()})
-    return named
-
-
-# -- scoring --------------------------------------------------------------------------------------
-
-
-def top1(case: Case, named: Sequence[str]) -> bool:
-    """The first named vertex is an expected bottleneck (healthy: nothing named)."""
-    if not case.expected:
-        return not named
-    return bool(named) and named[0] in case.vertices
-
-
-def found_all(case: Case, named: Sequence[str]) -> bool:
-    """Every expected bottleneck is named (healthy: nothing is)."""
-    return case.vertices <= set(named) if case.expected else not named
-
-
-def false_positives(case: Case, named: Sequence[str]) -> int:
-    """Named vertices that are no expected bottleneck."""
-    return sum(1 for vertex in named if vertex not in case.vertices)
-
-
-def kind_right(case: Case, report: Report) -> bool:
-    """bpmon's first cause is an expected bottleneck with its expected kind (and subtasks)."""
-    causes = report.root_causes or ()
-    if not causes:
-        return False
-    kinds = dict(case.expected)
-    top = causes[0]
-    if kinds.get(top.vertex) != top.kind:
-        return False
-    primary = case.expected[0][0]
-    return top.vertex != primary or set(case.subtasks) <= set(top.subtasks)
-
-
-def shows_pattern(case: Case, report: Report) -> bool:
-    """Whether the run shows the intended pattern (independent of any diagnosis rule)."""
-    vertices = {v.name: v for v in report.vertices}
-    if not case.expected:
-        return not any(above_ok(v) for v in report.vertices)
-    for index, (name, kind) in enumerate(case.expected):
-        vertex = vertices[name]
-        if kind == "network":
-            if (vertex.metrics.idle_ratio or 0.0) < IDLE_SHOWN:
-                return False
-        elif (vertex.metrics.busy_ratio or 0.0) < BUSY_SHOWN:
-            return False
-        if index == 0 and not any(above_ok(vertices[e.source]) for e in vertex.inputs):
-            return False
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """One method's figures over the corpus."""
-
-    top1: int
-    false_positives: int
-    all_found: int
-    kind: int | None = None  # bpmon only
-
-
-def score(method: str, outcomes: Sequence[Outcome]) -> Score:
-    """Count one method's hits over every outcome."""
-    picks = [(o.case, o.named[method]) for o in outcomes]
-    kind = None
-    if method == "bpmon":
-        kind = sum(1 for o in outcomes if o.case.expected and kind_right(o.case, o.report))
-    return Score(
-        top1=sum(1 for case, named in picks if top1(case, named)),
-        false_positives=sum(false_positives(case, named) for case, named in picks),
-        all_found=sum(1 for case, named in picks if found_all(case, named)),
-        kind=kind,
-    )
-
-
-# -- running and printing -------------------------------------------------------------------------
-
-
-def run_all(cases: Sequence[Case], jobs: int) -> list[Outcome]:
-    """Run every case (``jobs`` at a time, each in its own process when more than one)."""
-    paths = [case.path for case in cases]
-    if jobs <= 1:
-        results = []
-        for case in cases:
-            results.append(run_case(case.path))
-            print(f"ran {case.name} ({results[-1][1]:.1f} s)", flush=True)
-    else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            results = list(pool.map(run_case, paths))
-    return [
-        Outcome(case, report, elapsed, answers(report))
-        for case, (report, elapsed) in zip(cases, results, strict=True)
-    ]
-
-
-def _cell(case: Case, named: Sequence[str], label: str | None = None) -> str:
-    mark = "ok" if top1(case, named) and not false_positives(case, named) else "X"
-    text = label if label is not None else (named[0] if named else "-")
-    if len(named) > 1:
-        text += f" +{len(named) - 1}"
-    return f"{text} {mark}"
-
-
-def _bpmon_cell(outcome: Outcome) -> str:
-    causes = outcome.report.root_causes or ()
-    label = f"{causes[0].vertex}/{causes[0].kind}" if causes else "-"
-    return _cell(outcome.case, outcome.named["bpmon"], label)
-
-
-def _expected_cell(case: Case) -> str:
-    if not case.expected:
-        return "(healthy)"
-    text = " + ".join(f"{vertex}/{kind}" for vertex, kind in case.expected)
-    return text + (f" {list(case.subtasks)}" if case.subtasks else "")
-
-
-def print_cases(outcomes: Sequence[Outcome]) -> None:
-    """The per-scenario table."""
-    header = ("scenario", "shows", "expected", "bpmon", *BASELINES)
-    rows = [
-        (
-            o.case.name,
-            "yes" if shows_pattern(o.case, o.report) else "NO",
-            _expected_cell(o.case),
-            _bpmon_cell(o),
-            *(_cell(o.case, o.named[m]) for m in BASELINES),
-        )
-        for o in outcomes
-    ]
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
-def print_summary(scores: Mapping[str, Score], total: int, faulty: int) -> None:
-    """The summary table."""
-    print(f"\n{'method':<10}{'top-1':>12}{'kind':>12}{'false pos.':>12}{'all found':>12}")
-    for method, s in scores.items():
-        kind = "-" if s.kind is None else f"{s.kind}/{faulty}"
-        print(
-            f"{method:<10}{f'{s.top1}/{total}':>12}{kind:>12}{s.false_positives:>12}"
-            f"{f'{s.all_found}/{total}':>12}"
-        )
-
-
-def figures(
-    outcomes: Sequence[Outcome], scores: Mapping[str, Score], elapsed: float
-) -> dict[str, object]:
-    """The JSON object of the figures."""
-    total = len(outcomes)
-    faulty = sum(1 for o in outcomes if o.case.expected)
-    out: dict[str, object] = {
-        "scenarios": total,
-        "with_bottleneck": faulty,
-        "truthful": sum(1 for o in outcomes if shows_pattern(o.case, o.report)),
-    }
-    for method, s in scores.items():
-        key = method.replace("-", "_")
-        out[f"{key}_top1"] = round(s.top1 / total, 3)
-        out[f"{key}_false_positives"] = s.false_positives
-        out[f"{key}_all_found"] = round(s.all_found / total, 3)
-        if s.kind is not None:
-            out[f"{key}_kind"] = round(s.kind / faulty, 3) if faulty else None
-    jitters = [o.report.window.jitter_ms_p99 for o in outcomes]
-    known = [j for j in jitters if j is not None]
-    out["jitter_p99_ms_median"] = round(statistics.median(known), 3) if known else None
-    out["jitter_p99_ms_max"] = round(max(known), 3) if known else None
-    out["elapsed_s"] = round(elapsed, 1)
+        if name not in out:
+            out.add(name)
+            stack.extend(inputs.get(name, []))
     return out
+
+
+def backpressure_gone(case: Case, vertex: str, report: Report) -> bool:
+    """Whether ``vertex`` stopped being a bottleneck in ``report`` (see the module docstring)."""
+    others = {name for name in case.vertices if name != vertex}
+    excused = others | upstream_of(report, others)
+    if any(v.level == "HIGH" and v.name not in excused for v in report.vertices):
+        return False
+    if any(c.vertex == vertex for c in report.root_causes or ()):
+        return False
+    status = {v.name: v for v in report.vertices}.get(vertex)
+    return status is not None and (status.metrics.busy_ratio or 0.0) < BUSY_CEILING
+
+
+def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
+    """Re-run every case whose top cause recommends a parallelism: at N, then N-1, then N-2."""
+    pending: list[Recommendation] = []
+    for o in outcomes:
+        causes = (o.report.root_causes or ()) if o.report is not None else ()
+        if causes and causes[0].recommended_parallelism is not None:
+            vertex = causes[0].vertex
+            current = load_scenario(o.case.path).operator(vertex).parallelism
+            pending.append(
+                Recommendation(o.case, vertex, current, causes[0].recommended_parallelism)
+            )
+    for step in range(3):  # N, N-1, N-2
+        todo = []
+        for index, rec in enumerate(pending):
+            if rec.next_step() != step:
+                continue
+            parallelism = rec.recommended - step
+            if parallelism == rec.current or parallelism < 1:
+                pending[index] = rec.record(False)  # today's parallelism had the bottleneck
+            else:
+                todo.append(index)
+        jobs = [
+            Job(
+                str(pending[i].case.path),
+                VERIFY_SAMPLES,
+                pending[i].vertex,
+                pending[i].recommended - step,
+            )
+            for i in todo
+        ]
+        runs = run_all(jobs, workers, _verify_label)
+        for index, run in zip(todo, runs, strict=True):
+            rec = pending[index]
+            gone = (
+                None if run.report is None else backpressure_gone(rec.case, rec.vertex, run.report)
+            )
+            pending[index] = rec.record(gone)
+    return pending
+
+
+def _verify_label(job: Job) -> str:
+    return f"{Path(job.path).stem} with {job.vertex}.parallelism={job.parallelism}"
 
 
 def main() -> None:
-    """Run the corpus, print both tables, then a JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the corpus, print the tables, then a JSON line."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", help="run only the corpus scenario with this file stem")
-    parser.add_argument("--jobs", type=int, default=1, help="scenarios at once (default 1)")
+    parser.add_argument("--split", choices=SPLITS, help="run only this part of the corpus")
+    parser.add_argument("--category", help="run only this category")
+    parser.add_argument("--jobs", type=int, default=1, choices=(1, 2), help="runs at once")
+    parser.add_argument("--samples", type=int, help="samples per burst (default: the scenario's)")
+    parser.add_argument("--no-verify", action="store_true", help="skip the re-runs")
     args = parser.parse_args()
+    try:
+        cases = load_corpus(args.only)
+    except (CorpusError, BpmonError) as exc:
+        raise SystemExit(f"bench_diagnosis: {exc}") from None
+    cases = [c for c in cases if args.split in (None, c.split)]
+    cases = [c for c in cases if args.category in (None, c.category)]
+    if not cases:
+        raise SystemExit("bench_diagnosis: no corpus case matches --split / --category")
     started = time.perf_counter()
-    outcomes = run_all(load_cases(args.only), args.jobs)
-    scores = {method: score(method, outcomes) for method in METHODS}
-    print_cases(outcomes)
-    faulty = sum(1 for o in outcomes if o.case.expected)
-    print_summary(scores, len(outcomes), faulty)
-    print(json.dumps(figures(outcomes, scores, time.perf_counter() - started)))
+    by_path = {str(c.path): c for c in cases}
+    runs = run_all(
+        [Job(str(c.path), args.samples) for c in cases], args.jobs, lambda j: by_path[j.path].name
+    )
+    outcomes = [
+        Outcome(
+            case,
+            run.report,
+            run.verdict_s,
+            run.error,
+            judge(case, run.report) if run.report is not None else {},
+            run.report is not None and shows_pattern(case, run.report),
+        )
+        for case, run in zip(cases, runs, strict=True)
+    ]
+    recommendations = [] if args.no_verify else verify(outcomes, args.jobs)
+    print_report(outcomes, recommendations)
+    elapsed = time.perf_counter() - started
+    print(json.dumps(figures(outcomes, recommendations, elapsed, verified=not args.no_verify)))
 
 
 if __name__ == "__main__":
