@@ -147,3 +147,21 @@ def test_a_slow_operator_is_still_named_when_the_runtime_keeps_up(tmp_path: Path
     report, _ = watch_once(load_example("demo"), tmp_path)
     assert not [f for f in report.findings if f.kind == "runtime-saturated"]
     assert report.root_causes and report.root_causes[0].vertex == "enrich", summary(report)
+
+
+@pytest.mark.slow
+def test_a_job_that_stops_for_good_is_stalled_with_its_cycle_not_a_network_cause(
+    tmp_path: Path,
+) -> None:
+    """TCP flow control plus aligned checkpoints: the runtime's one way to stop for good."""
+    path = Path(__file__).parent / "runtime" / "scenarios" / "tcp-aligned-stall.toml"
+    scenario, expected = load_scenario(path), load_expectation(path)
+    assert expected is not None and expected.kind == "stalled"
+    report, ended = watch_once(scenario, tmp_path)
+    assert ended.leaks == ()
+    assert report.root_causes, summary(report)
+    top = report.root_causes[0]
+    assert (top.vertex, top.kind) == (expected.root_cause, "stalled"), summary(report)
+    assert top.confidence < 0.9
+    assert any(line.startswith("a cycle of waits") for line in top.evidence), top.evidence
+    assert not [c for c in report.root_causes if c.kind == "network"], summary(report)

@@ -49,7 +49,7 @@ KIND_OF_SHAPE: dict[str, str | None] = {
     "slow-map-chain": "slow-operator",
     "slow-sink": "slow-sink",
     "slow-subtask": "slow-subtask",
-    "tcp-head-of-line": "slow-sink",
+    "tcp-head-of-line": "slow-subtask",
 }
 CASES = Path(__file__).parent / "scenarios"
 """The acceptance cases: one more file per shape, beside the shipped examples."""
@@ -131,10 +131,11 @@ def test_each_example_has_the_shape_its_name_promises(path: Path) -> None:
         flatmaps = [op for op in scenario.operators if op.kind == "flatmap"]
         assert any(op.fanout * op.record_bytes > scenario.network.segment_size for op in flatmaps)
         assert scenario.checkpoints.enabled
-    if shape == "tcp-head-of-line":
+    if shape == "tcp-head-of-line":  # head-of-line blocking among the channels of one exchange
         assert scenario.network.flow_control == "tcp"
         assert scenario.network.task_managers >= 2
-        assert len(scenario.sources()) >= 2
+        assert root is not None and root.parallelism > scenario.network.task_managers
+        assert all(e.partitioner == "forward" for op in scenario.operators for e in op.inputs)
 
 
 @pytest.mark.parametrize("path", OWN + CASE_FILES)
@@ -152,7 +153,8 @@ def test_skewed_and_slow_subtasks_are_the_expected_ones(path: Path) -> None:
         assert not root.slow_subtasks
     else:
         assert tuple(root.slow_subtasks) == expectation.subtasks
-        assert all(e.partitioner == "rebalance" for e in root.inputs)
+        # records spread evenly: rebalanced, or forward from sources of one rate
+        assert all(e.partitioner in ("rebalance", "forward") for e in root.inputs)
 
 
 def test_bpmon_ships_one_example_of_each_shape_and_a_demo() -> None:

@@ -40,7 +40,7 @@ def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> floa
 
 PENDING_RECORDS = "pendingRecords"
 """FLIP-33's per-source gauge of records owed (a Kafka source's lag)."""
-PENDING_GROWTH = "bpmon_pendingRecordsPerSecond"
+PENDING_GROWTH = "bpmon_pendingRecordsGrowthPerSecond"
 """How fast ``pendingRecords`` grew over the window (records/s; negative while catching up)."""
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bpmon.model import Edge, Observation, VertexObservation
+from bpmon.model import Edge, Finding, Observation, VertexObservation
 from bpmon.rules.graph import Suspect
 
 _NODE = re.compile(r"(?P<vertex>.*)\[(?P<index>\d+)\]")
@@ -110,3 +110,13 @@ def _vertices(names: Iterable[str]) -> tuple[str, ...]:
         if vertex not in out:
             out.append(vertex)
     return tuple(out)
+
+
+def merge_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """One finding per kind and vertex: the details of its subtasks joined."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for f in findings:
+        details = merged.setdefault((f.kind, f.vertex), [])
+        if f.detail not in details:
+            details.append(f.detail)
+    return tuple(Finding(kind, vertex, "; ".join(d)) for (kind, vertex), d in merged.items())

@@ -25,11 +25,11 @@ every channel an edge) and are lifted to vertices; steps 5 and 6 run on vertices
    (step 1 skips it) and is judged here however busy it is; and a producer only LOW counts as
    held back by the link when its output buffers are full (``out_pool_usage >= out_pool_min``)
    while the consumer's input buffers are empty.
-   Under ``flow_control = "tcp"`` (``Observation.settings``), when a busy suspect's stalled input
-   uses the same task-manager connection (from ``SubtaskWindow.task_manager``; assumed shared when
-   unknown), the idle consumer of a producer above OK is reported as a ``head-of-line`` finding
-   naming the *idle consumer* (the collateral vertex; the detail names its blocked producers and
-   the bottleneck) and never as a root cause.
+   Under ``flow_control = "tcp"`` (``Observation.settings``, Flink before 1.5) a connection
+   carries the channels of one exchange between two task managers, and a full receiver stops all
+   of them: on the execution graph, a producer subtask above OK whose consumers all idle, on a
+   channel of the same exchange and task-manager pair as a busy bottleneck subtask's input, is a
+   ``head-of-line`` finding naming the producer (the collateral victim), never a root cause.
 6. Backpressure nothing explains becomes an ``unexplained`` finding, never an invented cause:
    every vertex above OK either waits on a suspect, is named by a finding, or waits on a vertex
    above OK that does (a cycle of waits that ends nowhere is a finding too). So a report with
@@ -50,9 +50,9 @@ from dataclasses import dataclass, replace
 
 from bpmon.model import Finding, Observation
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.execution import execution_observation, lift
+from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of
 from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
-from bpmon.rules.levels import blended_busy, level_of, max_known, percent
+from bpmon.rules.levels import level_of, max_known, percent
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +78,13 @@ def localize(obs: Observation, rules: RulesConfig) -> Localization:
         return _without_topology(summaries, graph, rules)
     execution = execution_observation(obs)
     nodes = {v.name: summarize(v) for v in execution.vertices}
-    on_subtasks = _Search(execution, build_graph(execution), nodes, rules).busy_suspects()
+    on_nodes = _Search(execution, build_graph(execution), nodes, rules)
+    on_subtasks = on_nodes.busy_suspects()
     lifted = lift(on_subtasks.values())
     busy = {s.vertex: s for s in lifted.suspects}
     found = _Search(obs, graph, summaries, rules).run(busy)
-    return replace(found, blamed=lifted.subtasks)
+    collateral = merge_findings(on_nodes.head_of_line(on_subtasks))
+    return replace(found, findings=(*collateral, *found.findings), blamed=lifted.subtasks)
 
 
 def _without_topology(
@@ -351,10 +353,6 @@ class _Search:
         links = self._links(pressing, name)
         if links is not None and not links:
             return None  # every channel is local: the network cannot be the limit
-        if self.obs.settings.flow_control == "tcp":
-            blocker = self._sharing_bottleneck(links, busy)
-            if blocker is not None:  # only a finding, so any backpressure above OK will do
-                return self._head_of_line(name, pressing, blocker)
         if not self._link_bound(pressing, starved_input):
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:
@@ -387,20 +385,12 @@ class _Search:
         out_pool = max_known(self.summaries[p].out_pool for p in pressing)
         return out_pool is not None and out_pool >= net.out_pool_min
 
-    def _links(
-        self, producers: tuple[str, ...], consumer: str, busy_only: bool = False
-    ) -> set[tuple[int, int]] | None:
+    def _links(self, producers: tuple[str, ...], consumer: str) -> set[tuple[int, int]] | None:
         """Remote (sender TM, receiver TM) pairs of the edges producers -> consumer.
 
-        None when a task manager is unknown. With ``busy_only``, only the consumer's busy
-        subtasks (the receivers that stall a TCP connection) count.
+        None when a task manager is unknown.
         """
-        cons = self.obs.vertex(consumer)
-        receivers = [
-            s
-            for s in cons.subtasks
-            if not busy_only or (blended_busy(s) or 0.0) >= self.rules.bottleneck.busy_min
-        ]
+        receivers = self.obs.vertex(consumer).subtasks
         pairs: set[tuple[int, int]] = set()
         for edge in self.graph.producers[consumer]:
             if edge.source not in producers:
@@ -415,25 +405,55 @@ class _Search:
                         pairs.add((s.task_manager, r.task_manager))
         return pairs
 
-    def _sharing_bottleneck(
-        self, links: set[tuple[int, int]] | None, busy: Mapping[str, Suspect]
-    ) -> str | None:
-        """The busiest busy suspect whose stalled input shares a connection with ``links``."""
-        ranked = sorted(busy, key=lambda n: -(self.summaries[n].busy or 0.0))
-        for name in ranked:
-            stalled = self._links(tuple(e.source for e in self.graph.producers[name]), name, True)
-            if links is None or stalled is None or links & stalled:
-                return name
-        return None
+    def head_of_line(self, busy: Mapping[str, Suspect]) -> tuple[Finding, ...]:
+        """Collateral of a stalled TCP connection, on the execution graph (one node a subtask).
 
-    def _head_of_line(self, name: str, pressing: tuple[str, ...], blocker: str) -> Finding:
-        victims = ", ".join(f"{p} ({self.summaries[p].backpressure or 0.0:.2f})" for p in pressing)
-        idle = self.summaries[name].shown_idle or 0.0
+        Under ``flow_control = "tcp"`` (Flink before 1.5) a connection carries the channels of
+        one exchange between two task managers, and a receiver without a free buffer stops the
+        whole connection. A producer subtask above OK whose consumers all idle, on a channel of
+        the same exchange and task-manager pair as a busy bottleneck subtask's input, waits on
+        that bottleneck, not on its own consumer: a ``head-of-line`` finding names it.
+        """
+        if self.obs.settings.flow_control != "tcp":
+            return ()
+        stalled: dict[tuple[str, int, int], str] = {}
+        for b in busy:
+            for e in self.graph.producers[b]:
+                pair = self._hop(e.source, b)
+                if pair is not None:
+                    stalled.setdefault((vertex_of(e.source)[0], *pair), b)
+        found = []
+        for name in self.graph.order:
+            consumers = [c for c, _ in self.graph.consumers[name]]
+            if name in busy or not self.summaries[name].above(self.ok_max) or not consumers:
+                continue
+            if any(self._explains(c, busy) for c in consumers):
+                continue
+            for c in consumers:
+                pair = self._hop(name, c)
+                blocker = stalled.get((vertex_of(name)[0], *pair)) if pair else None
+                if blocker is not None:
+                    found.append(self._head_of_line(name, c, blocker))
+                    break
+        return tuple(found)
+
+    def _hop(self, producer: str, consumer: str) -> tuple[int, int] | None:
+        """(sender TM, receiver TM) of a remote channel between two nodes; None if local."""
+        a = self.obs.vertex(producer).subtasks
+        b = self.obs.vertex(consumer).subtasks
+        if not a or not b or a[0].task_manager is None or b[0].task_manager is None:
+            return None
+        pair = (a[0].task_manager, b[0].task_manager)
+        return pair if pair[0] != pair[1] else None
+
+    def _head_of_line(self, name: str, consumer: str, blocker: str) -> Finding:
+        bp = self.summaries[name].backpressure or 0.0
+        idle = self.summaries[consumer].shown_idle or 0.0
         return Finding(
             "head-of-line",
-            name,
-            f"{name} idles {percent(idle)} while its producer(s) {victims} are backpressured: "
-            f"under TCP flow control they share a task-manager connection with the bottleneck "
-            f"{blocker}, whose stalled receiver stops the whole connection (collateral, "
-            "not a root cause)",
+            vertex_of(name)[0],
+            f"{name} is {level_of(bp, self.rules.levels)} ({bp:.2f}) while its consumer "
+            f"{consumer} idles {percent(idle)}: under TCP flow control its channel shares a "
+            f"task-manager connection with the bottleneck {blocker}, whose full receiver stops "
+            "the whole connection (collateral, not a root cause)",
         )

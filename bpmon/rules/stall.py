@@ -144,8 +144,9 @@ def _stalled(
     tcp = obs.settings.flow_control == "tcp"
     advice = (
         "The job has stopped, not slowed: restart it. Under TCP flow control a receiver that "
-        "cannot take a buffer stops its whole connection, so exchanges that share connections "
-        "can wait on each other; credit-based flow control (Flink 1.5 and later) cannot."
+        "cannot take a buffer stops its whole connection, so the channels on it (and a "
+        "checkpoint alignment holding buffers for one of them) can wait on each other; "
+        "credit-based flow control (Flink 1.5 and later) cannot."
         if tcp
         else "The job has stopped, not slowed: take a thread dump of the vertices in the cycle "
         "to see what holds them, then restart it."

@@ -368,8 +368,9 @@ def _recommendation(c: Check, cause: RootCause) -> None:
 
 _UNEXPLAINED = r"(?P<v>{v}) is (?P<lvl>LOW|HIGH) \((?P<r>\d\.\d\d)\) (?:but no consumer|and waits)"
 _HEAD_OF_LINE = (
-    r"(?P<v>{v}) idles (?P<i>\d+)% while its producer\(s\) (?P<ps>.+) are backpressured: "
-    r".* bottleneck (?P<b>{v}), .*"
+    r"(?P<p>(?P<v>{v})\[(?P<pi>\d+)\]) is (?P<lvl>LOW|HIGH) \((?P<r>\d\.\d\d)\) while its "
+    r"consumer (?P<c>{v})\[(?P<ci>\d+)\] idles (?P<i>\d+)%: under TCP flow control .* "
+    r"bottleneck (?P<b>{v})\[\d+\], .*"
 )
 
 
@@ -381,14 +382,16 @@ def _finding(c: Check, kind: str, vertex: str, detail: str, names: Sequence[str]
         if m is not None:
             c.level(m["v"], m["lvl"], m["r"], detail)
     elif kind == "head-of-line":
-        m = re.fullmatch(_HEAD_OF_LINE.format(v=v), detail)
-        c.expect(m is not None and m["v"] == vertex, detail, "an unknown head-of-line line")
-        if m is not None:
-            c.percent(m["i"], c.vertex(m["v"]).metrics.idle_ratio, detail, f"{vertex} idle")
-            for part in re.findall(r"([^,()]+?) \((\d\.\d\d)\)", m["ps"]):
-                name, ratio = part[0].strip(), part[1]
-                shown = format_ratio(c.vertex(name).ratio)
-                c.expect(shown == ratio, detail, f"{name} ratio is {shown}")
+        for part in detail.split("; "):  # one part per collateral subtask
+            m = re.fullmatch(_HEAD_OF_LINE.format(v=v), part)
+            c.expect(m is not None and m["v"] == vertex, part, "an unknown head-of-line line")
+            if m is None:
+                continue
+            producer = c.vertex(m["v"]).subtasks[int(m["pi"])]
+            shown = format_ratio(producer.ratio)
+            c.expect(shown == m["r"], part, f"{m['p']} ratio is {shown}")
+            consumer = c.vertex(m["c"]).subtasks[int(m["ci"])]
+            c.percent(m["i"], consumer.metrics.idle_ratio, part, f"{m['c']} idle")
     else:
         c.problems.append(f"no check for a {kind!r} finding: {detail!r}")
 

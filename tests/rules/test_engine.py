@@ -269,12 +269,50 @@ def tcp_head_of_line(flow_control: str = "tcp", audit_tm: tuple[int, int] = (0, 
     )  # fmt: skip
 
 
-def test_tcp_head_of_line_names_audit_and_reports_metrics_as_collateral() -> None:
+def test_tcp_keeps_two_exchanges_on_two_connections_so_metrics_is_a_network_cause() -> None:
+    # Flink before 1.5 gave each exchange (intermediate result) its own connection: audit's full
+    # receiver stops audit's channels only, and metrics, idle behind its blocked producer, is
+    # its own link's problem.
     report = run(tcp_head_of_line())
-    assert names(report) == ["audit"]
-    assert first(report).kind == "slow-sink"
-    assert [(f.kind, f.vertex) for f in report.findings] == [("head-of-line", "metrics")]
-    assert "audit" in report.findings[0].detail
+    kinds = {c.vertex: c.kind for c in report.root_causes or ()}
+    assert kinds == {"audit": "slow-sink", "metrics": "network"}
+    assert not [f for f in report.findings if f.kind == "head-of-line"]
+
+
+def one_exchange(flow_control: str = "tcp") -> Observation:
+    """Three forward sub-pipelines events -> parse -> store on two task managers; store[2] is
+    slow. parse[0] -> store[0] and parse[2] -> store[2] both cross TM1 -> TM0 on the one
+    parse -> store exchange, so under TCP parse[0] waits behind store[2]'s full receiver."""
+    return observation(
+        vertex("events", sub(0, bp=0.9, busy=0.02, rout=100, tm=0),
+               sub(1, busy=0.1, rout=600, tm=1), sub(2, bp=0.92, busy=0.02, rout=100, tm=0),
+               kind="source"),
+        vertex("parse", sub(0, bp=0.95, busy=0.02, rin=100, rout=100, tm=1),
+               sub(1, busy=0.06, rin=600, rout=600, tm=0),
+               sub(2, bp=0.96, busy=0.02, rin=100, rout=100, tm=1),
+               inputs=[edge("events", "forward")]),
+        vertex("store", sub(0, busy=0.02, rin=100, in_pool=0.0, tm=0),
+               sub(1, busy=0.12, rin=600, in_pool=0.1, tm=1),
+               sub(2, busy=0.98, rin=100, in_pool=1.0, tm=0),
+               inputs=[edge("parse", "forward")], kind="sink"),
+        settings=TargetSettings(flow_control=flow_control),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_tcp_head_of_line_in_one_exchange_names_the_collateral_producer() -> None:
+    report = run(one_exchange())
+    assert names(report) == ["store"]
+    assert first(report).subtasks == (2,)
+    hol = [f for f in report.findings if f.kind == "head-of-line"]
+    assert [f.vertex for f in hol] == ["parse"]
+    assert "parse[0]" in hol[0].detail and "store[2]" in hol[0].detail
+    assert "parse[2]" not in hol[0].detail  # parse[2] is store[2]'s own victim
+
+
+def test_under_credit_the_same_subtask_is_not_collateral() -> None:
+    report = run(one_exchange("credit"))
+    assert "store" in names(report)
+    assert not [f for f in report.findings if f.kind == "head-of-line"]
 
 
 def test_same_picture_under_credit_flow_control_is_a_network_cause() -> None:

@@ -118,13 +118,14 @@ def diamond(rng: random.Random) -> Observation:
 
 
 def tcp(rng: random.Random) -> Observation:
+    """Head-of-line blocking in one exchange: parse[0] waits behind store[2]'s connection."""
     return observation(
-        vertex("audit-source", victim(rng, 0, 330), victim(rng, 1, 330, tm=1), kind="source"),
-        vertex("audit", bottleneck(rng, 0, 660), bottleneck(rng, 1, 660, tm=1),
-               inputs=[edge("audit-source")], kind="sink"),
-        vertex("metrics-source", victim(rng, 0, 150), victim(rng, 1, 150, tm=1), kind="source"),
-        vertex("metrics", idler(rng, 0, 150), idler(rng, 1, 150, tm=1),
-               inputs=[edge("metrics-source")], kind="sink"),
+        vertex("events", victim(rng, 0, 100), idler(rng, 1, 600, tm=1), victim(rng, 2, 100),
+               kind="source"),
+        vertex("parse", victim(rng, 0, 100, tm=1, rin=100), idler(rng, 1, 600),
+               victim(rng, 2, 100, tm=1, rin=100), inputs=[edge("events", "forward")]),
+        vertex("store", idler(rng, 0, 100), idler(rng, 1, 600, tm=1), bottleneck(rng, 2, 100),
+               inputs=[edge("parse", "forward")], kind="sink"),
         settings=TargetSettings(flow_control="tcp"),
     )  # fmt: skip
 
@@ -144,7 +145,7 @@ EXPECT: list[tuple[Shape, str, str, tuple[int, ...] | None]] = [
     (slow_subtask, "score", "slow-subtask", (2,)),
     (fan_in, "merge", "slow-operator", None),
     (diamond, "slow", "slow-operator", None),
-    (tcp, "audit", "slow-sink", None),
+    (tcp, "store", "slow-sink", (2,)),
     (network, "map", "network", None),
 ]
 

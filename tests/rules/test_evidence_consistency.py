@@ -162,12 +162,11 @@ def test_idle_figures_of_network_and_head_of_line_are_the_tables() -> None:
         vertex("map", sub(0, busy=0.1, rin=100, in_pool=0.05, tm=1, drift=0.1),
                inputs=[edge("src")]),
     )  # fmt: skip
-    tcp = observation(
-        vertex("a", sub(0, bp=0.6, busy=0.05, rout=100, out_pool=1.0, tm=0)),
-        vertex("b", sub(0, bp=0.3, busy=0.05, rout=100, out_pool=1.0, tm=0)),
-        vertex("slow", sub(0, busy=0.99, rin=100, tm=1), inputs=[edge("a")], kind="sink"),
-        vertex("idle", sub(0, busy=0.05, rin=100, tm=1, drift=0.1), inputs=[edge("b")],
-               kind="sink"),
+    tcp = observation(  # one exchange a -> c: a[0] -> c[0] shares TM0 -> TM1 with a[1] -> c[1]
+        vertex("a", sub(0, bp=0.3, busy=0.05, rout=100, out_pool=1.0, tm=0),
+               sub(1, bp=0.6, busy=0.05, rout=100, out_pool=1.0, tm=0)),
+        vertex("c", sub(0, busy=0.05, rin=100, tm=1, drift=0.1),
+               sub(1, busy=0.99, rin=100, tm=1), inputs=[edge("a", "forward")], kind="sink"),
         settings=TargetSettings(flow_control="tcp"),
     )  # fmt: skip
     assert "map idles" in evidence(diagnosed(network))

@@ -217,7 +217,9 @@ def test_network_without_pool_metrics_or_task_managers_is_still_a_suspect() -> N
     assert suspects(obs) == {"map": "network"}
 
 
-def test_tcp_with_unknown_task_managers_assumes_the_connection_is_shared() -> None:
+def test_tcp_never_blames_another_exchange_whatever_the_task_managers() -> None:
+    # Flink before 1.5 kept one connection per exchange: a-src -> a and b-src -> b never share
+    # one, so b, idle behind its blocked producer, is its own link's problem, not collateral.
     obs = observation(
         vertex("a-src", sub(0, bp=0.9, busy=0.03)),
         vertex("a", sub(0, busy=0.97), inputs=[edge("a-src")]),
@@ -226,8 +228,8 @@ def test_tcp_with_unknown_task_managers_assumes_the_connection_is_shared() -> No
         settings=TargetSettings(flow_control="tcp"),
     )
     loc = found(obs)
-    assert [s.vertex for s in loc.suspects] == ["a"]
-    assert [(f.kind, f.vertex) for f in loc.findings] == [("head-of-line", "b")]
+    assert {s.vertex: s.mechanism for s in loc.suspects} == {"a": "busy", "b": "network"}
+    assert not [f for f in loc.findings if f.kind == "head-of-line"]
 
 
 def test_consumer_that_never_ran_is_starved() -> None:
@@ -307,14 +309,16 @@ def test_a_vertex_nearly_as_backpressured_as_its_producer_is_not_a_suspect() -> 
     assert [s.vertex for s in localize(obs, looser).suspects] == ["map"]
 
 
-def test_tcp_head_of_line_is_reported_even_for_a_mildly_backpressured_producer() -> None:
+def test_tcp_head_of_line_in_one_exchange_is_reported_even_for_a_mildly_blocked_producer() -> None:
+    # p[0] -> c[0] and p[1] -> c[1] cross TM0 -> TM1 on the one p -> c exchange; c[1] is slow.
     obs = observation(
-        vertex("a-src", sub(0, bp=0.9, busy=0.03, tm=0)),
-        vertex("a", sub(0, busy=0.97, tm=1), inputs=[edge("a-src")]),
-        vertex("b-src", sub(0, bp=0.3, busy=0.03, tm=0)),
-        vertex("b", sub(0, busy=0.02, tm=1), inputs=[edge("b-src")]),
+        vertex("p", sub(0, bp=0.3, busy=0.03, tm=0), sub(1, bp=0.9, busy=0.03, tm=0)),
+        vertex("c", sub(0, busy=0.02, tm=1), sub(1, busy=0.97, tm=1),
+               inputs=[edge("p", "forward")]),
         settings=TargetSettings(flow_control="tcp"),
-    )
+    )  # fmt: skip
     loc = found(obs)
-    assert [s.vertex for s in loc.suspects] == ["a"]
-    assert [(f.kind, f.vertex) for f in loc.findings] == [("head-of-line", "b")]
+    assert [s.vertex for s in loc.suspects] == ["c"]
+    assert loc.blamed == {"c": (1,)}
+    assert [(f.kind, f.vertex) for f in loc.findings] == [("head-of-line", "p")]
+    assert "p[0] is LOW (0.30)" in loc.findings[0].detail

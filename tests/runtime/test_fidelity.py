@@ -261,28 +261,6 @@ def check_overdraft(run: Run) -> None:
         )
 
 
-def check_other_exchanges_run_free(run: Run) -> None:
-    """Under TCP, a pipeline beside the bottleneck's, on exchanges of its own, is not held back:
-    Flink before 1.5 kept one connection per exchange (intermediate result), so a stalled one
-    stops only its own exchange's channels. The second pipeline idles and keeps its schedule,
-    under TCP as under credit, and the bottleneck is busy under both."""
-    assert run.scenario.network.flow_control == "tcp"
-    assert run.contrast is not None
-    twin = run.contrast
-    root = run.expect.root_cause
-    involved = {root} | _ancestors(run.scenario, root) | _descendants(run.scenario, root)
-    others = [op.name for op in run.scenario.operators if op.name not in involved]
-    sources = [v for v in others if _is_source(run, v)]
-    assert sources and len(others) > len(sources), f"{run.name}: no second pipeline"
-    for each in (run, twin):
-        for vertex in others:
-            mostly(each, vertex, "idle")
-        for source in sources:
-            if source in each.schedules:
-                assert kept_schedule(each, source), f"{each.name}: {source} fell behind"
-        mostly(each, root, "busy")
-
-
 def check_head_of_line_in_one_exchange(run: Run) -> None:
     """Under TCP, a sub-pipeline whose channel crosses the bottleneck subtask's stalled
     connection is backpressured though nothing in it is slow, and under credit the same
@@ -329,7 +307,7 @@ BY_KIND: dict[str | None, Callable[[Run], None]] = {
 BY_SHAPE: dict[str, Callable[[Run], None]] = {
     "fan-in": check_fan_in,
     "flatmap-overdraft": check_overdraft,
-    "tcp-head-of-line": check_other_exchanges_run_free,
+    "tcp-head-of-line": check_head_of_line_in_one_exchange,
     "tcp-head-of-line-forward": check_head_of_line_in_one_exchange,
 }
 """Checks beyond the kind's, for the examples whose comment promises more (by file name)."""
