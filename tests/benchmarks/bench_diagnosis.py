@@ -47,7 +47,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from diagnosis_corpus import SPLITS, Case, CorpusError, load_corpus
+from diagnosis_corpus import CATEGORIES, SPLITS, Case, CorpusError, load_corpus
 from diagnosis_scoring import judge, shows_pattern
 from diagnosis_tables import Outcome, Recommendation, figures, print_report
 
@@ -139,7 +139,7 @@ def run_all(jobs: Sequence[Job], workers: int, label: Callable[[Job], str]) -> l
         sys.stdout.flush()
         return run
 
-    if workers <= 1:
+    if workers <= 1 or len(jobs) <= 1:
         return [done(job, run_job(job)) for job in jobs]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -223,7 +223,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", help="run only the corpus scenario with this file stem")
     parser.add_argument("--split", choices=SPLITS, help="run only this part of the corpus")
-    parser.add_argument("--category", help="run only this category")
+    parser.add_argument("--category", choices=list(CATEGORIES), help="run only this category")
     parser.add_argument("--jobs", type=int, default=1, choices=(1, 2), help="runs at once")
     parser.add_argument("--samples", type=int, help="samples per burst (default: the scenario's)")
     parser.add_argument("--no-verify", action="store_true", help="skip the re-runs")

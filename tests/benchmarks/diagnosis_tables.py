@@ -174,15 +174,15 @@ def print_report(outcomes: Sequence[Outcome], recs: Sequence[Recommendation]) ->
             [[m, *(str(totals(chosen, m)[f]) for f in FIGURES)] for m in METHODS],
         )
     for part in SPLITS:
-        print(f"\n== per category, {part} (top-1 / false positives)")
+        print(f"\n== per category, {part} (top-1, then false positives and all found)")
         rows = []
         for category in CATEGORIES:
             chosen = [o for o in outcomes if o.case.category == category and in_part(o.case, part)]
             if chosen:
-                cells = [
-                    f"{totals(chosen, m)['top1']} {totals(chosen, m)['false_positive'].hits}"
-                    for m in METHODS
-                ]
+                cells = []
+                for method in METHODS:
+                    t = totals(chosen, method)
+                    cells.append(f"{t['top1']} {t['false_positive'].hits} {t['all_found'].hits}")
                 rows.append([category, str(len(chosen)), *cells])
         _table(("category", "n", *METHODS), rows)
     print_recommendations(recs)
@@ -266,7 +266,10 @@ def figures(
         }
         categories[part] = {
             category: {
-                m: {f: _tally_json(totals(group, m)[f]) for f in ("top1", "false_positive")}
+                m: {
+                    f: _tally_json(totals(group, m)[f])
+                    for f in ("top1", "false_positive", "all_found")
+                }
                 for m in METHODS
             }
             for category in CATEGORIES
