@@ -736,3 +736,25 @@ def test_monitor_with_a_thread_pattern_that_matches_nothing_names_it(
     assert "Traceback" not in out.stderr
     assert "etl.toml" in out.message and "uploader" in out.message
     assert "upload-0" in out.message  # the threads it could have meant
+
+
+@pytest.mark.slow
+def test_run_verify_applies_the_recommendation_and_it_is_nearly_the_least_that_works(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """demo: 3,000 records/s offered to enrich, 500/s per subtask: 6 is the least that takes
+    it; bpmon must recommend at most one more, and the re-run must show the backpressure gone."""
+    out = bpmon(bpmon_bin, "run", "demo", "--verify", "--json", "--runs-dir", "r", cwd=tmp_path)
+    assert out.code == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["backpressure_removed"] is True, doc["changes"]
+    cause = doc["before"]["root_causes"][0]
+    assert cause["vertex"] == "enrich"
+    assert doc["changes"] == [f"enrich.parallelism={cause['recommended_parallelism']}"]
+    assert cause["recommended_parallelism"] in (6, 7)
+    assert all(v["level"] != "HIGH" for v in doc["after"]["vertices"])
+    fewer = cause["recommended_parallelism"] - 2
+    less = bpmon(bpmon_bin, "whatif", "demo", "--set", f"enrich.parallelism={fewer}", "--json",
+                 "--runs-dir", "r", cwd=tmp_path, timeout=120)  # fmt: skip
+    assert less.code == 0, less.stderr
+    assert json.loads(less.stdout)["backpressure_removed"] is False
