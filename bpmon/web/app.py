@@ -24,8 +24,9 @@ import bpmon
 from bpmon.errors import BpmonError, ConfigError, HistoryError, TargetNotFoundError
 from bpmon.prometheus import CONTENT_TYPE, exposition, make_registry
 from bpmon.watching import AlreadyWatchedError, Watches
-from bpmon.web import api, flink
+from bpmon.web import api, flink, pages
 from bpmon.web.auth import BearerAuth
+from bpmon.web.login import TokenCookie
 from bpmon.web.runs import CORRUPT_STATUS, public_message
 from bpmon.web.stream import KEEPALIVE_S
 
@@ -64,11 +65,13 @@ def create_app(
     app.state.keepalive_s = keepalive_s
     app.include_router(api.router)
     app.include_router(flink.router)
+    pages.mount(app)  # the dashboard (bpmon.web.pages)
     _add_endpoints(app, watches)
     _add_error_handlers(app, watches)
     if token is not None:
         public = (*PUBLIC_PATHS, "/metrics") if metrics_public else PUBLIC_PATHS
         app.add_middleware(BearerAuth, token=token, public=public)
+        app.add_middleware(TokenCookie, token=token)  # browsers sign in once (bpmon.web.login)
     return app
 
 

@@ -1,0 +1,75 @@
+"""The full reports of a job's recent bursts, for its series, read from the runs directory once.
+
+A job's history (:class:`~bpmon.watching.JobView`) says per burst only the levels and the root
+causes; the series need every metric, so the reports are read from their run folders. A stored
+report is never rewritten (see :mod:`bpmon.stored`), so each one is read once and kept, the
+least recently used dropped past :data:`CACHE_REPORTS`. A burst whose report cannot be read is
+left out of the series (the runs list names the unreadable run).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from bpmon import service
+from bpmon.errors import HistoryError
+from bpmon.model import Report
+from bpmon.watching import JobView
+from bpmon.web.charts import Point
+from bpmon.web.runs import find_run
+
+SERIES_BURSTS = 60
+"""The newest bursts a job page shows in its series."""
+CACHE_REPORTS = 2000
+"""The most burst reports kept in memory across jobs."""
+
+
+class BurstReports:
+    """Recent burst reports of jobs, each read from disk once (thread-safe)."""
+
+    def __init__(self, settings: service.Settings, capacity: int = CACHE_REPORTS) -> None:
+        self.settings = settings
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._reports: OrderedDict[tuple[str, int], Report] = OrderedDict()
+
+    def recent(self, view: JobView, limit: int = SERIES_BURSTS) -> list[Point]:
+        """The job's newest ``limit`` bursts, oldest first, with their full reports."""
+        points = []
+        for summary in view.history[-limit:]:
+            key = (summary.run_id, summary.burst)
+            report = self._cached(key)
+            if report is None and view.latest is not None:
+                latest = view.latest
+                if latest.run_id == summary.run_id and latest.window.end == summary.time:
+                    report = latest
+            if report is None:
+                report = self._read(*key)
+            if report is not None:
+                self._keep(key, report)
+                points.append(Point(f"{summary.run_id}/{summary.burst}", summary.time, report))
+        return points
+
+    def _cached(self, key: tuple[str, int]) -> Report | None:
+        with self._lock:
+            report = self._reports.get(key)
+            if report is not None:
+                self._reports.move_to_end(key)
+            return report
+
+    def _keep(self, key: tuple[str, int], report: Report) -> None:
+        with self._lock:
+            self._reports[key] = report
+            self._reports.move_to_end(key)
+            while len(self._reports) > self.capacity:
+                self._reports.popitem(last=False)
+
+    def _read(self, run_id: str, burst: int) -> Report | None:
+        path = find_run(run_id, self.settings)
+        if path is None:
+            return None
+        try:
+            return service.load_report(str(path), self.settings, burst=burst)
+        except HistoryError:
+            return None

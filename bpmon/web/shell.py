@@ -1,0 +1,149 @@
+"""The frame of every dashboard page, and the files it loads: the stylesheet, the script, plotly.js.
+
+Pages are rendered on the server into ``templates/base.html`` (a :class:`string.Template`; every
+value put into it is escaped by the caller, see :mod:`bpmon.web.markup`). plotly.js comes from the
+installed plotly package, never from a CDN: the dashboard runs on clusters without internet. Its
+URL carries plotly.js's version, the stylesheet's and the script's a hash of their content, so
+browsers keep them for a year (``immutable``) and fetch them again only when they change. plotly.js
+is 4.8 MB; it is gzipped once, on first request, for browsers that accept gzip (about 1.4 MB).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import threading
+from functools import cache
+from importlib.resources import files
+from string import Template
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+
+import bpmon
+from bpmon.web.markup import esc
+
+router = APIRouter(include_in_schema=False)
+
+NAV = (
+    ("/", "Jobs", "jobs"),
+    ("/history", "History", "history"),
+    ("/compare", "Compare", "compare"),
+)
+STATIC_TYPES = {"dashboard.css": "text/css; charset=utf-8"}
+STATIC_TYPES["dashboard.js"] = "text/javascript; charset=utf-8"
+FOREVER = "public, max-age=31536000, immutable"
+
+
+@cache
+def template(name: str) -> Template:
+    """A page template from ``bpmon/web/templates`` (read once)."""
+    return Template(files("bpmon.web").joinpath("templates", name).read_text(encoding="utf-8"))
+
+
+@cache
+def static_file(name: str) -> bytes:
+    """A file of ``bpmon/web/static`` (read once)."""
+    return files("bpmon.web").joinpath("static", name).read_bytes()
+
+
+@cache
+def version_of(name: str) -> str:
+    """A short hash of a static file's content: its URL changes when it does."""
+    return hashlib.sha256(static_file(name)).hexdigest()[:12]
+
+
+@cache
+def plotly_name() -> str:
+    """plotly.js's file name on this server, with its version (``plotly-3.1.1.min.js``)."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
+_gzip_lock = threading.Lock()
+
+
+@cache
+def _plotly_bytes() -> bytes:
+    return files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+
+
+@cache
+def _plotly_gzip() -> bytes:
+    with _gzip_lock:
+        return gzip.compress(_plotly_bytes(), compresslevel=6, mtime=0)
+
+
+def page(
+    title: str,
+    name: str,
+    main: str,
+    *,
+    figures: str = "",
+    plotly: bool = False,
+    attributes: dict[str, str] | None = None,
+    status: int = 200,
+) -> HTMLResponse:
+    """A whole page: ``main`` (HTML) in the frame, the figures' JSON blocks last.
+
+    Args:
+        title: the page's title (plain text).
+        name: which page (``jobs``, ``job``, ``run``, ``compare``, ``history``): the nav marks it
+            and the script reads it from ``<body data-page>``.
+        main: the page's content, escaped already.
+        figures: the JSON blocks of the page's figures.
+        plotly: load plotly.js (pages without a figure skip its 4.8 MB).
+        attributes: more ``data-*`` attributes of ``<body>`` (values escaped here).
+        status: the HTTP status.
+    """
+    nav = "\n".join(
+        f'<a href="{href}"{" aria-current=page" if key == name else ""}>{label}</a>'
+        for href, label, key in NAV
+    )
+    extra = "".join(f' {k}="{esc(v)}"' for k, v in (attributes or {}).items())
+    script = f'<script src="/static/{plotly_name()}" defer></script>\n' if plotly else ""
+    text = template("base.html").substitute(
+        title=esc(title),
+        page=esc(name),
+        attributes=extra,
+        nav=nav,
+        main=main,
+        figures=figures,
+        plotly=script,
+        css_version=version_of("dashboard.css"),
+        js_version=version_of("dashboard.js"),
+        version=esc(bpmon.__version__),
+    )
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    return HTMLResponse(text, status_code=status, headers=headers)
+
+
+def error_page(status: int, message: str) -> HTMLResponse:
+    """A page saying what went wrong in one line, with the way back."""
+    main = (
+        f"<h1>{'Not found' if status == 404 else 'Cannot show this'}</h1>"
+        f'<p class="problem" role="alert">{esc(message)}</p><p><a href="/">All jobs</a></p>'
+    )
+    return page("Error", "error", main, status=status)
+
+
+@router.get("/static/{name}")
+def static(name: str, request: Request) -> Response:
+    """The stylesheet, the script, or plotly.js; cached for a year (the URL is versioned)."""
+    if name == plotly_name():
+        etag = f'"{name}"'
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body, extra = _plotly_gzip(), {"Content-Encoding": "gzip"}
+        else:
+            body, extra = _plotly_bytes(), {}
+        kind = "text/javascript; charset=utf-8"
+    elif name in STATIC_TYPES:
+        body, extra, kind = static_file(name), {}, STATIC_TYPES[name]
+        etag = f'"{version_of(name)}"'
+    else:
+        raise HTTPException(404, f"no static file {name[:80]!r}")
+    headers = {"Cache-Control": FOREVER, "ETag": etag, "Vary": "Accept-Encoding", **extra}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag, "Cache-Control": FOREVER})
+    return Response(body, media_type=kind, headers=headers)

@@ -1,0 +1,97 @@
+"""Where each vertex of a job graph goes on the page, and which are the root cause's victims.
+
+The graph reads left to right in topological order: a vertex sits one column right of its
+furthest input (sources in the first column). Within a column, vertices are ordered by the mean
+row of their inputs, which keeps most edges short and uncrossed. A cycle (an iteration) does not
+stop the layout: the vertices on it are placed after everything that can be ordered.
+
+A **victim** is a vertex that is backpressured (LOW or HIGH) because a root cause downstream of it
+cannot keep up: the vertices Flink's web UI colours red while the culprit looks healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bpmon.model import Report, VertexStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A vertex's column (0: sources) and its height in the column (0 at the middle, up > 0)."""
+
+    column: int
+    y: float
+
+
+def columns(vertices: Sequence[VertexStatus]) -> dict[str, int]:
+    """Each vertex's column: one more than its furthest input's (inputs outside the job ignored)."""
+    known = {v.name for v in vertices}
+    inputs = {v.name: [e.source for e in v.inputs if e.source in known] for v in vertices}
+    column: dict[str, int] = {}
+    pending = [v.name for v in vertices]
+    while pending:
+        placed = False
+        for name in list(pending):
+            if all(src in column for src in inputs[name]):
+                column[name] = 1 + max((column[s] for s in inputs[name]), default=-1)
+                pending.remove(name)
+                placed = True
+        if not placed:  # a cycle: place its first vertex after its placed inputs
+            name = pending.pop(0)
+            column[name] = 1 + max((column[s] for s in inputs[name] if s in column), default=-1)
+    return column
+
+
+def layout(vertices: Sequence[VertexStatus]) -> dict[str, Placement]:
+    """Every vertex's placement; rows ordered by the mean row of their inputs."""
+    column = columns(vertices)
+    by_column: dict[int, list[VertexStatus]] = {}
+    for v in vertices:
+        by_column.setdefault(column[v.name], []).append(v)
+    row: dict[str, float] = {}
+    placed: dict[str, Placement] = {}
+    for c in sorted(by_column):
+        members = by_column[c]
+        order = {v.name: i for i, v in enumerate(members)}
+
+        def key(v: VertexStatus, order: dict[str, int] = order) -> tuple[float, int]:
+            rows = [row[e.source] for e in v.inputs if e.source in row]
+            return (sum(rows) / len(rows) if rows else float(order[v.name]), order[v.name])
+
+        members.sort(key=key)
+        middle = (len(members) - 1) / 2
+        for i, v in enumerate(members):
+            row[v.name] = float(i)
+            placed[v.name] = Placement(c, middle - i)
+    return placed
+
+
+def upstream(report: Report, of: set[str]) -> set[str]:
+    """Every vertex whose records reach one of ``of`` (not counting ``of`` themselves)."""
+    inputs = {v.name: [e.source for e in v.inputs] for v in report.vertices}
+    seen: set[str] = set()
+    todo = [src for name in of for src in inputs.get(name, ())]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(inputs.get(name, ()))
+    return seen - of
+
+
+def culprits(report: Report) -> list[str]:
+    """The root causes' vertices, most likely first, each once."""
+    names: list[str] = []
+    for cause in report.root_causes or ():
+        if cause.vertex not in names:
+            names.append(cause.vertex)
+    return names
+
+
+def victims(report: Report) -> set[str]:
+    """The backpressured vertices upstream of a root cause (none without a root cause)."""
+    blamed = set(culprits(report))
+    above = upstream(report, blamed)
+    return {v.name for v in report.vertices if v.name in above and v.level in ("LOW", "HIGH")}

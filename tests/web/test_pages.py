@@ -1,0 +1,213 @@
+"""The dashboard's pages through a real uvicorn: what each page says, its figures, the sign-in.
+
+The job pages read real runs (the tiny jobs ``alpha`` and ``beta``, and the lookup chain before
+and after a change that moves its bottleneck); what a browser does with them is in
+``test_browser.py``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+from importlib.resources import files
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bpmon import service
+from bpmon.model import Report
+from bpmon.stored import StoredJobs
+from bpmon.watching import Watches
+from bpmon.web.figures import job_graph
+from bpmon.web.shell import plotly_name
+
+from .dashboard_runs import moved_bottleneck_runs
+from .servers import TOKEN, WAIT_S, ServeFactory
+
+Chain = tuple[Path, Report, Report]
+
+
+@pytest.fixture(scope="session")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Chain:
+    """A runs directory with the lookup chain before and after its bottleneck moved."""
+    folder = tmp_path_factory.mktemp("chain")
+    before, after = moved_bottleneck_runs(folder / "runs", folder)
+    return folder / "runs", before, after
+
+
+@pytest.fixture
+def chain_watches(chain: Chain, tmp_path: Path) -> Watches:
+    """A registry over a copy of the chain's runs (tests may add files to it)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(chain[0], runs)
+    settings = service.Settings(runs_dir=runs)
+    return Watches(settings, every_s=None, stored=StoredJobs(settings, ttl_s=0))
+
+
+def test_the_jobs_page_lists_every_stored_job_with_its_level(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    page = serve(watches).client.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    rows = dict(re.findall(r'<tr data-job="([^"]+)">(.*?)</tr>', page.text))
+    assert set(rows) == {"alpha", "beta"}
+    for row in rows.values():
+        assert re.search(r'class="level level-(ok|low|high)">(OK|LOW|HIGH)<', row)
+        assert 'data-state="stored"' in row
+    for example in service.shipped_examples():
+        assert f'<option value="{example}">' in page.text
+    assert "plotly" not in page.text  # no figure on this page: no 4.8 MB of plotly.js
+
+
+def test_the_job_page_holds_the_graph_the_root_cause_and_the_series(
+    serve: ServeFactory, chain_watches: Watches, chain: Chain
+) -> None:
+    _, _, after = chain
+    client = serve(chain_watches).client
+    page = client.get("/job/lookup-chain")
+    assert page.status_code == 200
+    graph = _figure(page.text, "graph")
+    vertices = graph["layout"]["meta"]["vertices"]
+    assert list(vertices) == [v.name for v in after.vertices]
+    assert [n for n, v in vertices.items() if v["root_cause"]] == ["store"]
+    panel = page.text.split('id="cause-panel">', 1)[1].split("</section>", 1)[0]
+    assert "slow-sink" in panel and '<b class="culprit-name">store</b>' in panel
+    series = _figure(page.text, "series-data")
+    assert set(series["vertices"]) == {v.name for v in after.vertices}
+    assert f'src="/static/{plotly_name()}"' in page.text
+    live = client.get("/job/lookup-chain/live.json").json()
+    assert live["graph"] == graph and live["latest"] == f"{after.run_id}/0"
+
+
+def test_unknown_jobs_and_runs_are_pages_saying_so(serve: ServeFactory, watches: Watches) -> None:
+    client = serve(watches).client
+    for url in ("/job/nope", "/run/nope", "/run/%2E%2E", "/run/alpha%2F..%2F..", "/compare?job=x"):
+        page = client.get(url)
+        if url.startswith("/compare"):
+            assert page.status_code == 200 and "fewer than two stored runs" in page.text
+            continue
+        assert page.status_code == 404, url
+        if url.endswith("nope"):
+            assert 'role="alert"' in page.text and "page lists" in page.text
+
+
+def test_a_run_page_is_the_whole_report_with_a_link_to_its_json(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    client = serve(watches).client
+    runs = client.get("/api/v1/runs?job=alpha").json()["runs"]
+    two = next(r for r in runs if r["bursts"] == 2)
+    page = client.get(f"/run/{two['run_id']}?burst=1")
+    assert page.status_code == 200
+    report = client.get(f"/api/v1/runs/{two['run_id']}?burst=1").json()
+    assert f'href="/api/v1/runs/{two["run_id"]}?burst=1"' in page.text
+    for vertex in report["vertices"]:
+        assert f'data-vertex="{vertex["name"]}"><th scope="row">{vertex["name"]}</th>' in page.text
+    assert page.text.count('aria-label="Bursts of this run"') == 1
+    assert client.get(f"/run/{two['run_id']}?burst=7").status_code == 404
+
+
+def test_compare_names_the_moved_bottleneck(
+    serve: ServeFactory, chain_watches: Watches, chain: Chain
+) -> None:
+    _, before, after = chain
+    page = serve(chain_watches).client.get("/compare?job=lookup-chain")
+    assert page.status_code == 200
+    moved = re.search(r'data-kind="moved-bottleneck">([^<]+)<', page.text)
+    assert moved is not None
+    assert moved.group(1).startswith("the bottleneck moved from geo-lookup (slow-operator")
+    assert "to store (slow-sink" in moved.group(1)
+    assert f'Before: <a href="/run/{before.run_id}' in page.text
+    assert f'After: <a href="/run/{after.run_id}' in page.text
+    assert '<tr data-vertex="geo-lookup">' in page.text
+
+
+def test_history_links_the_analytics_report_and_serves_it_from_its_folder_only(
+    serve: ServeFactory, chain_watches: Watches
+) -> None:
+    client = serve(chain_watches).client
+    page = client.get("/history")
+    assert "bpmon analyze --format html" in page.text
+    assert _figure(page.text, "trend-0")["layout"]["meta"]["job"] == "lookup-chain"
+    folder = chain_watches.settings.runs_dir / "analysis"
+    folder.mkdir()
+    (folder / "analysis.html").write_text("<h1>trends</h1>")
+    (chain_watches.settings.runs_dir / "secret.html").write_text("no")
+    page = client.get("/history")
+    assert 'href="/history/analysis/analysis.html"' in page.text
+    assert client.get("/history/analysis/analysis.html").text == "<h1>trends</h1>"
+    for name in ("..%2Fsecret.html", "secret.html", "analysis.txt"):
+        assert client.get(f"/history/analysis/{name}").status_code == 404
+
+
+def test_plotly_js_comes_from_the_installed_package_gzipped_and_cached(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    served = serve(watches)
+    url = f"{served.url}/static/{plotly_name()}"
+    shipped = files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    with httpx.Client(timeout=WAIT_S) as raw:
+        with raw.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as answer:
+            sent = b"".join(answer.iter_raw())  # as it travelled, not decompressed
+        assert answer.status_code == 200
+        assert answer.headers["content-encoding"] == "gzip"
+        assert "immutable" in answer.headers["cache-control"]
+        assert len(sent) < len(shipped) / 2 and gzip.decompress(sent) == shipped
+        again = raw.get(url, headers={"If-None-Match": answer.headers["etag"]})
+        assert again.status_code == 304
+    assert served.client.get("/static/nope.js").status_code == 404
+    assert (
+        served.client.get("/static/dashboard.js")
+        .headers["content-type"]
+        .startswith("text/javascript")
+    )
+
+
+def test_with_a_token_pages_ask_for_it_once_and_keep_it_in_a_cookie(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    served = serve(watches, token=TOKEN)
+    with httpx.Client(base_url=served.url, timeout=WAIT_S) as browser:
+        html = {"Accept": "text/html"}
+        sent = browser.get("/job/alpha", headers=html)
+        assert sent.status_code == 303 and sent.headers["location"] == "/login?next=/job/alpha"
+        assert browser.get("/api/v1/jobs").status_code == 401  # an API client is not redirected
+        wrong = browser.post("/login", data={"token": "x" * 30, "next": "/job/alpha"})
+        assert wrong.status_code == 401 and "not this server" in wrong.text
+        assert "bpmon_token" not in browser.cookies
+        signed = browser.post("/login", data={"token": TOKEN, "next": "//evil.example/"})
+        assert signed.status_code == 303 and signed.headers["location"] == "/"
+        assert "httponly" in signed.headers["set-cookie"].lower()
+        assert "samesite=strict" in signed.headers["set-cookie"].lower()
+        assert browser.get("/job/alpha", headers=html).status_code == 200
+        assert browser.get("/api/v1/jobs").status_code == 200
+        browser.get("/logout")
+        assert browser.get("/", headers=html).status_code == 303
+
+
+def test_vertex_names_are_text_everywhere(chain: Chain) -> None:
+    from dataclasses import replace
+
+    from bpmon.web import markup
+
+    _, before, _ = chain
+    evil = "<img src=x onerror=alert(1)></script>"
+    first = replace(before.vertices[0], name=evil)
+    report = replace(before, vertices=(first, *before.vertices[1:]))
+    table = markup.vertex_table(report)
+    assert evil not in table and "&lt;img src=x" in table
+    block = markup.json_block("graph-json", job_graph(report))
+    assert "</script>" not in block.removesuffix("</script>") and "<img" not in block
+
+
+def _figure(text: str, name: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    found = re.search(
+        rf'<script type="application/json" id="{name}(?:-json)?">(.*?)</script>', text
+    )
+    assert found is not None, f"no {name} figure"
+    return json.loads(found.group(1))  # type: ignore[no-any-return]
