@@ -29,6 +29,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "confidence.separation": _NON_NEGATIVE,
     "confidence.saturation": _NON_NEGATIVE,
     "confidence.agreement": _NON_NEGATIVE,
+    "history.hot_ratio": _AT_LEAST_ONE,
 }
 """Inclusive bounds of the numeric parameters that are not ratios in [0, 1]."""
 
@@ -108,6 +109,16 @@ class StallRules:
     confidence: float = 0.6
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryRules:
+    """``[history]``: what ``bpmon analyze`` calls a regression, a run's cause, and skew."""
+
+    capacity_drop: float = 0.20
+    cause_share: float = 0.50
+    hot_ratio: float = 1.5
+    hot_share: float = 0.50
+
+
 _TABLES: dict[str, type] = {
     "levels": LevelRules,
     "bottleneck": BottleneckRules,
@@ -116,6 +127,7 @@ _TABLES: dict[str, type] = {
     "confidence": ConfidenceRules,
     "capacity": CapacityRules,
     "stall": StallRules,
+    "history": HistoryRules,
 }
 
 
@@ -134,6 +146,7 @@ class RulesConfig:
     confidence: ConfidenceRules = field(default_factory=ConfidenceRules)
     capacity: CapacityRules = field(default_factory=CapacityRules)
     stall: StallRules = field(default_factory=StallRules)
+    history: HistoryRules = field(default_factory=HistoryRules)
     origin: str = "defaults"
 
     def __post_init__(self) -> None:
