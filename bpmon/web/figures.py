@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from bpmon.model import Level, Report, VertexStatus
+from bpmon.model import Edge, Level, Report, VertexStatus
 from bpmon.web import numbers
 from bpmon.web.topology import culprits, layout, victims
 
@@ -98,18 +98,15 @@ def job_graph(report: Report) -> Figure:
             "root_cause": v.name in blamed,
             "victim": v.name in hit,
         }
-    edges, mid_x, mid_y, mid_text, mid_hover = [], [], [], [], []
+    edges: list[dict[str, Any]] = []
     for v in report.vertices:
         for e in v.inputs:
             if e.source not in place:
                 continue
             a, b = place[e.source], place[v.name]
             edges.append(_arrow(a.column, a.y, b.column, b.y, half[e.source], half[v.name]))
-            mid_x.append((a.column + b.column) / 2)
-            mid_y.append((a.y + b.y) / 2)
-            mid_text.append(f"{label_text(e.partitioner)}<br>{label_text(e.exchange)}")
-            mid_hover.append(
-                label_text(f"{e.source} → {v.name}: {e.partitioner}, {e.exchange} exchange")
+            edges.append(
+                _edge_label(e, a.column, a.y, b.column, b.y, half[e.source] - half[v.name])
             )
     width = max((p.column for p in place.values()), default=0) + 1
     rows = _rows(place)
@@ -118,22 +115,7 @@ def job_graph(report: Report) -> Figure:
         widest[p.column] = max(widest.get(p.column, 0.0), 2 * half[name])
     min_width = int(sum(widest.values()) + GAP_PX * width)
     focus = next((place[n].column for n in blamed if n in place), None)
-    data = [
-        _hover_points(report.vertices, place),
-        {
-            "type": "scatter",
-            "mode": "text",
-            "x": mid_x,
-            "y": mid_y,
-            "text": mid_text,
-            "textfont": {"size": 10},
-            "textposition": "top center",
-            "hovertext": mid_hover,
-            "hoverinfo": "text",
-            "showlegend": False,
-            "name": "edges",
-        },
-    ]
+    data = [_hover_points(report.vertices, place)]
     span = (rows - 1) / 2
     return {
         "data": data,
@@ -222,6 +204,28 @@ def _arrow(x0: float, y0: float, x1: float, y1: float, h0: float, h1: float) -> 
         "arrowcolor": EDGE_INK,
         "standoff": h1 + 2,
         "startstandoff": h0 + 2,
+    }
+
+
+def _edge_label(
+    edge: Edge, x0: float, y0: float, x1: float, y1: float, skew: float
+) -> dict[str, Any]:
+    """The partitioner and exchange, in the middle of the gap between the two boxes.
+
+    The centres' midpoint is shifted by half the difference of the boxes' widths (in pixels,
+    whatever the figure's scale), so a wide box never covers its edge's label.
+    """
+    return {
+        "x": (x0 + x1) / 2,
+        "y": (y0 + y1) / 2,
+        "xref": "x",
+        "yref": "y",
+        "xshift": skew / 2,
+        "yshift": 16,
+        "text": f"{label_text(edge.partitioner)}<br>{label_text(edge.exchange)}",
+        "showarrow": False,
+        "font": {"size": 10},
+        "name": "edge",
     }
 
 

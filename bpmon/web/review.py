@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from bpmon import service
-from bpmon.comparison import CAPACITY_DROP, Comparison, VertexChange, compare
+from bpmon.comparison import CAPACITY_DROP, MIN_BUSY, Comparison, VertexChange, compare
 from bpmon.errors import BpmonError
 from bpmon.model import Report, RunInfo, VertexStatus
 from bpmon.watching import Watches
@@ -154,7 +154,9 @@ def _comparison(result: Comparison, form: str, old: RunInfo, new: RunInfo) -> HT
         f'<section class="card" aria-labelledby="h-changed"><h2 id="h-changed">What changed</h2>'
         f"{changes}</section>"
         f'<div class="sides">{"".join(sides)}</div>'
-        f'<section class="card"><h2>Vertex by vertex</h2>{_table(result.vertices)}</section>'
+        f'<section class="card"><h2>Vertex by vertex</h2>{_table(result.vertices)}'
+        f'<p class="muted">Capacity per subtask: the records/s one subtask handles at 100% busy; '
+        f"– where the vertex was too idle (busy under {MIN_BUSY:.0%}) to tell.</p></section>"
     )
     return shell.page("Compare", "compare", main, figures="".join(blocks), plotly=True)
 
