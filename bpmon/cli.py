@@ -21,12 +21,10 @@ from bpmon.events import Event, JobEnded, JobFailed, LiveSnapshot
 from bpmon.liveview import LiveView
 from bpmon.model import Report
 from bpmon.render import (
-    bursts_table,
     render_comparison,
     render_json,
     render_markdown,
     render_text,
-    runs_table,
 )
 from bpmon.report_json import comparison_to_json, reports_to_json
 from bpmon.service import (
@@ -36,10 +34,8 @@ from bpmon.service import (
     load_report,
     monitor_process,
     resolve_scenario,
-    run_bursts,
     run_scenario,
     shipped_examples,
-    stored_runs,
     use_data_dir,
 )
 from bpmon.whatif import Change, changed, parse_change, recommended_change, verdict
@@ -211,37 +207,6 @@ def diagnose(
             raise ConfigError(f"--burst {burst}: expected 0 or more")
         report = load_report(run_ref, Settings(runs_dir=runs_dir), burst=burst)
         _print_report(report, _format(output))
-
-
-@app.command()
-def history(
-    run_ref: Annotated[
-        str | None,
-        typer.Argument(metavar="[RUN]", help="A run: list its bursts instead of the runs."),
-    ] = None,
-    job: Annotated[str | None, typer.Option(help="Only runs of this job.")] = None,
-    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
-) -> None:
-    """List the stored runs, newest first, or the bursts of one run."""
-    with _errors():
-        settings = Settings(runs_dir=runs_dir)
-        console = Console()
-        if run_ref is not None:
-            console.print(bursts_table(run_bursts(run_ref, settings)))
-            return
-        skipped: list[str] = []
-        runs = [
-            r
-            for r in stored_runs(settings, on_corrupt=lambda e: skipped.append(str(e)))
-            if job is None or r.job == job
-        ]
-        for line in skipped:
-            typer.echo(f"bpmon: warning: skipped {line}", err=True)
-        if not runs:
-            where = f" of job {job!r}" if job is not None else ""
-            typer.echo(f"no runs{where} in {runs_dir}; `bpmon run demo` makes one")
-            return
-        console.print(runs_table(runs))
 
 
 @app.command()
@@ -459,6 +424,14 @@ def _print_report(report: Report, output: Format) -> None:
         typer.echo(render_markdown(report))
     else:
         render_text(report, Console())
+
+
+# -- the history and its analysis (bpmon/cli_history.py: they use the helpers above) -----------
+
+from bpmon.cli_history import analyze, history_app  # noqa: E402
+
+app.add_typer(history_app, name="history")
+app.command()(analyze)
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -106,11 +106,13 @@ def keep_in_history(runs_dir: Path, report: Report, burst: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One readable part file of a table."""
+    """One readable part file of a table: its job and date (from its folders), its rows."""
 
     table: TableName
     path: Path
     rows: int
+    job: str
+    day: date
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,22 @@ class Scan:
     def rows(self, table: TableName) -> int:
         """The number of rows of ``table`` in the readable parts."""
         return sum(p.rows for p in (self.subtasks if table == "subtasks" else self.causes))
+
+    def jobs(self) -> list[str]:
+        """The jobs the readable parts hold, sorted."""
+        return sorted({p.job for p in self.subtasks})
+
+    def only(self, job: str | None = None, since: date | None = None) -> Scan:
+        """The parts of ``job`` dated ``since`` or later, by their folders (from a day early: a
+        part of several windows may span midnight; the reader filters the rows exactly)."""
+        first = None if since is None else since - timedelta(days=1)
+
+        def keep(p: Part) -> bool:
+            return (job is None or p.job == job) and (first is None or p.day >= first)
+
+        return Scan(
+            tuple(filter(keep, self.subtasks)), tuple(filter(keep, self.causes)), self.skipped
+        )
 
     def paths(self, table: TableName) -> list[str]:
         """The readable part files of ``table``, as strings (for Spark and DuckDB)."""
@@ -172,15 +190,21 @@ class HistoryStore:
         return True
 
     def write_part(
-        self, table: TableName, job: str, day: date, name: str, columns: Columns
+        self, table: TableName, job: str, day: date, name: str, rows: Columns | pa.Table
     ) -> Path:
-        """Write one part file atomically (temporary name, sync, rename, sync the folder)."""
+        """Write one part file atomically (temporary name, sync, rename, sync the folder).
+
+        ``rows`` are columns of Python values, or a pyarrow table of the table's schema.
+        """
         pq = require_pyarrow()
         import pyarrow as pa
 
         target = self.part_path(table, job, day, name)
         _make_folders(target.parent)
-        data = pa.Table.from_pydict(columns, schema=arrow_schema(table))
+        schema = arrow_schema(table)
+        data = pa.Table.from_pydict(rows, schema=schema) if isinstance(rows, dict) else rows
+        if not data.schema.equals(schema, check_metadata=True):
+            raise ValueError(f"rows for {table} do not have the history schema: {data.schema}")
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
@@ -208,7 +232,9 @@ class HistoryStore:
                 if isinstance(checked, str):
                     skipped.append(f"{path}: {checked}; skipped, left as it is")
                     continue
-                found[table].append(Part(table, path, checked))
+                job, day = path.parent.parent.name, path.parent.name.removeprefix("date=")
+                part = Part(table, path, checked, job_of_folder(job), date.fromisoformat(day))
+                found[table].append(part)
         complete = {p.path.relative_to(self.root / "subtasks") for p in found["subtasks"]}
         causes = []
         for part in found["causes"]:

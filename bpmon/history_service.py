@@ -1,0 +1,194 @@
+"""The service's history: import, synthesise and analyse the Parquet history of a runs directory.
+
+Surfaces (``bpmon history``, ``bpmon analyze``, the server) call these functions and get model
+values back (:class:`~bpmon.analysis.Analysis`, plain results); they never import
+:mod:`bpmon.history`, pyarrow or pyspark. Spark is imported only when an analysis runs, and not
+at all when there is nothing to analyse, so an empty history is answered at once.
+
+May import: the service, the history layer, the rules' values, the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from bpmon.analysis import Analysis, Thresholds
+from bpmon.errors import ConfigError
+from bpmon.history.export import write_aggregates
+from bpmon.history.importer import ImportResult, import_runs
+from bpmon.history.store import HISTORY_DIR, HistoryStore, Scan
+from bpmon.history.synth import SynthPlan, SynthResult, synthesize
+from bpmon.rules.config import RulesConfig
+from bpmon.service import Settings
+
+DEFAULT_MASTER = "local[*]"
+SYNTH_EVERY = timedelta(hours=6)
+
+Progress = Callable[[str], None]
+
+
+def history_dir(settings: Settings) -> Path:
+    """The dataset's folder: ``<runs-dir>/history``."""
+    return Path(settings.runs_dir) / HISTORY_DIR
+
+
+def import_history(
+    source: Path, settings: Settings, progress: Progress | None = None
+) -> ImportResult:
+    """Add every report of the run folders in ``source`` to the history (idempotent)."""
+    return import_runs(HistoryStore(history_dir(settings)), source, progress)
+
+
+def synthesize_history(
+    settings: Settings,
+    *,
+    runs: int,
+    jobs: int,
+    bursts: int = 3,
+    parallelism: int = 4,
+    seed: int = 0,
+) -> SynthResult:
+    """Write a synthetic history (rows marked ``synthetic``) ending at the settings' clock."""
+    plan = SynthPlan(
+        runs=runs,
+        jobs=jobs,
+        bursts=bursts,
+        parallelism=parallelism,
+        seed=seed,
+        every=SYNTH_EVERY,
+        start=settings.now() - runs * SYNTH_EVERY,
+    )
+    return synthesize(HistoryStore(history_dir(settings)), plan)
+
+
+def thresholds(rules: RulesConfig) -> Thresholds:
+    """The limits of an analysis from the rules: ``[history]``, and two of the diagnosis's."""
+    h = rules.history
+    return Thresholds(
+        capacity_drop=h.capacity_drop,
+        cause_share=h.cause_share,
+        hot_ratio=h.hot_ratio,
+        hot_share=h.hot_share,
+        min_busy=rules.capacity.min_busy,
+        busy_min=rules.bottleneck.busy_min,
+    )
+
+
+def analyze_history(
+    settings: Settings,
+    *,
+    job: str | None = None,
+    since: datetime | None = None,
+    master: str = DEFAULT_MASTER,
+    ui: bool = False,
+    progress: Progress | None = None,
+) -> Analysis:
+    """Aggregate the history of ``settings.runs_dir`` with Spark on ``master``.
+
+    An empty history (or one that ``job``/``since`` empties) is answered without starting
+    Spark: an :class:`Analysis` whose ``notes`` say what there is and how to add to it.
+
+    Raises:
+        MissingDependencyError: pyarrow, pyspark or Java is missing (one line naming the fix).
+        AnalyticsError: Spark did not start or failed.
+        ConfigError: a bad rules file.
+    """
+    began = time.monotonic()
+    say = progress or (lambda _: None)
+    limits = thresholds(settings.rules())
+    store = HistoryStore(history_dir(settings))
+    everything = store.scan()
+    scan = everything.only(job, None if since is None else since.date())
+    empty = Analysis(
+        generated_at=settings.now(),
+        history=str(store.root),
+        job=job,
+        since=since,
+        master=None,
+        spark_version=None,
+        seconds=0.0,
+        subtask_rows=0,
+        cause_rows=0,
+        thresholds=limits,
+        skipped=everything.skipped,
+    )
+    if not scan.subtasks:
+        return replace(empty, notes=(_nothing(store, everything, job, since),))
+    from bpmon.history.analytics import analyze
+    from bpmon.history.spark import spark_session
+
+    with spark_session(master, ui=ui, progress=say) as spark:
+        found = analyze(
+            spark,
+            scan,
+            history=str(store.root),
+            job=job,
+            since=since,
+            limits=limits,
+            master=master,
+            progress=say,
+            began=began,
+            generated_at=settings.now(),
+        )
+    if not found.jobs:
+        return replace(empty, notes=(_nothing(store, everything, job, since),))
+    single = [j.job for j in found.jobs if j.runs == 1]
+    notes = tuple(
+        f"job {name!r} has a single run: regressions and trends compare runs of a job, so run "
+        "it again (every run is added to the history)"
+        for name in single
+    )
+    return replace(found, notes=notes)
+
+
+def _nothing(store: HistoryStore, scan: Scan, job: str | None, since: datetime | None) -> str:
+    """The plain answer when there is nothing to analyse: what there is, and what to do."""
+    if not scan.subtasks:
+        return (
+            f"no history in {store.root} yet: every `bpmon run` and `bpmon monitor` adds its "
+            f"reports; `bpmon history import {store.root.parent}` adds runs saved before"
+        )
+    what = " and ".join(
+        part
+        for part in (
+            f"of job {job!r}" if job is not None else "",
+            f"since {since:%Y-%m-%d %H:%M} UTC" if since is not None else "",
+        )
+        if part
+    )
+    jobs = scan.jobs()
+    listed = ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+    return f"no windows {what} in {store.root} (it holds jobs {listed})"
+
+
+def write_analysis_tables(analysis: Analysis, folder: Path) -> list[Path]:
+    """Write the analysis's aggregates as Parquet files into ``folder``."""
+    return write_aggregates(analysis, folder)
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``--since``: a date (``2026-11-01``), a UTC time (``2026-11-01T12:00``) or an age
+    (``7d``, ``12h``, ``30m``) before ``now``.
+
+    Raises:
+        ConfigError: ``text`` is none of these.
+    """
+    value = text.strip()
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    if value[-1:] in units and value[:-1].isdigit():
+        return now - timedelta(**{units[value[-1]]: int(value[:-1])})
+    try:
+        moment = datetime.fromisoformat(value.removesuffix("Z"))
+    except ValueError:
+        try:
+            moment = datetime.combine(date.fromisoformat(value), datetime.min.time())
+        except ValueError:
+            raise ConfigError(
+                f"--since {text!r}: expected a date (2026-11-01), a UTC time (2026-11-01T12:00) "
+                "or an age (7d, 12h, 30m)"
+            ) from None
+    return moment.replace(tzinfo=now.tzinfo) if moment.tzinfo is None else moment

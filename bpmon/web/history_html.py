@@ -1,0 +1,142 @@
+"""``bpmon analyze --format html``: the history's findings as one self-contained HTML page.
+
+Plotly figures (each job's capacity per subtask run by run, one line per vertex, regressions
+marked; the chronic bottlenecks' scores) above the same tables as the terminal's. plotly.js is
+inlined once, so the file opens offline and can be linked from the dashboard or mailed as is.
+
+May import: the model layer (bpmon.analysis, bpmon.render_analysis), plotly (the web extra).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from bpmon.analysis import Analysis
+from bpmon.errors import BpmonError
+from bpmon.render_analysis import sections, summary
+
+
+def analysis_html(analysis: Analysis) -> str:
+    """The whole page.
+
+    Raises:
+        BpmonError: plotly is not installed (the web extra), with the fix.
+    """
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError:
+        raise BpmonError(
+            "--format html needs plotly: install the web extra (scripts/setup --web, or pip "
+            "install 'bpmon[web]'), or use --format md"
+        ) from None
+    figures = [
+        _trend_figure(go, analysis, job) for job in sorted({v.job for v in analysis.vertices})
+    ]
+    if analysis.chronic:
+        figures.append(_chronic_figure(go, analysis))
+    parts = []
+    for i, figure in enumerate(figures):
+        parts.append(
+            pio.to_html(figure, include_plotlyjs="inline" if i == 0 else False, full_html=False)
+        )
+    body = [
+        "<h1>bpmon history analysis</h1>",
+        "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in summary(analysis)) + "</ul>",
+        *parts,
+        *(_table(title, header, rows) for title, header, rows in sections(analysis)),
+    ]
+    if analysis.regressions:
+        body.append(
+            "<h2>What changed</h2><ul>"
+            + "".join(f"<li>{html.escape(r.detail)}</li>" for r in analysis.regressions)
+            + "</ul>"
+        )
+    return _PAGE.format(body="\n".join(body))
+
+
+def _trend_figure(go: Any, analysis: Analysis, job: str) -> Any:
+    """Capacity per subtask of each vertex of ``job``, run by run; regressions marked."""
+    figure = go.Figure()
+    for v in (v for v in analysis.vertices if v.job == job):
+        points = [p for p in v.by_run if p.capacity is not None]
+        if not points:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=[p.start for p in points],
+                y=[p.capacity for p in points],
+                mode="lines+markers",
+                name=v.vertex,
+                text=[p.run_id for p in points],
+                hovertemplate="%{text}<br>%{y:,.0f} records/s per subtask<extra>"
+                + html.escape(v.vertex)
+                + "</extra>",
+            )
+        )
+    drops = [r for r in analysis.regressions if r.job == job and r.kind == "capacity-drop"]
+    if drops:
+        starts = {p.run_id: p.start for v in analysis.vertices if v.job == job for p in v.by_run}
+        figure.add_trace(
+            go.Scatter(
+                x=[starts.get(r.after_run) for r in drops],
+                y=[r.after for r in drops],
+                mode="markers",
+                marker={"symbol": "x", "size": 14, "color": "crimson"},
+                name="capacity drop",
+                text=[r.detail for r in drops],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    figure.update_layout(
+        title=f"{job}: capacity per subtask (records/s at 100% busy), run by run",
+        xaxis_title="run start (UTC)",
+        yaxis_title="records/s per subtask",
+        height=380,
+        margin={"t": 50, "b": 40},
+    )
+    return figure
+
+
+def _chronic_figure(go: Any, analysis: Analysis) -> Any:
+    top = sorted(analysis.chronic, key=lambda c: c.score, reverse=True)[:20]
+    figure = go.Figure(
+        go.Bar(
+            x=[c.score for c in top],
+            y=[f"{c.job} · {c.vertex}" for c in top],
+            orientation="h",
+            text=[c.kind for c in top],
+            hovertemplate="%{y}: score %{x:.2f} (%{text})<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title="Chronic bottlenecks: confidence x time named root cause, share of the job's time",
+        xaxis_title="score",
+        yaxis={"autorange": "reversed"},
+        height=120 + 28 * len(top),
+        margin={"t": 50, "b": 40},
+    )
+    return figure
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>bpmon history analysis</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin-bottom: 1.5em; font-size: 0.9em; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: left; }}
+th {{ background: #f4f4f4; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
