@@ -82,6 +82,8 @@ def jobs_table(views: list[JobView]) -> str:
     for v in views:
         cause = v.latest.root_causes[0] if v.latest and v.latest.root_causes else None
         level = markup.level_badge(_worst(v.latest)) if v.latest else "–"
+        if v.latest is None and v.state == "running":
+            level = '<span class="muted">first burst…</span>'
         said = "–" if v.latest is None or v.latest.root_causes is None else "none"
         rows.append(
             f'<tr data-job="{esc(v.job)}">'
@@ -192,7 +194,7 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
         f'<option value="{esc(n)}"{" selected" if n == chosen else ""}>{esc(n)}</option>'
         for n in names
     )
-    empty = {"data": [], "layout": {"height": 160, "meta": {"kind": "empty"}}}
+    empty = _waiting_figure()
     return {
         "state": view.state,
         "latest": _latest_key(view),
@@ -210,6 +212,15 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
         "vertex": chosen,
         "options": options,
     }
+
+
+def _waiting_figure() -> dict[str, Any]:
+    """An empty figure saying it waits for the first burst (no axes, no grid)."""
+    hidden = {"visible": False}
+    note = {"text": "waiting for the first burst…", "showarrow": False, "x": 0.5, "y": 0.5}
+    note |= {"xref": "paper", "yref": "paper", "font": {"size": 14}}
+    layout = {"height": 160, "xaxis": hidden, "yaxis": hidden, "annotations": [note]}
+    return {"data": [], "layout": layout | {"meta": {"kind": "empty"}}}
 
 
 def _latest_key(view: JobView) -> str | None:
@@ -293,6 +304,7 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
         f"{' aria-current=page' if b == burst else ''}>{b}</a>"
         for b in numbers_seen
     )
+    many = len(numbers_seen) > 1
     graph, block = markup.figure_slot("graph", figures.job_graph(report), "job graph")
     json_url = f"/api/v1/runs/{path_part(run_id)}?burst={burst}"
     main = f"""
@@ -302,7 +314,7 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
 <p><a href="{json_url}" download>JSON of this report</a>
 · <a href="/compare?job={path_part(report.job)}&amp;after={path_part(run_id)}">compare</a></p></div>
 {markup.report_header(report, burst)}
-{f'<nav class="bursts" aria-label="Bursts of this run">Bursts: {tabs}</nav>' if tabs else ""}
+{f'<nav class="bursts" aria-label="Bursts of this run">Bursts: {tabs}</nav>' if many else ""}
 <section class="card"><h2>Vertices</h2>{markup.vertex_table(report)}</section>
 <section class="card"><h2>Root causes</h2>{markup.causes_list(report)}</section>
 {markup.findings(report)}

@@ -249,6 +249,7 @@ def test_the_jobs_page_runs_a_shipped_example_and_lists_it_running(
         page.page.click("#start-example button")
         page.page.wait_for_url(re.compile(r"/job/healthy-filter$"), timeout=WAIT_MS)
         page.page.wait_for_selector("body[data-ready=yes]", state="attached", timeout=WAIT_MS)
+        page.check("job-waiting")  # the job has no report yet, or its first one
         page.go(f"{server.url}/")
         assert page.page.locator("tr[data-job=healthy-filter] [data-state=running]").count() == 1
         page.check("jobs-running")

@@ -106,7 +106,7 @@ def test_a_run_page_is_the_whole_report_with_a_link_to_its_json(
     assert f'href="/api/v1/runs/{two["run_id"]}?burst=1"' in page.text
     for vertex in report["vertices"]:
         assert f'data-vertex="{vertex["name"]}"><th scope="row">{vertex["name"]}</th>' in page.text
-    assert page.text.count('aria-label="Bursts of this run"') == 1
+    assert page.text.count('aria-label="Bursts of this run"') == 1  # two bursts: a choice
     assert client.get(f"/run/{two['run_id']}?burst=7").status_code == 404
 
 
