@@ -130,7 +130,7 @@ def advise(
 ) -> Advice:
     """Capacity evidence and an actionable recommendation for a classified suspect."""
     vertex = obs.vertex(suspect.vertex)
-    demand = offered.get(vertex.name)
+    demand = _whole(offered.get(vertex.name))
     if cls.kind in ("slow-operator", "slow-sink"):
         return _scale(vertex, cls, demand, rules)
     if cls.kind == "data-skew":
@@ -138,6 +138,11 @@ def advise(
     if cls.kind == "slow-subtask":
         return _slow_instance(vertex, cls, rules)
     return Advice((), _fixed_advice(cls.kind, vertex.name, ", ".join(suspect.pressing)))
+
+
+def _whole(rate: float | None) -> float | None:
+    """A rate as the text quotes it, whole records/s: the JSON field then carries the same."""
+    return None if rate is None else float(round(rate))
 
 
 def _fixed_advice(kind: str, name: str, producers: str) -> str:
@@ -163,7 +168,7 @@ def _fixed_advice(kind: str, name: str, producers: str) -> str:
 def _scale(
     vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
 ) -> Advice:
-    cap = capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy)
+    cap = _whole(capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy))
     target = rules.capacity.utilisation_target
     n, name = vertex.parallelism, vertex.name
     sink = cls.kind == "slow-sink"
@@ -207,7 +212,7 @@ def _skew(
     edges = [e for e in vertex.inputs if e.partitioner == "hash"] or list(vertex.inputs)
     exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
     lines: list[str] = []
-    cap = capacity_per_subtask(hot, rules.capacity.min_busy)
+    cap = _whole(capacity_per_subtask(hot, rules.capacity.min_busy))
     total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     if cap is not None and demand and total > 0:
         share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
@@ -232,8 +237,8 @@ def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesC
     tms = sorted({s.task_manager for s in hot if s.task_manager is not None})
     where = f" (task manager {', '.join(str(t) for t in tms)})" if tms else ""
     lines: list[str] = []
-    cap_hot = capacity_per_subtask(hot, rules.capacity.min_busy)
-    cap_rest = capacity_per_subtask(rest, rules.capacity.min_busy)
+    cap_hot = _whole(capacity_per_subtask(hot, rules.capacity.min_busy))
+    cap_rest = _whole(capacity_per_subtask(rest, rules.capacity.min_busy))
     if cap_hot is not None and cap_rest is not None:
         lines.append(
             f"{who} handles ~{cap_hot:,.0f} records/s per subtask at 100% busy, "
