@@ -141,8 +141,11 @@ def advise(
 
 
 def _whole(rate: float | None) -> float | None:
-    """A rate as the text quotes it, whole records/s: the JSON field then carries the same."""
-    return None if rate is None else float(round(rate))
+    """A rate as the text quotes it, whole records/s: the JSON field then carries the same.
+
+    A rate that rounds to 0 is no rate to size anything with: None.
+    """
+    return float(round(rate)) if rate is not None and round(rate) > 0 else None
 
 
 def _fixed_advice(kind: str, name: str, producers: str) -> str:
@@ -179,7 +182,7 @@ def _scale(
         else f"Give {name} more capacity (more parallelism, or cheaper per-record work: "
         "batching, caching, async I/O)"
     )
-    if cap is None:
+    if not cap:  # no rates, or records in at 0 while busy: nothing to size it from
         return Advice((), f"{lead}; no record rates were available to size it.")
     lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
     if demand is None or demand <= 0:

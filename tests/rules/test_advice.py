@@ -128,3 +128,17 @@ def test_without_rates_the_recommendation_says_it_cannot_size() -> None:
     report = diagnose(obs, RULES)
     assert report.root_causes
     assert "no record rates" in report.root_causes[0].recommendation
+
+
+def test_a_busy_vertex_that_took_next_to_no_record_is_not_sized_and_does_not_crash() -> None:
+    # 0.3 records/s at 97% busy: a capacity that rounds to 0 sizes nothing (it divided by 0).
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.02, rout=0.3, metrics=lag(500))),
+        vertex("op", sub(0, busy=0.97, rin=0.3, rout=0.3), inputs=[edge("src")]),
+        vertex("out", sub(0, busy=0.05, rin=0.3), inputs=[edge("op")]),
+    )
+    report = diagnose(obs, RULES)
+    assert report.root_causes
+    cause = report.root_causes[0]
+    assert cause.capacity_per_subtask is None and cause.recommended_parallelism is None
+    assert "no record rates" in cause.recommendation
