@@ -15,9 +15,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from bpmon import numbers
 from bpmon.events import LiveSnapshot
 from bpmon.model import VertexStatus
-from bpmon.render import LEVEL_STYLES, NULL, format_rate, format_ratio
+from bpmon.numbers import NULL
+from bpmon.render import LEVEL_STYLES
 
 COLUMNS = (
     "vertex",
@@ -87,11 +89,11 @@ def _cells(vertex: VertexStatus) -> tuple[str | Text, ...]:
     return (
         vertex.name,
         level,
-        format_rate(m.records_in_per_s),
-        format_rate(m.records_out_per_s),
-        format_ratio(m.busy_ratio),
-        format_ratio(m.idle_ratio),
-        format_ratio(vertex.ratio),
-        format_ratio(m.out_pool_usage),
-        format_ratio(m.in_pool_usage),
+        numbers.rate(m.records_in_per_s),
+        numbers.rate(m.records_out_per_s),
+        numbers.ratio(m.busy_ratio),
+        numbers.ratio(m.idle_ratio),
+        numbers.ratio(vertex.ratio),
+        numbers.ratio(m.out_pool_usage),
+        numbers.ratio(m.in_pool_usage),
     )

@@ -10,7 +10,6 @@ A surface: it imports rich, and nothing below the surfaces imports it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -19,11 +18,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bpmon import numbers
 from bpmon.model import Level, Report, RootCause, RunInfo, SubtaskStatus, VertexStatus, worst_level
+from bpmon.numbers import NULL
 from bpmon.report_json import format_timestamp, report_to_json
-
-NULL = "\u2013"  # an en dash
-"""How a value the source could not give (None, or NaN) is shown."""
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
 NO_ROOT_CAUSE = "Backpressure without a root cause: {vertices}; the findings say why."
@@ -49,29 +47,6 @@ COLUMNS = (
 # ------------------------------------------------------------------------------------ formatting
 
 
-def format_ratio(value: float | None) -> str:
-    """A ratio or a pool usage with two decimals, or :data:`NULL`."""
-    if value is None or not math.isfinite(value):
-        return NULL
-    return f"{value:.2f}"
-
-
-def format_rate(value: float | None) -> str:
-    """Records per second in at most five characters (``0.5``, ``3,990``, ``12.3k``, ``1.2M``)."""
-    if value is None or not math.isfinite(value):
-        return NULL
-    size = abs(value)
-    if size < 10:
-        return f"{value:.1f}"
-    if size < 10_000:
-        return f"{value:,.0f}"
-    if size < 100_000:
-        return f"{value / 1e3:.1f}k"
-    if size < 999_500:
-        return f"{value / 1e3:.0f}k"
-    return f"{value / 1e6:.1f}M"
-
-
 @dataclass(frozen=True, slots=True)
 class _Row:
     """One line of the vertex table: a vertex, or one of its subtasks (label ``[i]``)."""
@@ -86,13 +61,13 @@ class _Row:
 
 def _metric_cells(status: VertexStatus | SubtaskStatus) -> tuple[str, ...]:
     return (
-        format_ratio(status.ratio),
-        format_ratio(status.metrics.busy_ratio),
-        format_ratio(status.metrics.idle_ratio),
-        format_ratio(status.metrics.out_pool_usage),
-        format_ratio(status.metrics.in_pool_usage),
-        format_rate(status.metrics.records_in_per_s),
-        format_rate(status.metrics.records_out_per_s),
+        numbers.ratio(status.ratio),
+        numbers.ratio(status.metrics.busy_ratio),
+        numbers.ratio(status.metrics.idle_ratio),
+        numbers.ratio(status.metrics.out_pool_usage),
+        numbers.ratio(status.metrics.in_pool_usage),
+        numbers.rate(status.metrics.records_in_per_s),
+        numbers.rate(status.metrics.records_out_per_s),
     )
 
 
@@ -125,7 +100,7 @@ def _cause_title(cause: RootCause) -> str:
     if cause.subtasks:
         where += ", subtask" + ("s " if len(cause.subtasks) > 1 else " ")
         where += ", ".join(str(i) for i in cause.subtasks)
-    return f"{where} (confidence {format_ratio(cause.confidence)})"
+    return f"{where} (confidence {numbers.ratio(cause.confidence)})"
 
 
 def _header_lines(report: Report) -> tuple[str, tuple[str, ...]]:
@@ -149,7 +124,7 @@ def no_cause_line(report: Report) -> tuple[str, str]:
     """
     above = [v for v in report.vertices if v.level in ("LOW", "HIGH")]
     if above:
-        named = ", ".join(f"{v.name} is {v.level} ({format_ratio(v.ratio)})" for v in above)
+        named = ", ".join(f"{v.name} is {v.level} ({numbers.ratio(v.ratio)})" for v in above)
         return NO_ROOT_CAUSE.format(vertices=named), "bold yellow"
     unknown = [v.name for v in report.vertices if v.level is None]
     if unknown:
@@ -325,7 +300,7 @@ def _top_cause(causes: Sequence[RootCause] | None) -> str:
         return "none"
     top = causes[0]
     more = f" (+{len(causes) - 1})" if len(causes) > 1 else ""
-    return f"{top.kind} at {top.vertex} ({format_ratio(top.confidence)}){more}"
+    return f"{top.kind} at {top.vertex} ({numbers.ratio(top.confidence)}){more}"
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -365,12 +340,12 @@ def _level_of(v: VertexStatus) -> Text:
 
 
 def _ratio_of(v: VertexStatus) -> str:
-    return format_ratio(v.ratio)
+    return numbers.ratio(v.ratio)
 
 
 def _busy_of(v: VertexStatus) -> str:
-    return format_ratio(v.metrics.busy_ratio)
+    return numbers.ratio(v.metrics.busy_ratio)
 
 
 def _rate_of(v: VertexStatus) -> str:
-    return format_rate(v.metrics.records_out_per_s)
+    return numbers.rate(v.metrics.records_out_per_s)

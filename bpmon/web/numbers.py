@@ -1,8 +1,7 @@
 """How figures read on the dashboard: ratios with two decimals, rates in a few characters, an en
 dash for a value the source could not give, times in UTC to the second.
 
-The same conventions as the CLI's report (``bpmon diagnose``), written here without rich so the
-web layer does not import the terminal renderer.
+Ratios, rates and the en dash come from :mod:`bpmon.numbers`, as in the CLI's report.
 """
 
 from __future__ import annotations
@@ -11,34 +10,12 @@ import math
 from datetime import UTC, datetime
 
 from bpmon.model import Level
+from bpmon.numbers import NULL, rate, ratio
 
-NULL = "\u2013"
-"""An en dash: a value the source could not give (None, or NaN)."""
+__all__ = ["LEVEL_WORDS", "NULL", "iso", "rate", "ratio", "rounded", "when"]
+
 LEVEL_WORDS: dict[Level | None, str] = {"OK": "OK", "LOW": "LOW", "HIGH": "HIGH", None: "no level"}
 """The word shown with every level colour, so no level is told by colour alone."""
-
-
-def ratio(value: float | None) -> str:
-    """A ratio or pool usage with two decimals (``0.93``), or an en dash."""
-    if value is None or not math.isfinite(value):
-        return NULL
-    return f"{value:.2f}"
-
-
-def rate(value: float | None) -> str:
-    """Records per second in at most five characters (``0.5``, ``3,990``, ``12.3k``, ``1.2M``)."""
-    if value is None or not math.isfinite(value):
-        return NULL
-    size = abs(value)
-    if size < 10:
-        return f"{value:.1f}"
-    if size < 10_000:
-        return f"{value:,.0f}"
-    if size < 100_000:
-        return f"{value / 1e3:.1f}k"
-    if size < 999_500:
-        return f"{value / 1e3:.0f}k"
-    return f"{value / 1e6:.1f}M"
 
 
 def when(moment: datetime | None) -> str:

@@ -4,7 +4,7 @@ A report is read twice by a user: the table (levels, ratios, busy, idle, pools, 
 the text beside it (each root cause's evidence and recommendation, each finding). This module
 knows every shape of evidence line the rules write, one regex each, and checks each figure such a
 line quotes against the field it describes: a percentage against the table's two-decimal ratio
-(``format_ratio``, the very cell the user sees), a level and ratio against the vertex's, a
+(``bpmon.numbers.ratio``, the very cell the user sees), a level and ratio against the vertex's, a
 subtask index against the vertex's subtasks, records/s against the root cause's capacity and
 offered rate, a time per record against the busy ratios and record rates it is made of.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bpmon.model import Report, RootCause, SubtaskStatus, VertexStatus
-from bpmon.render import format_ratio
+from bpmon.numbers import ratio as format_ratio
 from bpmon.rules.config import RulesConfig
 
 RULES = RulesConfig()
