@@ -72,7 +72,7 @@ def write_aggregates(analysis: Analysis, folder: Path) -> list[Path]:
     return written
 
 
-_TYPES = {"str": "string", "int": "int64", "float": "float64", "bool": "bool"}
+_TYPES = {"str": "string", "int": "int64", "float": "float64", "bool": "bool_"}
 
 
 def _table(pa: Any, cls: type, rows: list[dict[str, Any]]) -> Any:

@@ -1,0 +1,179 @@
+"""bpmon analyze on a real local Spark session: planted facts are found, odd histories answered.
+
+One history holds two real runs of the tiny scenario (the second with a four times slower sink)
+and a synthetic history of two jobs; it is analysed once and every finding is checked against
+what was planted. Spark starts once per test session (``spark`` fixture), so each analysis here
+costs seconds, not the start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from bpmon.analysis import Analysis, analysis_to_json
+from bpmon.cli import app
+from bpmon.history.store import HistoryStore
+from bpmon.history.synth import (
+    SynthPlan,
+    planted_bottleneck,
+    regression_run,
+    run_id,
+    skewed_vertex,
+    synthesize,
+)
+from bpmon.history_service import analyze_history
+from bpmon.service import Settings
+
+PLAN = SynthPlan(runs=4, jobs=2, start=datetime(2026, 1, 1, tzinfo=UTC), bursts=3, parallelism=3)
+
+
+@pytest.fixture(scope="module")
+def runs_dir(real_runs: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real runs' folder copied, with the synthetic history added beside them."""
+    folder = tmp_path_factory.mktemp("analysed") / "runs"
+    shutil.copytree(real_runs.runs_dir, folder)
+    synthesize(HistoryStore.in_runs_dir(folder), PLAN)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def analysis(spark: Any, runs_dir: Path) -> Analysis:
+    lines: list[str] = []
+    found = analyze_history(Settings(runs_dir=runs_dir), master="local[2]", progress=lines.append)
+    assert any("part files" in line for line in lines), lines
+    return found
+
+
+def test_every_job_is_analysed_and_synthetic_ones_are_marked(analysis: Analysis) -> None:
+    jobs = {j.job: j for j in analysis.jobs}
+    assert set(jobs) == {"tiny", "synth-job-1", "synth-job-2"}
+    assert not jobs["tiny"].synthetic and jobs["synth-job-1"].synthetic
+    assert (jobs["synth-job-1"].runs, jobs["synth-job-1"].windows) == (4, 12)
+    assert jobs["synth-job-1"].first_run == run_id(PLAN, 1, 0)
+    assert analysis.master == "local[2]" and analysis.spark_version
+
+
+def test_the_planted_regression_is_found_with_both_run_ids(analysis: Analysis) -> None:
+    at = regression_run(PLAN)
+    assert at is not None
+    for k in (1, 2):
+        found = [r for r in analysis.regressions if r.job == f"synth-job-{k}"]
+        assert [(r.kind, r.vertex) for r in found] == [("capacity-drop", planted_bottleneck(k))]
+        (drop,) = found
+        assert (drop.before_run, drop.after_run) == (run_id(PLAN, k, at - 1), run_id(PLAN, k, at))
+        assert drop.change is not None and -0.45 < drop.change < -0.35  # 1,000 -> 600
+        assert drop.before_run in drop.detail and drop.after_run in drop.detail
+
+
+def test_a_slower_sink_between_two_real_runs_is_a_capacity_drop(
+    analysis: Analysis, real_runs: Any
+) -> None:
+    drops = [r for r in analysis.regressions if r.job == "tiny" and r.kind == "capacity-drop"]
+    assert [(r.vertex, r.before_run, r.after_run) for r in drops] == [
+        ("out", real_runs.fast, real_runs.slow)
+    ]
+    assert isinstance(drops[0].after, float) and isinstance(drops[0].before, float)
+    assert drops[0].after < drops[0].before * 0.8
+
+
+def test_the_chronic_bottleneck_is_ranked_first(analysis: Analysis) -> None:
+    for k in (1, 2):
+        ranked = [c for c in analysis.chronic if c.job == f"synth-job-{k}"]
+        assert [c.rank for c in ranked] == list(range(1, len(ranked) + 1))
+        assert ranked[0].vertex == planted_bottleneck(k)
+        assert ranked[0].window_share == 1.0 and ranked[0].runs == PLAN.runs
+        assert ranked[0].score > 3 * ranked[1].score  # the weak second cause of burst 0
+
+
+def test_vertices_carry_levels_capacity_and_a_falling_trend(analysis: Analysis) -> None:
+    vertices = {(v.job, v.vertex): v for v in analysis.vertices}
+    source = vertices[("synth-job-1", "source")]
+    assert source.share_high == 1.0 and source.ratio_p50 is not None and source.ratio_p50 > 0.8
+    bottleneck = vertices[("synth-job-1", planted_bottleneck(1))]
+    assert bottleneck.share_ok == 1.0 and bottleneck.busy_p50 is not None
+    assert bottleneck.capacity_trend is not None and bottleneck.capacity_trend < -0.1
+    assert [p.run_id for p in bottleneck.by_run] == [run_id(PLAN, 1, i) for i in range(4)]
+    steady = vertices[("synth-job-1", "sink")]
+    assert steady.capacity_trend is not None and abs(steady.capacity_trend) < 0.05
+
+
+def test_a_subtask_hot_in_every_window_is_skew(analysis: Analysis) -> None:
+    synthetic = [s for s in analysis.skew if s.job.startswith("synth")]
+    assert sorted((s.job, s.vertex, s.subtask) for s in synthetic) == [
+        (f"synth-job-{k}", skewed_vertex(k), 0) for k in (1, 2)
+    ]
+    assert all(s.share == 1.0 and s.runs == PLAN.runs for s in synthetic)
+
+
+def test_the_json_reads_back_with_the_figures(analysis: Analysis) -> None:
+    doc = json.loads(analysis_to_json(analysis))
+    assert doc["schema"] == "bpmon.analysis/1"
+    assert doc["thresholds"]["capacity_drop"] == 0.2
+    assert {r["kind"] for r in doc["regressions"]} >= {"capacity-drop"}
+
+
+def test_one_job_since_a_time_is_analysed_alone(spark: Any, runs_dir: Path) -> None:
+    since = PLAN.start + PLAN.every * 2 - timedelta(minutes=1)
+    found = analyze_history(Settings(runs_dir=runs_dir), job="synth-job-2", since=since)
+    assert [j.job for j in found.jobs] == ["synth-job-2"]
+    assert found.jobs[0].runs == 2  # runs 2 and 3 of the four
+    assert [(r.before_run, r.after_run) for r in found.regressions] == []  # 2 -> 3: no drop
+
+
+def test_a_single_run_gets_an_answer_not_an_error(
+    spark: Any, tiny_run: Any, tmp_path: Path
+) -> None:
+    tiny_run(tmp_path, cost_us=1000)
+    found = analyze_history(Settings(runs_dir=tmp_path))
+    assert [j.runs for j in found.jobs] == [1]
+    assert found.regressions == ()
+    assert len(found.notes) == 1 and "single run" in found.notes[0]
+    assert {v.vertex for v in found.vertices} == {"src", "out"}
+
+
+def test_an_empty_history_is_a_plain_answer_without_spark(tmp_path: Path) -> None:
+    found = analyze_history(Settings(runs_dir=tmp_path), master="spark://nowhere:1")
+    assert found.master is None and found.jobs == ()
+    assert "no history" in found.notes[0] and "bpmon history import" in found.notes[0]
+    synthesize(HistoryStore.in_runs_dir(tmp_path), SynthPlan(runs=1, jobs=1, start=PLAN.start))
+    other = analyze_history(Settings(runs_dir=tmp_path), job="nope", master="spark://nowhere:1")
+    assert "no windows of job 'nope'" in other.notes[0] and "synth-job-1" in other.notes[0]
+
+
+def test_analyze_writes_every_format_and_the_aggregates(
+    spark: Any, runs_dir: Path, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    args = ["analyze", "--runs-dir", str(runs_dir), "--master", "local[2]"]
+    done = runner.invoke(app, [*args, "--format", "html", "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    page = (tmp_path / "analysis.html").read_text()
+    assert "plotly" in page.lower() and "capacity-drop" in page
+    assert json.loads((tmp_path / "analysis.json").read_text())["schema"] == "bpmon.analysis/1"
+    regressions = pq.read_table(tmp_path / "regressions.parquet").to_pylist()
+    assert {r["kind"] for r in regressions} == {"capacity-drop"}
+    assert len(pq.read_table(tmp_path / "vertex_runs.parquet")) > 0
+    markdown = runner.invoke(app, [*args, "--format", "md", "--job", "synth-job-1"])
+    assert markdown.exit_code == 0 and "## Chronic bottlenecks" in markdown.stdout
+    assert run_id(PLAN, 1, 2) in markdown.stdout
+    text = runner.invoke(app, [*args, "--job", "tiny"])
+    assert text.exit_code == 0 and "capacity-drop" in text.stdout
+
+
+def test_a_bad_format_or_html_without_a_folder_is_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for extra, expected in (
+        (["--format", "pdf"], "--format 'pdf'"),
+        (["--format", "html"], "--out"),
+    ):
+        done = runner.invoke(app, ["analyze", "--runs-dir", str(tmp_path), *extra])
+        assert done.exit_code == 2
+        assert done.stderr.count("\n") == 1 and expected in done.stderr

@@ -1,0 +1,119 @@
+"""``bpmon history``: the group keeps its single-command forms and adds import and synth.
+
+All four forms the README shows work, with options before or after the run: ``bpmon history``,
+``bpmon history RUN``, ``bpmon history --job J --since DATE`` and ``bpmon history import DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bpmon.cli import app
+from bpmon.history.store import HistoryStore
+
+
+@pytest.fixture(scope="module")
+def two_jobs(tmp_path_factory: pytest.TempPathFactory, tiny_run: Callable[..., str]) -> Path:
+    """A runs folder with two real runs of ``tiny`` (one of two bursts) and nothing else."""
+    runs = tmp_path_factory.mktemp("cli") / "runs"
+    tiny_run(runs, cost_us=1000, bursts=2)
+    tiny_run(runs, cost_us=1000)
+    return runs
+
+
+def bpmon(*args: str) -> tuple[int, str, str]:
+    done = CliRunner().invoke(app, list(args))
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_history_lists_the_runs(two_jobs: Path) -> None:
+    code, out, _ = bpmon("history", "--runs-dir", str(two_jobs))
+    assert code == 0
+    assert sum(line.strip().startswith("2") for line in out.splitlines()) == 2
+
+
+def test_history_run_lists_its_bursts_with_options_before_or_after(two_jobs: Path) -> None:
+    run = sorted(p.name for p in two_jobs.iterdir() if p.name != "history")[0]
+    for args in (
+        ("history", run, "--runs-dir", str(two_jobs)),
+        ("history", "--runs-dir", str(two_jobs), run),
+    ):
+        code, out, err = bpmon(*args)
+        assert code == 0, err
+        assert "burst" in out and "window start" in out
+
+
+def test_history_filters_by_job_and_since(two_jobs: Path) -> None:
+    code, out, _ = bpmon("history", "--job", "tiny", "--since", "1d", "--runs-dir", str(two_jobs))
+    assert code == 0 and sum("tiny" in line for line in out.splitlines()) == 2
+    code, out, _ = bpmon(
+        "history", "--job", "tiny", "--since", "2099-01-01", "--runs-dir", str(two_jobs)
+    )
+    assert code == 0 and "no runs of job 'tiny' since 2099-01-01" in out
+    code, out, _ = bpmon("history", "--job", "other", "--runs-dir", str(two_jobs))
+    assert code == 0 and "no runs of job 'other'" in out
+
+
+def test_a_bad_since_is_one_line_with_exit_code_2(two_jobs: Path) -> None:
+    code, _, err = bpmon("history", "--since", "last tuesday", "--runs-dir", str(two_jobs))
+    assert code == 2
+    assert err.count("\n") == 1 and "--since 'last tuesday'" in err and "7d" in err
+
+
+def test_history_import_builds_the_dataset_once(two_jobs: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    code, out, _ = bpmon("history", "import", str(two_jobs), "--runs-dir", str(target))
+    assert code == 0 and "3 report(s) added" in out
+    code, out, _ = bpmon("history", "--runs-dir", str(target), "import", str(two_jobs))
+    assert code == 0 and "0 report(s) added, 3 already" in out
+    assert HistoryStore.in_runs_dir(target).read("subtasks").num_rows == 3 * 3
+
+
+def test_history_import_of_a_missing_folder_is_one_line(tmp_path: Path) -> None:
+    code, _, err = bpmon("history", "import", str(tmp_path / "nope"), "--runs-dir", str(tmp_path))
+    assert code != 0 and err.count("\n") == 1 and "is not a folder of runs" in err
+
+
+def test_history_synth_writes_rows_marked_synthetic(tmp_path: Path) -> None:
+    code, out, _ = bpmon(
+        "history", "synth", "--runs", "3", "--jobs", "2", "--runs-dir", str(tmp_path)
+    )
+    assert code == 0 and "6 synthetic run(s)" in out and "synthetic = true" in out
+    rows = HistoryStore.in_runs_dir(tmp_path).read("subtasks")
+    assert set(rows.column("synthetic").to_pylist()) == {True}
+    assert set(rows.column("job").to_pylist()) == {"synth-job-1", "synth-job-2"}
+    assert all("synth" in r for r in rows.column("run_id").to_pylist())
+    code, out, _ = bpmon(
+        "history", "synth", "--runs", "3", "--jobs", "2", "--runs-dir", str(tmp_path)
+    )
+    assert "0 synthetic run(s)" in out and "6 already there" in out
+
+
+def test_history_help_shows_the_forms(bpmon_bin: Path) -> None:
+    done = subprocess.run(
+        [str(bpmon_bin), "history", "--help"], check=True, capture_output=True, text=True
+    )
+    assert "[RUN] | import DIR | synth" in done.stdout
+
+
+def test_analyze_without_java_names_the_fix(bpmon_bin: Path, tmp_path: Path) -> None:
+    bpmon("history", "synth", "--runs", "1", "--jobs", "1", "--runs-dir", str(tmp_path))
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # python and bpmon, no java
+    done = subprocess.run(
+        [str(bpmon_bin), "analyze", "--runs-dir", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "Java" in done.stderr and "scripts/setup --spark" in done.stderr
