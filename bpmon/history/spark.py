@@ -55,6 +55,10 @@ logger.parquet.level = error
 library, the loopback address, Parquet's own logging)."""
 
 
+CLUSTER_SHUFFLE_PARTITIONS = 16
+"""Shuffle partitions on a cluster (or ``local[*]``); ``local[N]`` uses 2 x N."""
+
+
 class AnalyticsError(BpmonError, RuntimeError):
     """Spark could not start or run the analysis (an unreachable master, a failed job)."""
 
@@ -139,8 +143,10 @@ def _start(master: str, ui: bool, progress: Callable[[str], None] | None) -> Spa
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config}")
     )
-    if cores is not None:  # a small local job: few shuffle partitions (a cluster keeps AQE's)
-        builder = builder.config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+    # The first pass shrinks the rows fifty-fold or more before any shuffle, so a few shuffle
+    # partitions suffice: Spark's 200 cost a task each per stage, seconds on a small cluster.
+    partitions = max(2, 2 * cores) if cores is not None else CLUSTER_SHUFFLE_PARTITIONS
+    builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
     began = time.monotonic()
     try:
         with _jvm_stderr_filtered():
