@@ -20,8 +20,8 @@ both parts and per category. Figures:
   ``recommended_parallelism`` N, the scenario runs again with that vertex at N (forward edges of
   the vertex become rebalance, as Flink's default is once parallelisms differ). The backpressure is
   gone when no vertex is HIGH (but those upstream of another expected bottleneck of the case), the
-  vertex is no root cause, and its busiest subtask is below 95% busy (at 95% and more it has no
-  headroom, and a short burst cannot wait for the buffers to fill behind a small excess). When N
+  vertex is no root cause, and its busiest subtask is below 98% busy (a vertex short of capacity
+  is ~100% busy, and its backpressure can take longer than a short burst to build up). When N
   removes it, N-1 runs too, and N-2 if N-1 also does: "smallest" is N-1 failing, "within one
   subtask" is N-2 failing;
 - calibration: every root cause bucketed by confidence, with the share right (vertex, and vertex
@@ -61,7 +61,8 @@ END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
 VERIFY_SAMPLES = 20
 """Samples of a verification burst: levels and busy ratios need no more."""
-BUSY_CEILING = 0.95
+BUSY_CEILING = 0.98
+"""A vertex at least this busy has no headroom: it is still the bottleneck."""
 
 
 @dataclass(frozen=True, slots=True)
