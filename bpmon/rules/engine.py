@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
-from bpmon.rules.advice import advise, offered_rates
+from bpmon.rules.advice import advise, capacity_per_subtask, offered_rates
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
@@ -77,9 +77,32 @@ def _bottlenecks(
     """The root causes of the regions that move records, ranked, and the findings."""
     loc = localize(obs, rules)
     offered = offered_rates(obs, loc.graph, rules) if loc.suspects else {}
+    roomy = frozenset(s.vertex for s in loc.suspects if _has_headroom(s, obs, offered, rules))
+    if roomy:  # what they wait on is elsewhere: search again without them
+        loc = localize(obs, rules, roomy)
     causes = [_root_cause(s, loc, obs, offered, rules) for s in loc.suspects]
     causes.sort(key=lambda c: (-c.confidence, c.vertex))
     return causes, loc.findings
+
+
+def _has_headroom(
+    suspect: Suspect, obs: Observation, offered: Mapping[str, float | None], rules: RulesConfig
+) -> bool:
+    """A busy suspect, not saturated, whose measured capacity takes all it is offered.
+
+    Its producers cannot be waiting on it: the rate they would send (records out plus the
+    growth of the sources' lag) fits in it. A real bottleneck cannot take what it is offered,
+    or it would not build a lag.
+    """
+    if suspect.mechanism != "busy" or suspect.secondary:
+        return False
+    vertex = obs.vertex(suspect.vertex)
+    busiest = max((blended_busy(s) or 0.0 for s in vertex.subtasks), default=0.0)
+    demand = offered.get(suspect.vertex)
+    cap = capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy)
+    if busiest >= rules.bottleneck.saturated_busy or not demand or not cap:
+        return False
+    return cap * vertex.parallelism >= demand
 
 
 def _graph_of(obs: Observation) -> tuple[JobGraph, dict[str, VertexSummary]]:

@@ -67,8 +67,14 @@ class Localization:
     blamed: Mapping[str, tuple[int, ...]] | None = None
 
 
-def localize(obs: Observation, rules: RulesConfig) -> Localization:
-    """Find the bottlenecks of one window (see the module docstring for the rules)."""
+def localize(
+    obs: Observation, rules: RulesConfig, roomy: frozenset[str] = frozenset()
+) -> Localization:
+    """Find the bottlenecks of one window (see the module docstring for the rules).
+
+    ``roomy`` names vertices known to have headroom (their capacity takes all they are offered):
+    busy as they may be, they are not what their producers wait on.
+    """
     graph = build_graph(obs)
     summaries = {v.name: summarize(v) for v in obs.vertices}
     ok_max = rules.levels.ok_max
@@ -81,7 +87,7 @@ def localize(obs: Observation, rules: RulesConfig) -> Localization:
     on_nodes = _Search(execution, build_graph(execution), nodes, rules)
     on_subtasks = on_nodes.busy_suspects()
     lifted = lift(on_subtasks.values())
-    busy = {s.vertex: s for s in lifted.suspects}
+    busy = {s.vertex: s for s in lifted.suspects if s.vertex not in roomy}
     found = _Search(obs, graph, summaries, rules).run(busy)
     collateral = merge_findings(on_nodes.head_of_line(on_subtasks))
     return replace(found, findings=(*collateral, *found.findings), blamed=lifted.subtasks)

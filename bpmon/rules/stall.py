@@ -11,7 +11,9 @@ vertices is known and their sum is at most ``[stall] max_records_per_s`` (0: not
 moved) while some vertex in it is above OK. The waits: a backpressured vertex waits on its
 consumers (for output buffers), an idle one that is not backpressured waits on its producers (for
 input). The cycle is the first one
-found by a depth-first walk of those waits from the most upstream blocked vertex.
+found by a depth-first walk of those waits from the most upstream blocked vertex; the vertex named
+is the first in it that waits for input (it holds the others: an aligning checkpoint, a receiver
+that cannot take a buffer), else the first in it.
 """
 
 from __future__ import annotations
@@ -151,8 +153,9 @@ def _stalled(
         else "The job has stopped, not slowed: take a thread dump of the vertices in the cycle "
         "to see what holds them, then restart it."
     )
+    waiting = [n for n in cycle if not summaries[n].above(rules.levels.ok_max)]
     return RootCause(
-        vertex=(cycle or list(blocked))[0],
+        vertex=(waiting or cycle or list(blocked))[0],
         kind="stalled",
         subtasks=(),
         confidence=rules.stall.confidence,
