@@ -476,3 +476,31 @@ def test_deep_chain_of_victims_names_only_the_end() -> None:
 
 def test_diagnose_loads_the_shipped_rules_by_default() -> None:
     assert names(diagnose(slow_map_chain())) == ["enrich"]
+
+
+def capped_fan_out(score_rate_in: float) -> Observation:
+    """source (TM0, owes 140 records/s more each second: offers 800/s) -> ship on TM1 over a
+    capped link (idle) and -> score, local, 80% busy at ``score_rate_in`` records/s."""
+    lag = {PENDING_GROWTH: 140.0}
+    return observation(
+        vertex("source", sub(0, bp=0.98, busy=0.01, rout=660, out_pool=0.6, tm=0, metrics=lag),
+               kind="source"),
+        vertex("ship", sub(0, busy=0.03, rin=660, rout=660, in_pool=0.0, tm=1),
+               inputs=[edge("source", "forward")]),
+        vertex("score", sub(0, busy=0.80, rin=score_rate_in, rout=score_rate_in, in_pool=0.0,
+                            tm=0), inputs=[edge("source", "forward")]),
+        vertex("sink", sub(0, busy=0.02, rin=660, tm=1), inputs=[edge("ship")], kind="sink"),
+    )  # fmt: skip
+
+
+def test_a_busy_sibling_whose_capacity_takes_the_offered_rate_is_not_the_cause() -> None:
+    # score: 660 / 0.8 = 825 records/s of capacity, above the 800 offered: it has headroom,
+    # so the source waits on the link to ship.
+    report = run(capped_fan_out(660))
+    assert [(c.vertex, c.kind) for c in report.root_causes or ()] == [("ship", "network")]
+
+
+def test_a_busy_sibling_that_cannot_take_the_offered_rate_stays_the_cause() -> None:
+    # score: 600 / 0.8 = 750 records/s of capacity, below the 800 offered: it is a bottleneck.
+    report = run(capped_fan_out(600))
+    assert "score" in names(report)
