@@ -59,6 +59,7 @@ def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], li
 StartJob = Callable[[Scenario], Job]
 StopJob = Callable[[Job], JobResult]
 
+
 def end_cleanly(job: Job) -> JobResult:
     """Stop ``job`` and prove it ended as the design demands.
 
