@@ -185,6 +185,19 @@ def _scale(
     if not cap:  # no rates, or records in at 0 while busy: nothing to size it from
         return Advice((), f"{lead}; no record rates were available to size it.")
     lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
+    broadcast = [e.source for e in vertex.inputs if e.partitioner == "broadcast"]
+    if broadcast:
+        lines.append(
+            f"{name} reads {', '.join(broadcast)} through a broadcast exchange: every subtask "
+            "receives every record, so more subtasks do not take more of them"
+        )
+        return Advice(
+            tuple(lines),
+            f"Make each record cheaper for {name} (batching, caching, a smaller broadcast "
+            "input): more parallelism does not help a broadcast input.",
+            cap,
+            demand,
+        )
     if demand is None or demand <= 0:
         lines.append(_NO_LAG)
         return Advice(

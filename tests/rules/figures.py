@@ -166,6 +166,11 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
         (rf"its inputs would offer ~(?P<d>{rate}) records/s \(.+\)", _offer),
         (r"the offered rate is unknown: the sources report no pendingRecords .*", _no_offer),
         (
+            rf"(?P<v>{v}) reads .+ through a broadcast exchange: every subtask receives every "
+            r"record, so more subtasks do not take more of them",
+            _no_parallelism,
+        ),
+        (
             rf"{sub} handles ~(?P<c>{rate}) records/s per subtask at 100% busy and would be "
             rf"offered ~(?P<e>{rate}) per subtask of the ~(?P<d>{rate}) records/s offered to "
             rf"(?P<v2>{v}) \(.+\)",
@@ -310,6 +315,10 @@ def _capacity_line(c: Check, cause: RootCause | None, m: re.Match[str], line: st
     c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"capacity field {cap}")
     again = _capacity(c.vertex(m["v"]).subtasks)
     c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
+
+
+def _no_parallelism(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.expect(cause is not None and cause.recommended_parallelism is None, line, "a parallelism")
 
 
 def _no_offer(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:

@@ -142,3 +142,18 @@ def test_a_busy_vertex_that_took_next_to_no_record_is_not_sized_and_does_not_cra
     cause = report.root_causes[0]
     assert cause.capacity_per_subtask is None and cause.recommended_parallelism is None
     assert "no record rates" in cause.recommendation
+
+
+def test_behind_a_broadcast_more_parallelism_is_not_recommended() -> None:
+    # every subtask of rules gets every record: doubling them doubles the work, not the rate
+    obs = observation(
+        vertex("src", sub(0, bp=0.9, busy=0.02, rout=1000, metrics=lag(1000))),
+        vertex("rules", sub(0, busy=0.98, rin=1000, rout=1000),
+               sub(1, busy=0.97, rin=1000, rout=1000), inputs=[edge("src", "broadcast")]),
+        vertex("out", sub(0, busy=0.05, rin=2000), inputs=[edge("rules")]),
+    )  # fmt: skip
+    report = diagnose(obs, RULES)
+    assert report.root_causes
+    cause = report.root_causes[0]
+    assert cause.vertex == "rules" and cause.recommended_parallelism is None
+    assert "broadcast" in cause.recommendation
