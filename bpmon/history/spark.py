@@ -55,6 +55,11 @@ logger.parquet.level = error
 library, the loopback address, Parquet's own logging)."""
 
 
+JIT = "-XX:TieredStopAtLevel=1"
+"""The driver's JVM compiles with C1 only: an analysis is one short-lived JVM whose time goes to
+compiling Spark's many classes once, not to long loops (measured: 1 M rows 42 s instead of 62 s
+on the 2-core machine; 10 M rows no slower)."""
+
 CLUSTER_SHUFFLE_PARTITIONS = 16
 """Shuffle partitions on a cluster (or ``local[*]``); ``local[N]`` uses 2 x N."""
 
@@ -141,7 +146,7 @@ def _start(master: str, ui: bool, progress: Callable[[str], None] | None) -> Spa
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config}")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config} {JIT}")
     )
     # The first pass shrinks the rows fifty-fold or more before any shuffle, so a few shuffle
     # partitions suffice: Spark's 200 cost a task each per stage, seconds on a small cluster.

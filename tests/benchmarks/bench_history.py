@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,18 +93,27 @@ def tree_rss(pid: int) -> int:
 
 
 def measure(command: list[str]) -> dict[str, Any]:
-    """Run ``command``; its wall time, peak tree RSS, and the JSON object it printed last."""
-    began = time.monotonic()
-    peak = 0
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
-        while p.poll() is None:
-            peak = max(peak, tree_rss(p.pid))
-            time.sleep(0.1)
-        out, err = p.communicate()
-    wall = time.monotonic() - began
+    """Run ``command``; its wall time, peak tree RSS, and what it printed (files, not pipes: a
+    pipe nobody reads while the process runs would stall it once full)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        began = time.monotonic()
+        peak = 0
+        with subprocess.Popen(command, stdout=out, stderr=err, text=True) as p:
+            while p.poll() is None:
+                peak = max(peak, tree_rss(p.pid))
+                time.sleep(0.1)
+        wall = time.monotonic() - began
+        out.seek(0)
+        err.seek(0)
+        printed, errors = out.read(), err.read()
     if p.returncode != 0:
-        raise SystemExit(f"{command[:4]} failed: {err[-2000:]}")
-    return {"wall_s": round(wall, 2), "peak_mib": round(peak / 2**20), "out": out, "err": err}
+        raise SystemExit(f"{command[:4]} failed: {errors[-2000:]}")
+    return {
+        "wall_s": round(wall, 2),
+        "peak_mib": round(peak / 2**20),
+        "out": printed,
+        "err": errors,
+    }
 
 
 # -- the engines ----------------------------------------------------------------------------------
