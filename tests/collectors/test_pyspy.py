@@ -48,7 +48,8 @@ def share(counts: ThreadCounts, state: str) -> float:
 def test_pipeline_upload_is_busy_and_upstream_is_backpressured(pipeline: int) -> None:
     profile = load_profile("python-queue")
     burst = PySpySampler(pipeline, profile).burst(samples=20, interval_ms=50)
-    assert burst.samples == 20
+    # a dump py-spy cannot read is a missed sample, counted apart (rare; more under load)
+    assert burst.samples + burst.missed == 20 and burst.samples >= 16, burst
     assert burst.jitter_ms_p99 is not None
     assert share(burst.thread("upload-0"), "busy") >= 0.9
     for stage in ("ingest-0", "transform-0", "transform-1"):
