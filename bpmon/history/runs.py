@@ -237,10 +237,10 @@ def _write_atomically(target: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_name)
         raise
-    _sync_folder(target.parent)
+    sync_folder(target.parent)
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make the rename durable (best effort: not every platform can sync a folder)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote
 
 from bpmon.errors import BpmonError
 from bpmon.history.rows import Columns, WindowKey, report_rows
+from bpmon.history.runs import sync_folder
 from bpmon.history.schema import (
     MAJOR,
     SCHEMA_KEY,
@@ -216,7 +217,7 @@ class HistoryStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
             raise
-        _sync_folder(target.parent)
+        sync_folder(target.parent)
         return target
 
     # ---------------------------------------------------------------------------------- reading
@@ -329,18 +330,4 @@ def _make_folders(folder: Path) -> None:
         current = current.parent
     folder.mkdir(parents=True, exist_ok=True)
     for created in reversed(missing):
-        _sync_folder(created.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make a rename or a new entry durable (best effort: not every platform syncs folders)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        sync_folder(created.parent)
