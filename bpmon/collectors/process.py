@@ -14,7 +14,7 @@ from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
 from bpmon.collectors.sampler import Progress, StopSignal
-from bpmon.collectors.target import Ending
+from bpmon.collectors.target import Ending, Sampler
 from bpmon.model import Observation, Source
 from bpmon.scenario import load_topology
 
@@ -40,7 +40,7 @@ class ProcessTarget:
         self.pid = pid
         self.profile = load_profile(collector_profile)
         self.graph = load_topology(topology) if topology is not None else None
-        self._sampler = PySpySampler(pid, self.profile, pause=pause)
+        self._sampler: Sampler = PySpySampler(pid, self.profile, pause=pause)
 
     @property
     def job(self) -> str:

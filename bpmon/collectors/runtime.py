@@ -22,7 +22,7 @@ from bpmon.collectors.observe import (
 )
 from bpmon.collectors.profile import Profile, load_profile
 from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal
-from bpmon.collectors.target import Ending
+from bpmon.collectors.target import Ending, Sampler
 from bpmon.errors import JobError
 from bpmon.model import (
     Metrics,
@@ -80,7 +80,7 @@ class RuntimeTarget:
         self.scenario = scenario
         self.runtime = job if job is not None else Job(scenario)
         self.profile = profile or load_profile("bpmon-runtime")
-        self._sampler = StackSampler(self.profile)
+        self._sampler: Sampler = StackSampler(self.profile)
         network = scenario.network
         self._settings = TargetSettings(
             flow_control=network.flow_control,
