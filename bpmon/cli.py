@@ -6,6 +6,7 @@ exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 1
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,10 +28,12 @@ from bpmon.render import (
     render_text,
 )
 from bpmon.report_json import comparison_to_json, reports_to_json
+from bpmon.scenario.plan_text import plan_lines, plan_to_dict
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
     Settings,
     format_doc,
+    job_plan,
     load_report,
     monitor_process,
     resolve_scenario,
@@ -179,6 +182,23 @@ def run(
         again = changed(loaded, [change])
         second = _watched(run_scenario(again, settings, duration_s=duration), str(change), view)
         _show_comparison(first.reports[-1], second.reports[-1], [change], json_out, view)
+
+
+@app.command()
+def plan(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Show how a scenario is scheduled: pipelined regions, slot sharing groups, slots, memory.
+
+    Nothing runs: this is the job graph as the runtime compiles it (docs/scenario.md).
+    """
+    with _errors():
+        compiled = job_plan(scenario)
+        if json_out:
+            typer.echo(json.dumps(plan_to_dict(compiled), indent=2))
+        else:
+            typer.echo("\n".join(plan_lines(compiled)))
 
 
 @app.command()

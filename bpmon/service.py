@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bpmon.clock import utc_now
+from bpmon.collectors.flink import FlinkTarget
 from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.target import Target
@@ -43,6 +44,7 @@ from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.engine import diagnose
 from bpmon.rules.levels import vertex_status
 from bpmon.scenario import Scenario, example_names, load_example, load_scenario
+from bpmon.scenario.compiled import JobPlan, compile_job
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
 LIVE_EVERY_S = 0.25
@@ -119,15 +121,18 @@ class WatchPlan:
         return self.samples * self.interval_ms / 1000
 
 
-def resolve_scenario(name_or_path: str) -> Scenario:
-    """A scenario file by path, or one of the shipped examples by name (``demo``, ``hot-key``)."""
+def resolve_scenario(name_or_path: str, *, allow_unsupported: bool = False) -> Scenario:
+    """A scenario file by path, or one of the shipped examples by name (``demo``, ``hot-key``).
+
+    ``allow_unsupported`` also loads what the runtime cannot run yet (for tools that only read).
+    """
     path = Path(name_or_path)
     try:
         exists = path.exists()
     except OSError as exc:
         raise ConfigError(f"scenario {name_or_path[:80]!r}: {exc.strerror}") from None
     if exists:
-        return load_scenario(path)
+        return load_scenario(path, allow_unsupported=allow_unsupported)
     if name_or_path.removesuffix(".toml") in example_names() and "/" not in name_or_path:
         return load_example(name_or_path)
     if path.suffix == ".toml" or "/" in name_or_path:
@@ -136,6 +141,12 @@ def resolve_scenario(name_or_path: str) -> Scenario:
         f"{name_or_path!r} is neither a scenario file nor a shipped example; "
         f"examples: {', '.join(example_names())}"
     )
+
+
+def job_plan(name_or_path: str) -> JobPlan:
+    """The compiled plan of a scenario (``bpmon plan``): regions, slot sharing groups, slots and
+    managed memory, as the runtime will schedule them; nothing is run."""
+    return compile_job(resolve_scenario(name_or_path, allow_unsupported=True))
 
 
 def scenario_plan(
@@ -196,6 +207,28 @@ def monitor_process(
     return watch(target, plan, settings, stop=stop)
 
 
+def monitor_flink(
+    url: str,
+    *,
+    job: str | None = None,
+    collector_profile: str = "flink-jvm",
+    samples: int = 100,
+    interval_ms: float = 50.0,
+    bursts: int | None = 1,
+    every_s: float | None = None,
+    settings: Settings | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """Diagnose a running job of the Flink cluster at ``url`` (its REST address) by id or name.
+
+    The job is found and its graph read here, so an unreachable cluster or an unknown job is an
+    error at once (:class:`~bpmon.errors.CollectorError`).
+    """
+    plan = WatchPlan(samples=samples, interval_ms=interval_ms, bursts=bursts, every_s=every_s)
+    target = FlinkTarget(url, job, collector_profile=collector_profile)
+    return watch(target, plan, settings, stop=stop)
+
+
 def watch(
     target: Target,
     plan: WatchPlan,
@@ -236,6 +269,8 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
             observation = replace(observation, run_id=run_id)
             yield BurstSampled(run_id, burst, observation)
             report = diagnose(observation, loop.rules)
+            if observation.notes:  # the collector's own findings (a Flink burst's sampling)
+                report = replace(report, findings=(*report.findings, *observation.notes))
             paths.append(save_report(store, report, burst))
             reports.append(report)
             yield ReportReady(run_id, burst, report, paths[-1])

@@ -24,7 +24,7 @@ from bpmon.report_json import report_from_json, report_to_dict
 from bpmon.scenario import NetworkConfig, example_names, example_path, parse_scenario
 from bpmon.scenario import parse_topology as parse_topology_text
 from bpmon.scenario.expectation import EXPECT_KEYS
-from bpmon.scenario.loader import CHECKPOINT_KEYS, MONITOR_KEYS, TOP_KEYS
+from bpmon.scenario.loader import CHECKPOINT_KEYS, CLUSTER_KEYS, MONITOR_KEYS, TOP_KEYS
 from bpmon.scenario.operators import FAIL_KEYS, INPUT_KEYS, OPERATOR_KEYS, TOPOLOGY_OPERATOR_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +39,7 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 SCENARIO_SECTIONS = {
     "## Top-level keys": "",
+    "## `[cluster]`": "cluster",
     "## `[network]`": "network",
     "## `[checkpoints]`": "checkpoints",
     "## `[monitor]`": "monitor",
@@ -51,6 +52,7 @@ SCENARIO_SECTIONS = {
 
 ACCEPTED = {
     "": TOP_KEYS,
+    "cluster": CLUSTER_KEYS,
     "network": tuple(f.name for f in fields(NetworkConfig)),
     "checkpoints": CHECKPOINT_KEYS,
     "monitor": MONITOR_KEYS,
@@ -99,7 +101,7 @@ def documented_scenario_keys() -> dict[str, list[str]]:
 def keys_in(document: Mapping[str, object]) -> set[tuple[str, str]]:
     """Every ``(table, key)`` a parsed scenario document uses."""
     used = {("", key) for key in document}
-    for table in ("network", "checkpoints", "monitor", "expect"):
+    for table in ("cluster", "network", "checkpoints", "monitor", "expect"):
         section = document.get(table, {})
         assert isinstance(section, Mapping)
         used |= {(table, key) for key in section}

@@ -30,6 +30,7 @@ from bpmon.service import format_doc
 SRC = 'name = "src"\nkind = "source"\nrate = 100'
 WORK = 'name = "work"\nkind = "map"\ninputs = [{ from = "src" }]'
 OUT = 'name = "out"\nkind = "sink"\ninputs = [{ from = "work" }]'
+BATCH = 'name = "job"\nmode = "batch"'
 
 
 def toml(*operators: str, head: str = 'name = "job"') -> str:
@@ -310,8 +311,8 @@ BAD_FILES = [
     ),
     (
         "unknown key, nothing close",
-        chain(head='name = "j"\ncolour = "red"'),
-        'unknown key "colour"; valid keys: name, duration_s',
+        chain(head='name = "j"\nwibble = "red"'),
+        'unknown key "wibble"; valid keys: name, duration_s',
     ),
     ("missing name", toml(SRC, head=""), 'missing required key "name"'),
     (
@@ -596,7 +597,8 @@ BAD_FILES = [
     (
         "unknown exchange",
         chain().replace('{ from = "src" }', '{ from = "src", exchange = "streaming" }'),
-        'key "exchange" = "streaming": expected one of "pipelined", "blocking" or "hybrid"',
+        'key "exchange" = "streaming": expected one of "pipelined", "blocking", '
+        '"hybrid-selective", "hybrid-full" or "hybrid"',
     ),
     (
         "forward between parallelisms",
@@ -681,14 +683,18 @@ BAD_FILES = [
     # the runtime
     (
         "blocking exchange",
-        chain().replace('{ from = "src" }', '{ from = "src", exchange = "blocking" }'),
+        chain(src="records = 10", head=BATCH).replace(
+            '{ from = "src" }', '{ from = "src", exchange = "blocking" }'
+        ),
         'operators[1] "work": inputs[0]: key "exchange" = "blocking" is not supported yet by the '
         'runtime; use "pipelined"',
     ),
     (
         "hybrid exchange",
-        chain().replace('{ from = "work" }', '{ from = "work", exchange = "hybrid" }'),
-        'operators[2] "out": inputs[0]: key "exchange" = "hybrid" is not supported yet',
+        chain(src="records = 10", head=BATCH).replace(
+            '{ from = "work" }', '{ from = "work", exchange = "hybrid" }'
+        ),
+        'operators[2] "out": inputs[0]: key "exchange" = "hybrid-selective" is not supported yet',
     ),
 ]
 
@@ -705,9 +711,13 @@ def test_a_bad_file_gets_one_line_naming_key_and_value(
 
 def test_unsupported_exchanges_load_when_allowed(tmp_path: Path) -> None:
     path = tmp_path / "blocking.toml"
-    path.write_text(chain().replace('{ from = "src" }', '{ from = "src", exchange = "hybrid" }'))
+    path.write_text(
+        chain(src="records = 10", head=BATCH).replace(
+            '{ from = "src" }', '{ from = "src", exchange = "hybrid" }'
+        )
+    )
     scenario = load_scenario(path, allow_unsupported=True)
-    assert scenario.operator("work").inputs[0].exchange == "hybrid"
+    assert scenario.operator("work").inputs[0].exchange == "hybrid-selective"
     with pytest.raises(ScenarioError, match=re.escape(f'{path}: operators[1] "work": inputs[0]')):
         check_runtime_support(scenario)
 

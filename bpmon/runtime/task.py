@@ -191,13 +191,16 @@ class Task:
     # -- the loops --------------------------------------------------------------------------
 
     def _run_source(self, limiter: RateLimiter) -> None:
+        """Emit records at the source's rate; a bounded one (``records``) then finishes."""
         next_record = 0
-        while True:
+        bound = self.spec.records
+        while bound is None or next_record < bound:
             self._housekeeping()
             if not self._outputs_available():
                 self.wait_for_output()
                 continue
-            count = limiter.permits(min(SOURCE_CHUNK, self._chunk))
+            left = SOURCE_CHUNK if bound is None else bound - next_record
+            count = limiter.permits(min(SOURCE_CHUNK, self._chunk, left))
             if count == 0:
                 self.wait_for_input(limiter.time_until_next())
                 continue
@@ -207,6 +210,8 @@ class Task:
             next_record += count
             self.service.charge(count)
             self._emit(records)
+        self.service.settle()
+        self._finish()
 
     def _run_operator(self) -> None:
         while True:

@@ -110,6 +110,15 @@ class Table:
             raise self.key_error(key, expected + did_you_mean(value, choices))
         return value
 
+    def boolean(self, key: str) -> bool | None:
+        """A boolean value; ``None`` when absent."""
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if not isinstance(value, bool):
+            raise self.key_error(key, f"true or false, got {type_name(value)}")
+        return value
+
     def integer(self, key: str, minimum: int | None = None) -> int | None:
         """An integer value (a boolean is not one), at least ``minimum``; ``None`` when absent."""
         if key not in self.data:

@@ -19,11 +19,15 @@ from typing import Any, cast
 
 from bpmon.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
-from bpmon.scenario.network import NetworkConfig
+from bpmon.scenario.compiled import compile_job
+from bpmon.scenario.network import FLOAT_KEYS, NetworkConfig
 from bpmon.scenario.spec import (
     CHECKPOINT_MODES,
+    MODES,
     CheckpointConfig,
     CheckpointMode,
+    ClusterConfig,
+    Mode,
     MonitorConfig,
     Scenario,
 )
@@ -33,6 +37,9 @@ TOP_KEYS = (
     "name",
     "duration_s",
     "seed",
+    "mode",
+    "chaining",
+    "cluster",
     "network",
     "checkpoints",
     "monitor",
@@ -44,6 +51,8 @@ CHECKPOINT_KEYS = ("interval_ms", "mode")
 """Keys of the ``[checkpoints]`` table."""
 MONITOR_KEYS = ("warmup_s", "samples", "interval_ms")
 """Keys of the ``[monitor]`` table."""
+CLUSTER_KEYS = ("slots_per_task_manager", "managed_memory_mb", "slot_request_timeout_s")
+"""Keys of the ``[cluster]`` table."""
 
 SCENARIO_DOC = "docs/scenario.md (`bpmon docs scenario`)"
 """Where the scenario format is documented; named at the end of every format error."""
@@ -51,7 +60,11 @@ TOPOLOGY_DOC = "docs/topology.md (`bpmon docs topology`)"
 """Where the topology format is documented; named at the end of every topology format error."""
 
 SUPPORTED_EXCHANGES = ("pipelined",)
-"""Exchanges the runtime can run today; ``blocking`` and ``hybrid`` come with a later issue."""
+"""Exchanges the runtime can run today."""
+SUPPORTS_BOUNDED_SOURCES = True
+"""Whether the runtime runs sources that finish (``records``)."""
+SUPPORTS_CHAINING = False
+"""Whether the runtime chains operators into one task (``chaining = true``)."""
 
 DEFAULT_DURATION_S = 10.0
 
@@ -87,10 +100,21 @@ def check_runtime_support(scenario: Scenario, source: str | None = None) -> None
     """Reject what the format allows but the in-process runtime cannot run yet.
 
     Raises:
-        ScenarioError: an input uses an exchange other than those in ``SUPPORTED_EXCHANGES``.
+        ScenarioError: an input uses an exchange other than those in ``SUPPORTED_EXCHANGES``,
+            a source is bounded, or operators are chained (each a later step of the runtime).
     """
     where = source or scenario.path or "<string>"
+    if scenario.chaining and not SUPPORTS_CHAINING:
+        raise ScenarioError(
+            f'{where}: key "chaining" = true is not supported yet by the runtime; leave it out '
+            "(each operator runs as its own task)"
+        )
     for i, op in enumerate(scenario.operators):
+        if op.records is not None and not SUPPORTS_BOUNDED_SOURCES:
+            raise ScenarioError(
+                f'{where}: operators[{i}] "{op.name}": key "records" (a bounded source) is not '
+                "supported yet by the runtime; leave it out"
+            )
         for j, edge in enumerate(op.inputs):
             if edge.exchange not in SUPPORTED_EXCHANGES:
                 raise ScenarioError(
@@ -161,16 +185,28 @@ def _build(
         raise top.key_error("name", "a non-empty job name")
     duration_s = top.number("duration_s", 0.0, above_minimum=True)
     seed = top.integer("seed")
-    return Scenario(
+    mode = cast(Mode, top.string("mode", MODES) or "streaming")
+    chaining = top.boolean("chaining")
+    operators = build_operators(top, topology=topology, mode=mode)
+    scenario = Scenario(
         name=name,
         duration_s=DEFAULT_DURATION_S if duration_s is None else duration_s,
         seed=0 if seed is None else seed,
         network=_read_network(top),
         checkpoints=_read_checkpoints(top),
         monitor=_read_monitor(top),
-        operators=build_operators(top, topology=topology),
+        operators=operators,
         path=path,
+        mode=mode,
+        chaining=bool(chaining),
+        cluster=_read_cluster(top),
     )
+    if not topology:
+        try:
+            compile_job(scenario)  # what only the whole job shows: its managed memory
+        except ScenarioError as exc:
+            raise top.error(str(exc)) from None
+    return scenario
 
 
 def _sub_table(top: Table, key: str) -> Table | None:
@@ -189,7 +225,7 @@ def _read_network(top: Table) -> NetworkConfig:
     for key in keys:
         if key == "flow_control":
             values[key] = table.string(key, ("credit", "tcp"))
-        elif key == "link_bandwidth_mb_s":
+        elif key in FLOAT_KEYS:
             values[key] = table.number(key)
         else:
             values[key] = table.integer(key)
@@ -197,6 +233,23 @@ def _read_network(top: Table) -> NetworkConfig:
         return NetworkConfig(**{k: v for k, v in values.items() if v is not None})
     except ConfigError as exc:
         raise ScenarioError(f"{top.where}: {exc}") from exc
+
+
+def _read_cluster(top: Table) -> ClusterConfig:
+    """The ``[cluster]`` table: slots per task manager, managed memory, slot request timeout."""
+    table = _sub_table(top, "cluster")
+    default = ClusterConfig()
+    if table is None:
+        return default
+    table.check_keys(CLUSTER_KEYS)
+    slots = table.integer("slots_per_task_manager", minimum=1)
+    memory = table.number("managed_memory_mb", 0.0)
+    timeout = table.number("slot_request_timeout_s", 0.0, above_minimum=True)
+    return ClusterConfig(
+        slots_per_task_manager=slots,
+        managed_memory_mb=default.managed_memory_mb if memory is None else memory,
+        slot_request_timeout_s=default.slot_request_timeout_s if timeout is None else timeout,
+    )
 
 
 def _read_checkpoints(top: Table) -> CheckpointConfig:

@@ -14,6 +14,17 @@ from bpmon.errors import ConfigError
 
 FlowControl = Literal["credit", "tcp"]
 
+HYBRID_RATIOS = (
+    "hybrid_spill_threshold",
+    "hybrid_spill_buffer_ratio",
+    "hybrid_full_spill_trigger",
+    "hybrid_full_release_threshold",
+    "hybrid_full_release_buffer_ratio",
+)
+"""The hybrid shuffle's shares of a partition's pool (Flink's ``HybridShuffleConfiguration``)."""
+FLOAT_KEYS = ("link_bandwidth_mb_s", *HYBRID_RATIOS)
+"""Keys that take any number; every other key but ``flow_control`` is an integer."""
+
 MIN_SEGMENT_SIZE = 256
 """Flink's ``taskmanager.memory.min-segment-size``: no buffer is smaller than this."""
 
@@ -38,6 +49,15 @@ class NetworkConfig:
         task_managers: simulated task managers; subtasks are spread round-robin over them.
         link_bandwidth_mb_s: cap in 10^6 bytes/s on each direction of each connection; 0 = none.
         total_buffers: segments per task manager's NetworkBufferPool; 0 = enough for the job.
+        hybrid_spill_threshold: selective spilling (FLIP-235) starts when the buffers a hybrid
+            partition requested reach this share of its pool.
+        hybrid_spill_buffer_ratio: selective spilling then spills and releases this share of
+            the pool.
+        hybrid_full_spill_trigger: full spilling spills every unspilled finished buffer once
+            they reach this share of the pool.
+        hybrid_full_release_threshold: full spilling releases spilled buffers from memory when
+            the requested buffers reach this share of the pool.
+        hybrid_full_release_buffer_ratio: the share of the pool it then releases.
     """
 
     segment_size: int = 32768
@@ -50,6 +70,11 @@ class NetworkConfig:
     task_managers: int = 2
     link_bandwidth_mb_s: float = 0.0
     total_buffers: int = 0
+    hybrid_spill_threshold: float = 0.7
+    hybrid_spill_buffer_ratio: float = 0.4
+    hybrid_full_spill_trigger: float = 0.5
+    hybrid_full_release_threshold: float = 0.7
+    hybrid_full_release_buffer_ratio: float = 0.4
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -60,7 +85,7 @@ class NetworkConfig:
                         f'network.flow_control = {value!r}: expected "credit" or "tcp"'
                     )
                 continue
-            expected_type = (int, float) if f.name == "link_bandwidth_mb_s" else int
+            expected_type = (int, float) if f.name in FLOAT_KEYS else int
             if isinstance(value, bool) or not isinstance(value, expected_type):
                 raise ConfigError(
                     f"network.{f.name} = {value!r}: expected a number, got {type(value).__name__}"
@@ -97,5 +122,12 @@ class NetworkConfig:
             if value < 0:
                 raise ConfigError(
                     f"network.{name} = {value}: must be 0 or more "
+                    f"(default {NetworkConfig.__dataclass_fields__[name].default})"
+                )
+        for name in HYBRID_RATIOS:
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ConfigError(
+                    f"network.{name} = {value}: a share of the pool, more than 0 and at most 1 "
                     f"(default {NetworkConfig.__dataclass_fields__[name].default})"
                 )

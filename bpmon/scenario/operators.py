@@ -16,12 +16,13 @@ from typing import cast
 
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.spec import (
-    EXCHANGES,
+    EXCHANGE_WORDS,
     KINDS,
     PARTITIONERS,
     Exchange,
     FailSpec,
     InputSpec,
+    ManagedMemory,
     OperatorKind,
     OperatorSpec,
     Partitioner,
@@ -42,13 +43,20 @@ OPERATOR_KEYS = (
     "slow_subtasks",
     "fail",
     "inputs",
+    "records",
+    "slot_sharing_group",
+    "managed_memory",
+    "chain",
 )
 TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
 FAIL_KEYS = ("after_records", "after_s", "subtask")
 FAIL_EXAMPLE = "fail = { after_records = 1000 } or fail = { after_s = 2.5, subtask = 0 }"
 INPUT_KEYS = ("from", "partitioner", "exchange", "skew")
-KIND_KEYS = {"rate": "source", "fanout": "flatmap", "selectivity": "filter"}
+KIND_KEYS = {"rate": "source", "records": "source", "fanout": "flatmap", "selectivity": "filter"}
 """Keys that only one kind of operator may have."""
+
+MEMORY_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(mb|gb)")
+"""A managed memory resource spec: ``"64mb"``, ``"1.5gb"``."""
 
 DEFAULT_RECORD_BYTES = 100
 DEFAULT_SELECTIVITY = 0.5
@@ -142,12 +150,12 @@ def _read_inputs(table: Table) -> tuple[InputDraft, ...] | None:
 def _read_input(table: Table) -> InputDraft:
     table.check_keys(INPUT_KEYS)
     source = table.require("from", table.string("from"), "the name of the upstream operator")
-    exchange = table.string("exchange", EXCHANGES)
+    exchange = table.string("exchange", EXCHANGE_WORDS) or "pipelined"
     return InputDraft(
         table=table,
         source=source,
         partitioner=cast(Partitioner | None, table.string("partitioner", PARTITIONERS)),
-        exchange=cast(Exchange, exchange or "pipelined"),
+        exchange=cast(Exchange, "hybrid-selective" if exchange == "hybrid" else exchange),
         skew=table.number("skew", 0.0, 1.0),
     )
 
@@ -177,6 +185,10 @@ def finish_operator(
         selectivity = DEFAULT_SELECTIVITY if kind == "filter" else 1.0
     record_bytes = table.integer("record_bytes", minimum=1)
     cost_us = table.number("cost_us", 0.0)
+    group = table.string("slot_sharing_group")
+    if group is not None and not group.strip():
+        raise table.key_error("slot_sharing_group", 'a group name, e.g. "heavy"')
+    chain = table.boolean("chain")
     return OperatorSpec(
         name=draft.name,
         kind=kind,
@@ -190,7 +202,28 @@ def finish_operator(
         inputs=inputs,
         threads=_read_threads(table) if topology else None,
         fail=_read_fail(table, draft.parallelism),
+        records=table.integer("records", minimum=1),
+        slot_sharing_group=group,
+        managed_memory=_read_managed_memory(table),
+        chain=True if chain is None else chain,
     )
+
+
+def _read_managed_memory(table: Table) -> ManagedMemory | None:
+    """``managed_memory``: a weight (a number > 0) or a resource spec (``"64mb"``, ``"1gb"``)."""
+    if not table.has("managed_memory"):
+        return None
+    value = table.data["managed_memory"]
+    expected = 'a weight > 0 (e.g. 1) or a size (e.g. "64mb" or "1gb")'
+    if isinstance(value, str):
+        found = MEMORY_SIZE.fullmatch(value.strip().lower())
+        if found is None or float(found.group(1)) <= 0:
+            raise table.key_error("managed_memory", expected)
+        scale = 1024.0 if found.group(2) == "gb" else 1.0
+        return ManagedMemory(mb=float(found.group(1)) * scale)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise table.key_error("managed_memory", expected)
+    return ManagedMemory(weight=float(value))
 
 
 def _read_slow_subtasks(table: Table, parallelism: int) -> Mapping[int, float]:

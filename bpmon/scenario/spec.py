@@ -16,12 +16,18 @@ from bpmon.scenario.network import NetworkConfig
 
 OperatorKind = Literal["source", "map", "flatmap", "filter", "sink"]
 Partitioner = Literal["forward", "rebalance", "hash", "broadcast"]
-Exchange = Literal["pipelined", "blocking", "hybrid"]
+Exchange = Literal["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
 CheckpointMode = Literal["aligned", "unaligned"]
+Mode = Literal["streaming", "batch"]
 
 KINDS: tuple[OperatorKind, ...] = ("source", "map", "flatmap", "filter", "sink")
 PARTITIONERS: tuple[Partitioner, ...] = ("forward", "rebalance", "hash", "broadcast")
-EXCHANGES: tuple[Exchange, ...] = ("pipelined", "blocking", "hybrid")
+EXCHANGES: tuple[Exchange, ...] = ("pipelined", "blocking", "hybrid-selective", "hybrid-full")
+EXCHANGE_WORDS = (*EXCHANGES, "hybrid")
+"""What a file may write as ``exchange``: ``hybrid`` alone means ``hybrid-selective``."""
+MODES: tuple[Mode, ...] = ("streaming", "batch")
+DEFAULT_SLOT_SHARING_GROUP = "default"
+"""Flink's name of the slot sharing group of an operator that names none."""
 CHECKPOINT_MODES: tuple[CheckpointMode, ...] = ("aligned", "unaligned")
 
 
@@ -33,7 +39,8 @@ class InputSpec:
         source: the upstream operator (the TOML key ``from``).
         partitioner: how records are routed to downstream subtasks; the loader resolves the
             default (``forward`` for equal parallelisms, else ``rebalance``).
-        exchange: ``pipelined``, ``blocking`` or ``hybrid``.
+        exchange: ``pipelined``, ``blocking``, ``hybrid-selective`` or ``hybrid-full`` (as
+            written; compilation may turn a pipelined edge blocking, see ``compiled.py``).
         skew: ``hash`` only: the share of records carrying one hot key (to subtask 0).
     """
 
@@ -69,6 +76,21 @@ class FailSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ManagedMemory:
+    """The ``managed_memory`` key of an operator: a weight, or an explicit size (a resource spec).
+
+    Exactly one is set. Weights share out a slot's managed memory in proportion; sizes are
+    Flink's fine-grained resource specs: the operator gets that much.
+    """
+
+    weight: float | None = None
+    mb: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.mb:g}mb" if self.mb is not None else f"weight {self.weight:g}"
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorSpec:
     """One operator (job vertex) and how fast it is.
 
@@ -89,6 +111,11 @@ class OperatorSpec:
         inputs: the input edges; empty for a source.
         threads: topology files only: regex over thread names; ``None`` = the runtime's naming.
         fail: scenario files only: an injected failure (tests and demos of a failing job).
+        records: sources only: a bounded source emits this many records per subtask, then
+            finishes; ``None`` = unbounded.
+        slot_sharing_group: the group as written; ``None`` = the default (see ``compiled.py``).
+        managed_memory: its use of managed memory; ``None`` = none.
+        chain: ``False`` breaks an operator chain before this operator.
     """
 
     name: str
@@ -103,6 +130,10 @@ class OperatorSpec:
     inputs: tuple[InputSpec, ...] = ()
     threads: str | None = None
     fail: FailSpec | None = None
+    records: int | None = None
+    slot_sharing_group: str | None = None
+    managed_memory: ManagedMemory | None = None
+    chain: bool = True
 
     def cost_of(self, index: int) -> float:
         """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""
@@ -132,6 +163,23 @@ class MonitorConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The ``[cluster]`` table: task slots, managed memory and how long a slot request may wait.
+
+    Attributes:
+        slots_per_task_manager: task slots per task manager; ``None`` = enough for the job.
+        managed_memory_mb: managed memory per task manager, shared out among its slots evenly
+            and inside a slot by the operators' fractions.
+        slot_request_timeout_s: Flink's ``slot.request.timeout``: how long a bulk of slot
+            requests may stay unfulfillable before the job fails.
+    """
+
+    slots_per_task_manager: int | None = None
+    managed_memory_mb: float = 128.0
+    slot_request_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """One streaming job: settings plus operators in file order.
 
@@ -143,6 +191,9 @@ class Scenario:
         checkpoints: the ``[checkpoints]`` table.
         monitor: the ``[monitor]`` table.
         operators: every operator, in the order of the file.
+        mode: ``streaming`` or ``batch`` (Flink's ``execution.runtime-mode``).
+        chaining: chain operators into tasks as Flink does (off: scenario files describe tasks).
+        cluster: the ``[cluster]`` table.
         path: the file it was loaded from; ``None`` when parsed from a string.
     """
 
@@ -154,6 +205,9 @@ class Scenario:
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     operators: tuple[OperatorSpec, ...] = ()
     path: str | None = None
+    mode: Mode = "streaming"
+    chaining: bool = False
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def operator(self, name: str) -> OperatorSpec:
         """The operator called ``name``; KeyError if there is none."""

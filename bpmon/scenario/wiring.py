@@ -17,11 +17,24 @@ from bpmon.scenario.operators import (
     finish_operator,
     read_drafts,
 )
-from bpmon.scenario.spec import KINDS, InputSpec, OperatorKind, OperatorSpec, Partitioner
+from bpmon.scenario.spec import (
+    KINDS,
+    InputSpec,
+    Mode,
+    OperatorKind,
+    OperatorSpec,
+    Partitioner,
+)
 
 
-def build_operators(top: Table, *, topology: bool) -> tuple[OperatorSpec, ...]:
-    """Read, check and wire every ``[[operators]]`` table of the file ``top``."""
+def build_operators(
+    top: Table, *, topology: bool, mode: Mode = "streaming"
+) -> tuple[OperatorSpec, ...]:
+    """Read, check and wire every ``[[operators]]`` table of the file ``top``.
+
+    ``mode`` is checked against the sources and exchanges (scenario files only): a batch job
+    needs bounded sources, and only a batch job may have blocking or hybrid exchanges.
+    """
     drafts = read_drafts(top, topology=topology)
     by_name = {draft.name: draft for draft in drafts}
     _check_known_inputs(drafts, by_name)
@@ -33,12 +46,37 @@ def build_operators(top: Table, *, topology: bool) -> tuple[OperatorSpec, ...]:
     _check_no_input_from_sink(drafts, kinds)
     _check_connected(drafts, kinds, inputs_of)
     _check_acyclic(by_name, inputs_of)
-    return tuple(
+    operators = tuple(
         finish_operator(
             draft, kinds[draft.name], _resolve_inputs(draft, by_name), topology=topology
         )
         for draft in drafts
     )
+    if not topology:
+        _check_mode(drafts, operators, mode)
+    return operators
+
+
+def _check_mode(
+    drafts: Sequence[OperatorDraft], operators: Sequence[OperatorSpec], mode: Mode
+) -> None:
+    """Batch needs bounded sources (as Flink refuses an unbounded one); streaming, pipelined edges.
+
+    A streaming job's sources never finish, so a blocking or hybrid consumer would never read
+    everything it waits for; Flink offers those exchanges for batch jobs only.
+    """
+    for draft, op in zip(drafts, operators, strict=True):
+        if mode == "batch" and op.kind == "source" and op.records is None:
+            raise draft.table.error(
+                'mode = "batch" needs bounded sources, as Flink refuses an UNBOUNDED source in '
+                'BATCH mode: give this source records = N, or use mode = "streaming"'
+            )
+        for edge, written in zip(op.inputs, draft.inputs or (), strict=True):
+            if mode == "streaming" and edge.exchange != "pipelined":
+                raise written.table.error(
+                    f'key "exchange" = "{edge.exchange}" needs mode = "batch" (bounded sources): '
+                    "in a streaming job only pipelined exchanges exist"
+                )
 
 
 def _check_known_inputs(drafts: Sequence[OperatorDraft], by_name: Mapping[str, object]) -> None:
