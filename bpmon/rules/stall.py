@@ -8,21 +8,24 @@ confidence, since what is waiting on what is inferred from where threads sit, no
 
 A region is a connected part of the job graph. It is stalled when every record rate of its
 vertices is known and their sum is at most ``[stall] max_records_per_s`` (0: not one record
-moved) while some vertex in it is above OK. The waits: a backpressured vertex waits on its
-consumers (for output buffers), an idle one that is not backpressured waits on its producers (for
-input). The cycle is the first one
-found by a depth-first walk of those waits from the most upstream blocked vertex; the vertex named
-is the first in it that waits for input (it holds the others: an aligning checkpoint, a receiver
-that cannot take a buffer), else the first in it.
+moved) while some vertex in it is above OK. The waits are followed on subtasks (the execution
+graph): a backpressured subtask waits on the consumer subtasks its channels reach (for output
+buffers), an idle one that is not backpressured waits on the producer subtasks that feed it (for
+input). The cycle is the first one found by a depth-first walk of those waits from the most
+upstream blocked subtask; the vertex named is that of the first subtask in it that waits for
+input (it holds the others: an aligning checkpoint, a receiver that cannot take a buffer), else
+of the first in it, with its subtasks in the cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from bpmon.model import Observation, RootCause
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.graph import JobGraph, VertexSummary
+from bpmon.rules.execution import execution_observation, vertex_of
+from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import level_of, percent
 
 
@@ -132,13 +135,16 @@ def _stalled(
     region: Sequence[str],
     blocked: Sequence[str],
 ) -> RootCause:
-    cycle = _cycle(blocked[0], graph, summaries, rules)
+    cycle, execution = _subtask_cycle(obs, region, rules)
     seconds = obs.window.seconds
     lines = [
         f"no records moved in {', '.join(region)} over the {seconds:.1f} s window "
         f"(every records in/out rate is 0)"
     ]
-    lines += [_wait_line(n, graph, summaries, rules) for n in (cycle or blocked)]
+    if cycle:
+        lines += [_wait_line(n, *execution, rules) for n in cycle]
+    else:
+        lines += [_wait_line(n, graph, summaries, rules) for n in blocked]
     if cycle:
         lines.append("a cycle of waits: " + " -> ".join([*cycle, cycle[0]]))
     else:
@@ -153,15 +159,46 @@ def _stalled(
         else "The job has stopped, not slowed: take a thread dump of the vertices in the cycle "
         "to see what holds them, then restart it."
     )
-    waiting = [n for n in cycle if not summaries[n].above(rules.levels.ok_max)]
+    named, indices = _holder(cycle, execution[1], rules) if cycle else (blocked[0], ())
     return RootCause(
-        vertex=(waiting or cycle or list(blocked))[0],
+        vertex=named,
         kind="stalled",
-        subtasks=(),
+        subtasks=indices,
         confidence=rules.stall.confidence,
         evidence=tuple(lines),
         recommendation=advice,
     )
+
+
+def _subtask_cycle(
+    obs: Observation, region: Sequence[str], rules: RulesConfig
+) -> tuple[list[str], tuple[JobGraph, dict[str, VertexSummary]]]:
+    """The cycle of waits among the region's subtasks, and the execution graph it runs on.
+
+    Waits are subtask to subtask: a backpressured subtask waits on the consumer subtasks its
+    channels reach, an idle one on the producer subtasks that feed it. On vertices, one
+    backpressured subtask makes its whole vertex look blocked, and the cycle can run through a
+    vertex whose other subtask is the one that holds everything (an aligning checkpoint).
+    """
+    part = execution_observation(replace(obs, vertices=tuple(obs.vertex(n) for n in region)))
+    xgraph = build_graph(part)
+    xsummaries = {v.name: summarize(v) for v in part.vertices}
+    starts = [v.name for v in part.vertices if xsummaries[v.name].above(rules.levels.ok_max)]
+    for start in starts:
+        cycle = _cycle(start, xgraph, xsummaries, rules)
+        if cycle:
+            return cycle, (xgraph, xsummaries)
+    return [], (xgraph, xsummaries)
+
+
+def _holder(
+    cycle: Sequence[str], summaries: Mapping[str, VertexSummary], rules: RulesConfig
+) -> tuple[str, tuple[int, ...]]:
+    """The vertex named for a cycle, and its subtasks in it: the first that waits for input."""
+    waiting = [n for n in cycle if not summaries[n].above(rules.levels.ok_max)]
+    vertex, _ = vertex_of((waiting or list(cycle))[0])
+    indices = {vertex_of(n)[1] for n in (waiting or cycle) if vertex_of(n)[0] == vertex}
+    return vertex, tuple(sorted(i for i in indices if i is not None))
 
 
 def _wait_line(

@@ -28,10 +28,11 @@ def test_a_job_that_moves_no_records_is_stalled_with_its_cycle_of_waits() -> Non
     assert report.root_causes is not None and len(report.root_causes) == 1
     cause = report.root_causes[0]
     assert (cause.vertex, cause.kind) == ("sink", "stalled")  # it waits for input: it holds
+    assert cause.subtasks == (0,)
     assert cause.confidence < 0.9  # inferred from where threads sit: never certain
     assert any("no records moved" in line for line in cause.evidence)
     cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
-    assert "map -> sink -> map" in cycle
+    assert "map[0] -> sink[0] -> map[0]" in cycle  # followed on subtasks
     assert "TCP" in cause.recommendation
     assert not [c for c in report.root_causes if c.kind == "network"]
 
@@ -62,3 +63,26 @@ def test_a_stall_in_one_region_leaves_the_other_diagnosed() -> None:
     kinds = {(c.vertex, c.kind) for c in report.root_causes or ()}
     assert ("b", "stalled") in kinds  # b waits for input from a, which waits on b
     assert not {v for v, _ in kinds} & {"x", "y"}
+
+
+def test_the_cycle_is_followed_on_subtasks_to_the_one_that_holds_it() -> None:
+    """agg[0] aligns a checkpoint and waits for input while agg[1] is blocked on the sink.
+
+    On vertices agg looks backpressured (its worst subtask) and the walk goes agg -> sink -> agg,
+    naming the idle sink; on subtasks it reaches agg[0], which waits on the cleaners that wait
+    on it.
+    """
+    obs = observation(
+        vertex("source", sub(0, bp=1.0, rout=0.0), sub(1, bp=1.0, rout=0.0)),
+        vertex("clean", sub(0, bp=1.0, rin=0.0, rout=0.0), sub(1, bp=1.0, rin=0.0, rout=0.0),
+               inputs=[edge("source", "forward")]),
+        vertex("agg", sub(0, busy=0.0, rin=0.0, rout=0.0, in_pool=1.0),
+               sub(1, bp=1.0, rin=0.0, rout=0.0, in_pool=1.0), inputs=[edge("clean", "hash")]),
+        vertex("sink", sub(0, busy=0.0, rin=0.0, in_pool=1.0), inputs=[edge("agg")],
+               kind="sink"),
+        settings=TargetSettings(flow_control="tcp"),  # type: ignore[arg-type]
+    )  # fmt: skip
+    cause = diagnose(obs, RULES).root_causes[0]
+    assert (cause.vertex, cause.kind, cause.subtasks) == ("agg", "stalled", (0,))
+    cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
+    assert "agg[0]" in cycle and "sink" not in cycle
