@@ -171,7 +171,13 @@ def _fixed_advice(kind: str, name: str, producers: str) -> str:
 def _scale(
     vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
 ) -> Advice:
-    cap = _whole(capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy))
+    # When only some subtasks are named (a slow instance, a hot key), they are the ones that
+    # cannot keep up: the vertex is sized from their capacity, not from the average.
+    named = [s for s in vertex.subtasks if s.index in cls.subtasks]
+    subset = bool(named) and len(named) < len(vertex.subtasks)
+    cap = _whole(
+        capacity_per_subtask(named if subset else vertex.subtasks, rules.capacity.min_busy)
+    )
     target = rules.capacity.utilisation_target
     n, name = vertex.parallelism, vertex.name
     sink = cls.kind == "slow-sink"
@@ -184,7 +190,8 @@ def _scale(
     )
     if not cap:  # no rates, or records in at 0 while busy: nothing to size it from
         return Advice((), f"{lead}; no record rates were available to size it.")
-    lines = [f"{name} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
+    who = name_subtasks(name, cls.subtasks) if subset else name
+    lines = [f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
     broadcast = [e.source for e in vertex.inputs if e.partitioner == "broadcast"]
     if broadcast:
         lines.append(
@@ -206,14 +213,107 @@ def _scale(
             "sources must sustain (parallelism = that rate / capacity per subtask).",
             cap,
         )
-    need = max(n + 1, math.ceil(demand / (cap * target)))
     lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE})")
     tail = " if the external system scales with them" if sink else ""
+    hot = _hot_share(vertex, cls)
+    if hot is not None:
+        return _scale_skewed(vertex, hot, lines, lead, cap, demand, rules)
+    need = max(n + 1, math.ceil(demand / (cap * target)))
     return Advice(
         tuple(lines),
         f"{lead}: {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
         f"offered at {demand / (need * cap):.0%} utilisation{tail} (from the measured "
         f"~{cap:,.0f} records/s per subtask; `bpmon run --verify` tries it).",
+        cap,
+        demand,
+        need,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HotShare:
+    """The share of a hash-partitioned vertex's records its hottest named subtask receives.
+
+    Under a hash exchange a hot key stays on one subtask however many there are: with a share
+    ``fixed`` of the records on one key and the rest spread evenly, subtask 0 of ``n`` receives
+    ``fixed + (1 - fixed) / n``. ``fixed`` is solved from the share measured now.
+    """
+
+    index: int
+    measured: float
+    fixed: float
+
+    def at(self, parallelism: int) -> float:
+        """The hottest subtask's share at ``parallelism`` subtasks."""
+        return self.fixed + (1.0 - self.fixed) / parallelism
+
+
+def _hot_share(vertex: VertexObservation, cls: Classification) -> HotShare | None:
+    """The hot subtask's share when only some subtasks are named behind a hash exchange.
+
+    None when every subtask is named, or no input is hashed: a rebalance or forward input
+    (forward becomes rebalance once parallelisms differ) gives each subtask 1/n whoever is slow.
+    """
+    n = vertex.parallelism
+    named = [s for s in vertex.subtasks if s.index in cls.subtasks]
+    hashed = any(e.partitioner == "hash" for e in vertex.inputs)
+    if not hashed or n < 2 or not named or len(named) == len(vertex.subtasks):
+        return None
+    rates = [s.metrics.records_in_per_s for s in vertex.subtasks]
+    total = sum(r for r in rates if r is not None)
+    if None in rates or total <= 0:
+        return None
+    hottest = max(named, key=lambda s: s.metrics.records_in_per_s or 0.0)
+    measured = (hottest.metrics.records_in_per_s or 0.0) / total
+    fixed = max(0.0, (measured - 1.0 / n) / (1.0 - 1.0 / n))
+    return HotShare(hottest.index, measured, fixed)
+
+
+_MAX_PARALLELISM = 1024
+"""The largest parallelism sized for (Flink's default maximum parallelism is 128 to 32768)."""
+
+
+def _scale_skewed(
+    vertex: VertexObservation,
+    hot: HotShare,
+    lines: list[str],
+    lead: str,
+    cap: float,
+    demand: float,
+    rules: RulesConfig,
+) -> Advice:
+    """Size a vertex whose hottest subtask, behind a hash exchange, is the one that cannot keep up.
+
+    More subtasks take only the evenly spread part of the records from it; when the hot key
+    alone is more than it can take, no parallelism helps and the key has to be spread.
+    """
+    n, name, target = vertex.parallelism, vertex.name, rules.capacity.utilisation_target
+    who = name_subtasks(name, [hot.index])
+    lines.append(
+        f"{who} receives {hot.measured:.0%} of {name}'s records through the hash exchange "
+        f"(~{hot.fixed:.0%} on a key no parallelism splits)"
+    )
+    need = next(
+        (p for p in range(n + 1, _MAX_PARALLELISM + 1) if demand * hot.at(p) <= cap * target),
+        None,
+    )
+    if need is None:
+        return Advice(
+            tuple(lines),
+            f"Spread the hot key(s) that land on {who}: ~{demand * hot.fixed:,.0f} records/s "
+            f"of one key is more than the ~{cap:,.0f} records/s one subtask takes, so more "
+            "parallelism does not remove the bottleneck; salt the key or pre-aggregate before "
+            "the hash exchange.",
+            cap,
+            demand,
+        )
+    share = hot.at(need)
+    return Advice(
+        tuple(lines),
+        f"{lead}: {need} subtasks instead of {n} would leave {who} {share:.0%} of the "
+        f"~{demand:,.0f} records/s offered, at {demand * share / cap:.0%} utilisation (from the "
+        f"measured ~{cap:,.0f} records/s per subtask; `bpmon run --verify` tries it); spreading "
+        "the hot key would do more.",
         cap,
         demand,
         need,

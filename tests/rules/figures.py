@@ -163,6 +163,16 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
             r"\(records in / busy\)",
             _capacity_line,
         ),
+        (
+            rf"{sub} handles ~(?P<c>{rate}) records/s per subtask at 100% busy "
+            r"\(records in / busy\)",
+            _named_capacity,
+        ),
+        (
+            rf"{sub} receives (?P<s>\d+)% of (?P<v2>{v})'s records through the hash exchange "
+            r"\(~(?P<f>\d+)% on a key no parallelism splits\)",
+            _hash_share,
+        ),
         (rf"its inputs would offer ~(?P<d>{rate}) records/s \(.+\)", _offer),
         (r"the offered rate is unknown: the sources report no pendingRecords .*", _no_offer),
         (
@@ -317,6 +327,31 @@ def _capacity_line(c: Check, cause: RootCause | None, m: re.Match[str], line: st
     c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
 
 
+def _named_capacity(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    cap = cause.capacity_per_subtask if cause is not None else None
+    c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"capacity field {cap}")
+    again = _capacity(c.subtasks(m["v"], m["idx"], line))
+    c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
+
+
+def _shares(vertex: VertexStatus, index: int) -> tuple[float, float]:
+    """The share of ``vertex``'s records in that subtask ``index`` receives, and the part of it
+    no parallelism spreads (solved from ``share = fixed + (1 - fixed) / n``)."""
+    total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
+    mine = next(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks if s.index == index)
+    share = mine / total if total > 0 else 0.0
+    n = vertex.parallelism
+    return share, max(0.0, (share - 1 / n) / (1 - 1 / n))
+
+
+def _hash_share(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    c.expect(m["v"] == m["v2"], line, "another vertex's records")
+    (hot,) = c.subtasks(m["v"], m["idx"], line)
+    share, fixed = _shares(c.vertex(m["v"]), hot.index)
+    c.expect(m["s"] == f"{share * 100:.0f}", line, f"the share is {share:.3f}")
+    c.expect(m["f"] == f"{fixed * 100:.0f}", line, f"the fixed share is {fixed:.3f}")
+
+
 def _no_parallelism(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
     c.expect(cause is not None and cause.recommended_parallelism is None, line, "a parallelism")
 
@@ -360,7 +395,44 @@ _ADVICE = re.compile(
 )
 
 
+_SKEWED_ADVICE = re.compile(
+    r"(?P<n>\d+) subtasks instead of (?P<m>\d+) would leave (?P<v>[^\s\[]+)\[(?P<i>\d+)\] "
+    r"(?P<sh>\d+)% of the ~(?P<d>[\d,]+) records/s offered, at (?P<u>\d+)% utilisation.*"
+    r"measured ~(?P<c>[\d,]+) records/s per subtask"
+)
+_KEY_ADVICE = re.compile(
+    r"Spread the hot key\(s\) that land on (?P<v>[^\s\[]+)\[(?P<i>\d+)\]: ~(?P<k>[\d,]+) "
+    r"records/s of one key is more than the ~(?P<c>[\d,]+) records/s one subtask takes"
+)
+
+
+def _skewed_recommendation(c: Check, cause: RootCause) -> None:
+    """A hash-partitioned vertex sized for its hot subtask, or told to spread the key."""
+    line, rate, cap = cause.recommendation, cause.offered_rate, cause.capacity_per_subtask
+    key = _KEY_ADVICE.search(line)
+    if key is not None:
+        c.expect(cause.recommended_parallelism is None, line, "a parallelism")
+        _, fixed = _shares(c.vertex(key["v"]), int(key["i"]))
+        c.expect(rate is not None and key["k"] == f"{rate * fixed:,.0f}", line, "one key's rate")
+        c.expect(cap is not None and key["c"] == f"{cap:,.0f}", line, f"capacity {cap}")
+        c.expect(rate is None or cap is None or rate * fixed > cap * 0.9, line, "it would fit")
+    found = _SKEWED_ADVICE.search(line)
+    if found is None:
+        return
+    n = int(found["n"])
+    c.expect(n == cause.recommended_parallelism, line, "recommended_parallelism")
+    c.expect(int(found["m"]) == c.vertex(cause.vertex).parallelism, line, "parallelism")
+    _, fixed = _shares(c.vertex(found["v"]), int(found["i"]))
+    share = fixed + (1 - fixed) / n
+    c.expect(found["sh"] == f"{share * 100:.0f}", line, f"the share at {n} is {share:.3f}")
+    c.expect(rate is not None and found["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
+    c.expect(cap is not None and found["c"] == f"{cap:,.0f}", line, f"capacity {cap}")
+    if rate is not None and cap:
+        c.expect(found["u"] == f"{rate * share / cap * 100:.0f}", line, "utilisation")
+
+
 def _recommendation(c: Check, cause: RootCause) -> None:
+    _skewed_recommendation(c, cause)
     found = _ADVICE.search(cause.recommendation)
     if found is None:
         return

@@ -12,6 +12,7 @@ from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
 
+from .figures import problems, unaccounted
 from .observations import edge, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -157,3 +158,50 @@ def test_behind_a_broadcast_more_parallelism_is_not_recommended() -> None:
     cause = report.root_causes[0]
     assert cause.vertex == "rules" and cause.recommended_parallelism is None
     assert "broadcast" in cause.recommendation
+
+
+def _hashed(hot_in: float, cold_in: float, growth: float) -> object:
+    """src (2 x 600/s emitted, lag growing by ``growth`` each) -> hash -> store p=3 (a sink).
+
+    store[0] takes ``hot_in`` records/s at 100% busy, the other two ``cold_in`` at the same time
+    per record: a sink with a hot key, the kind ``slow-sink`` names with its hot subtask.
+    """
+    cold_busy = cold_in / hot_in
+    return observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=600, timed=False, metrics=lag(growth)),
+               sub(1, bp=0.9, busy=0.05, rout=600, timed=False, metrics=lag(growth))),
+        vertex("store", sub(0, busy=1.0, rin=hot_in, timed=False),
+               sub(1, busy=cold_busy, rin=cold_in, timed=False),
+               sub(2, busy=cold_busy, rin=cold_in, timed=False),
+               inputs=[edge("src", "hash")], kind="sink"),
+    )  # fmt: skip
+
+
+def test_a_hot_subtask_behind_a_hash_exchange_is_sized_for_its_share() -> None:
+    # store[0] receives 600 of 1200 records/s: share 1/2 = f + (1 - f) / 3, so f = 1/4 of the
+    # records are on one key. Offered 2 x (600 + 900) = 3000/s; store[0] takes 600/s at 100%
+    # busy, 540 at the 90% target. One key alone brings 3000 x 1/4 = 750 > 540: no parallelism
+    # takes it, the key must be spread.
+    report = diagnose(_hashed(600, 300, 900), RULES)  # type: ignore[arg-type]
+    assert not problems(report) and not unaccounted(report)  # every figure is the table's
+    cause = report.root_causes[0]
+    assert (cause.vertex, cause.kind, cause.subtasks) == ("store", "slow-sink", (0,))
+    assert cause.recommended_parallelism is None
+    assert cause.capacity_per_subtask == pytest.approx(600)  # store[0]'s, not the mean
+    assert "Spread the hot key(s) that land on store[0]: ~750 records/s of one key" in (
+        cause.recommendation
+    )
+
+
+def test_a_mildly_hot_subtask_gets_the_least_parallelism_its_share_allows() -> None:
+    # store[0] receives 600 of 1400 records/s: share 3/7 = f + (1 - f) / 3, so f = 1/7.
+    # Offered 2 x (600 + 150) = 1500/s. At p subtasks store[0] receives 1500 x (1/7 + 6/7 / p):
+    # p = 4 gives 1500 x 5/14 = 535.7 <= 540 (p = 3 is now: 642.9). So 4, leaving it 36%.
+    report = diagnose(_hashed(600, 400, 150), RULES)  # type: ignore[arg-type]
+    assert not problems(report) and not unaccounted(report)
+    cause = report.root_causes[0]
+    assert (cause.vertex, cause.kind, cause.subtasks) == ("store", "slow-sink", (0,))
+    assert cause.recommended_parallelism == 4
+    assert "4 subtasks instead of 3 would leave store[0] 36% of the ~1,500 records/s" in (
+        cause.recommendation
+    )
