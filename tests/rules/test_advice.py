@@ -184,6 +184,7 @@ def test_a_hot_subtask_behind_a_hash_exchange_is_sized_for_its_share() -> None:
     # takes it, the key must be spread.
     report = diagnose(_hashed(600, 300, 900), RULES)  # type: ignore[arg-type]
     assert not problems(report) and not unaccounted(report)  # every figure is the table's
+    assert report.root_causes
     cause = report.root_causes[0]
     assert (cause.vertex, cause.kind, cause.subtasks) == ("store", "slow-sink", (0,))
     assert cause.recommended_parallelism is None
@@ -199,6 +200,7 @@ def test_a_mildly_hot_subtask_gets_the_least_parallelism_its_share_allows() -> N
     # p = 4 gives 1500 x 5/14 = 535.7 <= 540 (p = 3 is now: 642.9). So 4, leaving it 36%.
     report = diagnose(_hashed(600, 400, 150), RULES)  # type: ignore[arg-type]
     assert not problems(report) and not unaccounted(report)
+    assert report.root_causes
     cause = report.root_causes[0]
     assert (cause.vertex, cause.kind, cause.subtasks) == ("store", "slow-sink", (0,))
     assert cause.recommended_parallelism == 4

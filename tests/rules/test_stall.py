@@ -80,9 +80,11 @@ def test_the_cycle_is_followed_on_subtasks_to_the_one_that_holds_it() -> None:
                sub(1, bp=1.0, rin=0.0, rout=0.0, in_pool=1.0), inputs=[edge("clean", "hash")]),
         vertex("sink", sub(0, busy=0.0, rin=0.0, in_pool=1.0), inputs=[edge("agg")],
                kind="sink"),
-        settings=TargetSettings(flow_control="tcp"),  # type: ignore[arg-type]
+        settings=TargetSettings(flow_control="tcp"),
     )  # fmt: skip
-    cause = diagnose(obs, RULES).root_causes[0]
+    causes = diagnose(obs, RULES).root_causes
+    assert causes
+    cause = causes[0]
     assert (cause.vertex, cause.kind, cause.subtasks) == ("agg", "stalled", (0,))
     cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
     assert "agg[0]" in cycle and "sink" not in cycle
