@@ -11,13 +11,17 @@ The plan decides, and :class:`~bpmon.runtime.job.Job` only carries it out:
   ``flow_control = "tcp"`` one per ordered pair of task managers *and intermediate result*, under
   ``credit`` one per ordered pair of task managers.
 
-Placement here is bpmon's own simple rule, **not Flink's**: every subtask, vertex by vertex in
-topological order, goes round robin to the next task manager, with one counter over all vertices.
-So with two task managers a ``source -> map -> sink`` chain of parallelism 1 exchanges data
-remotely. Flink places subtasks in slots, and slot sharing puts subtask *i* of every vertex of a
-slot sharing group in the same slot, so a forward edge between equal parallelisms never crosses the
-network there. The rule is :func:`round_robin_placement`, one function, so that placement by slots
-can replace it without touching what follows.
+Placement follows Flink's slot sharing (``scenario/compiled.py`` compiles the groups): subtask
+*i* of every vertex of a slot sharing group runs in the group's slot *i*, so a forward edge
+between equal parallelisms in one group never crosses the network. Slots are numbered group after
+group (groups in the order of their first vertex), and slot *k* lives on task manager
+``k % task_managers``: slots are spread evenly over the task managers, as Flink's
+``cluster.evenly-spread-out-slots`` does. When the cluster has fewer slots than the groups need
+at once (a batch job run region by region), the numbering wraps around: later groups reuse the
+slots of earlier ones, which the scheduler frees before it hands them out again. What differs
+from Flink: the slot of each subtask is fixed when the job is deployed, where Flink gives a
+region's bulk any free slots when it schedules it. The rule is :func:`slot_placement`, one
+function, so the rest of the plan does not depend on it.
 
 Everything in the plan is listed in the order the job builds it (partitions, then gates subtask by
 subtask), which fixes how buffer pools are sized among themselves, exactly as before the plan
@@ -32,9 +36,12 @@ from dataclasses import dataclass
 from bpmon.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
 from bpmon.scenario import Partitioner, Scenario
+from bpmon.scenario.compiled import JobPlan, compile_job
 
 Placement = dict[str, tuple[int, ...]]
 """The task manager of each subtask, by vertex."""
+Slots = dict[str, tuple[int, ...]]
+"""The slot of each subtask, by vertex (slot ``k`` is on task manager ``k % task_managers``)."""
 
 EdgePartitions = dict[tuple[str, int], list[int]]
 """The positions of the partitions of each edge, by (consumer vertex, edge index)."""
@@ -42,12 +49,14 @@ EdgePartitions = dict[tuple[str, int], list[int]]
 
 @dataclass(frozen=True, slots=True)
 class SubtaskPlan:
-    """One subtask and the task manager it runs on."""
+    """One subtask, the task manager it runs on and its slot there (``slot % task_managers``
+    is the task manager; -1 for a plan built by hand without slots)."""
 
     vertex: str
     index: int
     parallelism: int
     task_manager: int
+    slot: int = -1
 
     @property
     def name(self) -> str:
@@ -136,6 +145,8 @@ class ExecutionPlan:
         gates: every input gate, subtask by subtask (as ``subtasks``), edge by edge.
         connections: the connections remote channels use (``(source, destination, index)``),
             in the order they are first needed.
+        compiled: the compiled job it deploys (regions, groups, slots); ``None`` for a plan
+            built by hand.
     """
 
     job: str
@@ -144,6 +155,7 @@ class ExecutionPlan:
     partitions: tuple[PartitionPlan, ...]
     gates: tuple[GatePlan, ...]
     connections: tuple[ConnectionID, ...]
+    compiled: JobPlan | None = None
 
     def __post_init__(self) -> None:
         """Refuse a plan that contradicts itself (one built by hand, or by a new placement rule).
@@ -187,15 +199,25 @@ class ExecutionPlan:
         return placed
 
 
-def round_robin_placement(scenario: Scenario) -> Placement:
-    """The task manager of each subtask: round robin in topological order (not Flink's rule)."""
+def slot_placement(scenario: Scenario, job: JobPlan | None = None) -> tuple[Placement, Slots]:
+    """The task manager and the slot of each subtask, by vertex: slot sharing as in Flink.
+
+    Args:
+        scenario: the scenario.
+        job: its compiled plan (default: ``compile_job(scenario)``).
+    """
+    job = compile_job(scenario) if job is None else job
+    total = job.slots
+    offsets: dict[str, int] = {}
+    for group in job.groups:
+        offsets[group.name] = sum(g.slots for g in job.groups[: job.groups.index(group)])
     task_managers = scenario.network.task_managers
     placement: Placement = {}
-    slot = 0
-    for op in scenario.topological_order():
-        placement[op.name] = tuple((slot + i) % task_managers for i in range(op.parallelism))
-        slot += op.parallelism
-    return placement
+    slots: Slots = {}
+    for op in job.operators:
+        slots[op.name] = tuple((offsets[op.group] + i) % total for i in range(op.parallelism))
+        placement[op.name] = tuple(slot % task_managers for slot in slots[op.name])
+    return placement, slots
 
 
 def connection_index(scenario: Scenario, producer: str, consumer: str, edge: int) -> int:
@@ -225,9 +247,10 @@ def connection_index(scenario: Scenario, producer: str, consumer: str, edge: int
 
 def plan_deployment(scenario: Scenario) -> ExecutionPlan:
     """The execution plan of ``scenario``: placement, partitions, gates and connections."""
-    placement = round_robin_placement(scenario)
+    job = compile_job(scenario)
+    placement, slots = slot_placement(scenario, job)
     subtasks = tuple(
-        SubtaskPlan(op.name, i, op.parallelism, tm)
+        SubtaskPlan(op.name, i, op.parallelism, tm, slots[op.name][i])
         for op in scenario.topological_order()
         for i, tm in enumerate(placement[op.name])
     )
@@ -240,6 +263,7 @@ def plan_deployment(scenario: Scenario) -> ExecutionPlan:
         partitions=partitions,
         gates=gates,
         connections=connections,
+        compiled=job,
     )
 
 

@@ -46,7 +46,7 @@ class NetworkConfig:
         flow_control: ``"credit"`` (FLINK-7282) or ``"tcp"`` (a full receiver stalls its whole
             connection).
         buffer_timeout_ms: output flusher period; 0 flushes after every record.
-        task_managers: simulated task managers; subtasks are spread round-robin over them.
+        task_managers: simulated task managers; subtasks are placed in their slots by slot sharing.
         link_bandwidth_mb_s: cap in 10^6 bytes/s on each direction of each connection; 0 = none.
         total_buffers: segments per task manager's NetworkBufferPool; 0 = enough for the job.
         hybrid_spill_threshold: selective spilling (FLIP-235) starts when the buffers a hybrid

@@ -1,7 +1,8 @@
 """Deployment: the frozen execution plan, and a job that builds exactly what the plan says.
 
-Expected plans are written out by hand from the placement rule (round robin over the task
-managers, one counter over all vertices in topological order) and the exchange rules (one
+Expected plans are written out by hand from the placement rule (slot sharing: subtask i of every
+vertex of a group in the group's slot i, groups numbered one after the other, slot k on task
+manager k mod task managers) and the exchange rules (one
 partition per producing subtask and edge; one subpartition per consumer, one for ``forward``).
 """
 
@@ -19,7 +20,7 @@ from bpmon.runtime.deployment import (
     ChannelPlan,
     ExecutionPlan,
     plan_deployment,
-    round_robin_placement,
+    slot_placement,
 )
 from bpmon.runtime.gate import LocalInputChannel
 from bpmon.runtime.job import Job, JobResult
@@ -73,15 +74,18 @@ inputs = [{ from = "a" }]
     ("tms", "placement"),
     [
         (1, {"source": (0, 0), "map": (0, 0, 0), "sink": (0,)}),
-        (2, {"source": (0, 1), "map": (0, 1, 0), "sink": (1,)}),
-        (3, {"source": (0, 1), "map": (2, 0, 1), "sink": (2,)}),
+        (2, {"source": (0, 1), "map": (0, 1, 0), "sink": (0,)}),
+        (3, {"source": (0, 1), "map": (0, 1, 2), "sink": (0,)}),
     ],
 )
-def test_placement_is_round_robin_in_topological_order(
+def test_subtask_i_of_every_vertex_of_a_group_shares_slot_i(
     tms: int, placement: dict[str, tuple[int, ...]]
 ) -> None:
     scenario = parse_scenario(DIAMOND.format(tms=tms))
-    assert round_robin_placement(scenario) == placement
+    assert slot_placement(scenario) == (
+        placement,
+        {"source": (0, 1), "map": (0, 1, 2), "sink": (0,)},
+    )
     plan = plan_deployment(scenario)
     assert [s.name for s in plan.subtasks] == [
         "source (1/2)",
@@ -96,7 +100,7 @@ def test_placement_is_round_robin_in_topological_order(
 
 def test_partitions_gates_and_connections_of_a_two_task_manager_job() -> None:
     plan = plan_deployment(parse_scenario(DIAMOND.format(tms=2)))
-    # source [0, 1], map [0, 1, 0], sink [1]
+    # source [0, 1], map [0, 1, 0], sink [0]
     assert [(p.name, p.task_manager, p.consumers) for p in plan.partitions] == [
         ("source (1/2) -> map", 0, (0, 1, 2)),
         ("source (2/2) -> map", 1, (0, 1, 2)),
@@ -116,11 +120,11 @@ def test_partitions_gates_and_connections_of_a_two_task_manager_job() -> None:
         (ChannelPlan(0, 1, remote=True), ChannelPlan(1, 1, remote=False)),
     )
     assert gates["map -> sink (1/1)"] == (
-        1,
+        0,
         (
-            ChannelPlan(2, 0, remote=True),
-            ChannelPlan(3, 0, remote=False),
-            ChannelPlan(4, 0, remote=True),
+            ChannelPlan(2, 0, remote=False),
+            ChannelPlan(3, 0, remote=True),
+            ChannelPlan(4, 0, remote=False),
         ),
     )
     # credit: one connection per pair of task managers, in the order channels first need them
@@ -135,11 +139,11 @@ def test_under_tcp_each_intermediate_result_has_its_own_connections() -> None:
     index = {g.consumer: g.connection_index for g in plan.gates}
     assert {g.connection_index for g in plan.gates if g.consumer == "map"} == {index["map"]}
     assert index["map"] != index["sink"]
-    # source -> map crosses 1->0 (map 1/3 and 3/3) and 0->1 (map 2/3); map -> sink crosses 0->1
+    # source -> map crosses 1->0 (map 1/3 and 3/3) and 0->1 (map 2/3); map -> sink crosses 1->0
     assert plan.connections == (
         (1, 0, index["map"]),
         (0, 1, index["map"]),
-        (0, 1, index["sink"]),
+        (1, 0, index["sink"]),
     )
     assert plan_deployment(parse_scenario(tcp)) == plan  # drawn from the seed: repeatable
     reseeded = plan_deployment(
@@ -148,16 +152,28 @@ def test_under_tcp_each_intermediate_result_has_its_own_connections() -> None:
     assert {g.connection_index for g in reseeded.gates} != set(index.values())
 
 
-def test_forward_reads_the_one_subpartition_of_the_same_index_even_across_the_network() -> None:
+def test_a_forward_edge_in_one_slot_sharing_group_stays_on_its_task_manager() -> None:
     plan = plan_deployment(parse_scenario(FORWARD))
+    assert [p.consumers for p in plan.partitions] == [(0,), (1,), (2,)]
+    assert [g.channels for g in plan.gates] == [
+        (ChannelPlan(0, 0, remote=False),),
+        (ChannelPlan(1, 0, remote=False),),
+        (ChannelPlan(2, 0, remote=False),),
+    ]
+    assert plan.connections == ()
+
+
+def test_forward_reads_the_one_subpartition_of_the_same_index_even_across_the_network() -> None:
+    apart = FORWARD.replace("rate = 10", 'rate = 10\nslot_sharing_group = "read"')
+    plan = plan_deployment(parse_scenario(apart))
     assert [p.consumers for p in plan.partitions] == [(0,), (1,), (2,)]
     assert [g.channels for g in plan.gates] == [
         (ChannelPlan(0, 0, remote=True),),
         (ChannelPlan(1, 0, remote=True),),
         (ChannelPlan(2, 0, remote=True),),
     ]
-    # a: [0, 1, 0], b: [1, 0, 1]: every forward channel crosses the network, which Flink's slot
-    # sharing never does (subtask i of both vertices would share a slot). The rule is bpmon's.
+    # a in "read": slots 0-2 on task managers 0, 1, 0; b in "default": slots 3-5 on 1, 0, 1
+    assert [s.slot for s in plan.subtasks] == [0, 1, 2, 3, 4, 5]
 
 
 def test_the_plan_is_a_frozen_value() -> None:

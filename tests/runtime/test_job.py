@@ -1,7 +1,7 @@
 """Jobs: deployment (threads, placement, channels), lifecycle, failures, Ctrl-C and checkpoints.
 
-Expected placements are written out by hand from the rule in the issue: subtasks go round robin
-over the task managers with one counter over all vertices in topological order, and a channel is
+Expected placements are written out by hand from the slot sharing rule (subtask i of every vertex
+of a group in the group's slot i, slot k on task manager k mod task managers), and a channel is
 local exactly when producer and consumer share a task manager. Every job is ended through
 ``stop_job`` (or the ``start_job`` teardown), which asserts that no segment leaked and no task
 thread outlived it.
@@ -85,11 +85,11 @@ def _channels(job: Job, thread: str) -> list[tuple[str, str]]:
     ("tms", "placement"),
     [
         (1, {"source": [0, 0], "map": [0, 0, 0], "sink": [0]}),
-        (2, {"source": [0, 1], "map": [0, 1, 0], "sink": [1]}),
-        (3, {"source": [0, 1], "map": [2, 0, 1], "sink": [2]}),
+        (2, {"source": [0, 1], "map": [0, 1, 0], "sink": [0]}),
+        (3, {"source": [0, 1], "map": [0, 1, 2], "sink": [0]}),
     ],
 )
-def test_subtasks_go_round_robin_over_task_managers_in_topological_order(
+def test_subtasks_are_placed_in_slots_by_slot_sharing(
     stop_job: StopJob, tms: int, placement: dict[str, list[int]]
 ) -> None:
     job = Job(parse_scenario(DIAMOND.format(tms=tms)))
@@ -101,7 +101,7 @@ def test_subtasks_go_round_robin_over_task_managers_in_topological_order(
 
 
 def test_channels_are_local_or_remote_by_placement(stop_job: StopJob) -> None:
-    job = Job(parse_scenario(DIAMOND.format(tms=2)))  # source [0, 1], map [0, 1, 0], sink [1]
+    job = Job(parse_scenario(DIAMOND.format(tms=2)))  # source [0, 1], map [0, 1, 0], sink [0]
     try:
         assert _channels(job, "map (1/3)") == [
             ("local", "source (1/2) -> map"),
@@ -112,9 +112,9 @@ def test_channels_are_local_or_remote_by_placement(stop_job: StopJob) -> None:
             ("local", "source (2/2) -> map"),
         ]
         assert _channels(job, "sink (1/1)") == [
-            ("remote", "map (1/3) -> sink"),
-            ("local", "map (2/3) -> sink"),
-            ("remote", "map (3/3) -> sink"),
+            ("local", "map (1/3) -> sink"),
+            ("remote", "map (2/3) -> sink"),
+            ("local", "map (3/3) -> sink"),
         ]
     finally:
         stop_job(job)

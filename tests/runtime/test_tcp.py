@@ -72,6 +72,7 @@ name = "events"
 kind = "source"
 parallelism = 3
 rate = 600
+slot_sharing_group = "read"
 [[operators]]
 name = "store"
 kind = "sink"
@@ -80,7 +81,8 @@ cost_us = 200
 slow_subtasks = { 2 = 20.0 }
 inputs = [{ from = "events", partitioner = "forward" }]
 """
-"""events on tm 0, 1, 0 and store on tm 1, 0, 1: channels 0 and 2 share connection tm-0 -> tm-1.
+"""events in group "read" (slots 0-2) on tm 0, 1, 0 and store in "default" (slots 3-5) on tm 1,
+0, 1: channels 0 and 2 share connection tm-0 -> tm-1.
 store (3/3) serves 250 records/s of the 600 offered; its siblings 3,000."""
 
 
