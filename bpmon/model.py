@@ -157,6 +157,40 @@ class SubtaskWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelWindow:
+    """One channel over a window: producing subtask -> consuming subtask, read during the burst.
+
+    Vertex and subtask metrics say *that* a subtask waits; the channels say *on whom*. Only
+    bpmon's runtime reads them (Flink publishes no per-channel metric); each figure is the mean
+    (or share) over the readings taken with the burst's samples.
+
+    Attributes:
+        producer, producer_index: the producing subtask.
+        consumer, consumer_index: the consuming subtask.
+        remote: the two run on different task managers.
+        backlog: finished buffers queued at the producer for this consumer (mean).
+        queued: buffers received by the consumer and not read yet (mean; 0 when local).
+        no_credit: credit-based remote channels: the share of readings with a backlog and no
+            credit (the consumer had no buffer for it); None otherwise.
+        stalled: ``tcp`` remote channels: the share of readings with the connection stopped for
+            want of a receive buffer; None otherwise.
+        blocked: the share of readings the consumer held the channel blocked for a checkpoint
+            alignment.
+    """
+
+    producer: str
+    producer_index: int
+    consumer: str
+    consumer_index: int
+    remote: bool
+    backlog: float
+    queued: float
+    no_credit: float | None = None
+    stalled: float | None = None
+    blocked: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class VertexObservation:
     """One job vertex (operator) and its subtasks over a window.
 
@@ -217,6 +251,11 @@ class Observation:
     run_id: str = ""
     settings: TargetSettings = TargetSettings()
     load: RuntimeLoad | None = None
+    channels: tuple[ChannelWindow, ...] = ()
+    """Per-channel readings over the window (bpmon's runtime only; empty elsewhere)."""
+    notes: tuple[Finding, ...] = ()
+    """What the collector itself has to say (how many samples a Flink burst took, where Flink's
+    own levels differ): added to the report's findings as they are."""
 
     def vertex(self, name: str) -> VertexObservation:
         """The vertex called ``name``; KeyError if there is none."""

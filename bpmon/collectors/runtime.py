@@ -6,7 +6,9 @@ is one monitoring window: a burst of stack samples of every task thread at once 
 exactly that window (counters read when it begins and when it ends), with the runtime's own load
 over it too, so a scenario the Python process cannot keep up with is reported as such.
 :meth:`~RuntimeTarget.snapshot` gives the metrics of the last few seconds without samples, for
-live views. The result is an Observation the rules engine reads like any other.
+live views. With every sample the burst also reads each channel between two subtasks (backlog,
+credit, queued buffers, alignment), so the rules can follow waits from subtask to subtask. The
+result is an Observation the rules engine reads like any other.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bpmon.clock import utc_now
+from bpmon.collectors.channels import ChannelTally
 from bpmon.collectors.observe import (
     MetricsByVertex,
     PlacementByVertex,
@@ -116,12 +119,19 @@ class RuntimeTarget:
     ) -> Observation:
         """One window: a burst of ``samples`` stack samples ``interval_ms`` apart, and metrics."""
         start, since = counters(self.runtime.tasks), self.runtime.load_snapshot()
-        burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
+        channels = ChannelTally(self.runtime.tasks)
+
+        def each_sample(done: int, planned: int) -> None:
+            channels.read()  # with every stack sample: where the data waits, channel by channel
+            if progress is not None:
+                progress(done, planned)
+
+        burst = self._sampler.burst(samples, interval_ms, progress=each_sample, stop=stop)
         self._raise_if_failed()
         load = self.runtime.load(since)
         readings = window_metrics(start, counters(self.runtime.tasks))
         observation = self._observation(burst, readings)
-        return replace(observation, load=model_load(load))
+        return replace(observation, load=model_load(load), channels=channels.windows())
 
     def snapshot(self) -> Observation:
         """Every subtask's metrics now (the runtime's sliding window), without samples."""

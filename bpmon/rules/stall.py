@@ -20,11 +20,11 @@ of the first in it, with its subtasks in the cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
-from bpmon.model import Observation, RootCause
+from bpmon.model import ChannelWindow, Observation, RootCause
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.execution import execution_observation, vertex_of
+from bpmon.rules.execution import execution_observation, node, vertex_of
 from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import level_of, percent
 
@@ -91,40 +91,81 @@ def _region_rate(obs: Observation, region: Sequence[str]) -> float | None:
     return total
 
 
-def _waits(
-    name: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
-) -> list[str]:
-    """What ``name`` waits on: its consumers when backpressured, its producers when idle."""
-    mine = summaries[name]
-    if mine.above(rules.levels.ok_max):
-        return [c for c, _ in graph.consumers[name]]
-    if (mine.idle or 0.0) >= rules.network.idle_min:
-        return [e.source for e in graph.producers[name]]
-    return []
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """Who waits on whom, on vertices or on subtasks, and the cycles those waits close.
 
+    A backpressured node waits on its consumers (for output buffers), an idle one on its
+    producers (for input). Where the runtime read the channels (``narrow``), a node waits only on
+    those the channels point at: a producer on the consumers whose channels hold its backlog (or
+    have no credit, or a stopped connection), a consumer on the producers whose channels have
+    nothing for it to read and are not held by an alignment. Both can hold for one channel: data
+    stuck between the two (a stopped TCP connection) closes a cycle of two.
+    """
 
-def _cycle(
-    start: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
-) -> list[str]:
-    """A cycle of waits reachable from ``start`` (empty when the waits end somewhere)."""
-    path: list[str] = []
-    done: set[str] = set()
+    graph: JobGraph
+    summaries: Mapping[str, VertexSummary]
+    rules: RulesConfig
+    narrow: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
-    def walk(n: str) -> list[str]:
-        if n in path:
-            return path[path.index(n) :]
-        if n in done:
+    def on(self, name: str) -> list[str]:
+        """What ``name`` waits on, in the graph's order."""
+        mine = self.summaries[name]
+        if mine.above(self.rules.levels.ok_max):
+            wide = [c for c, _ in self.graph.consumers[name]]
+        elif (mine.idle or 0.0) >= self.rules.network.idle_min:
+            wide = [e.source for e in self.graph.producers[name]]
+        else:
             return []
-        path.append(n)
-        for m in _waits(n, graph, summaries, rules):
-            found = walk(m)
-            if found:
-                return found
-        path.pop()
-        done.add(n)
-        return []
+        pointed = self.narrow.get(name, frozenset())
+        return [n for n in wide if n in pointed] or wide
 
-    return walk(start)
+    def cycle(self, start: str) -> list[str]:
+        """A cycle of waits reachable from ``start`` (empty when the waits end somewhere)."""
+        path: list[str] = []
+        done: set[str] = set()
+
+        def walk(n: str) -> list[str]:
+            if n in path:
+                return path[path.index(n) :]
+            if n in done:
+                return []
+            path.append(n)
+            for m in self.on(n):
+                found = walk(m)
+                if found:
+                    return found
+            path.pop()
+            done.add(n)
+            return []
+
+        return walk(start)
+
+    def line(self, name: str) -> str:
+        """``map[0] is HIGH (0.99) and waits for output buffers of sink[1]``."""
+        mine, on = self.summaries[name], self.on(name)
+        if mine.above(self.rules.levels.ok_max):
+            bp = mine.backpressure or 0.0
+            return (
+                f"{name} is {level_of(bp, self.rules.levels)} ({bp:.2f}) and waits for output "
+                f"buffers of {', '.join(on) or 'no consumer'}"
+            )
+        idle = mine.shown_idle or 0.0
+        return f"{name} idles {percent(idle)} and waits for input from {', '.join(on) or 'nothing'}"
+
+
+def _pointed(channels: Sequence[ChannelWindow]) -> dict[str, frozenset[str]]:
+    """The subtasks each subtask's channels point at (see :class:`Waits`)."""
+    out: dict[str, set[str]] = {}
+    for ch in channels:
+        producer = node(ch.producer, ch.producer_index)
+        consumer = node(ch.consumer, ch.consumer_index)
+        if ch.backlog >= 1.0 or (ch.no_credit or 0.0) >= 0.5 or (ch.stalled or 0.0) >= 0.5:
+            out.setdefault(producer, set()).add(consumer)  # its data waits there
+        if ch.blocked < 0.5 and ch.queued < 1.0:
+            out.setdefault(consumer, set()).add(producer)  # nothing to read there, not held
+
+    return {n: frozenset(s) for n, s in out.items()}
 
 
 def _stalled(
@@ -135,16 +176,16 @@ def _stalled(
     region: Sequence[str],
     blocked: Sequence[str],
 ) -> RootCause:
-    cycle, execution = _subtask_cycle(obs, region, rules)
+    cycle, waits = _subtask_cycle(obs, region, rules)
     seconds = obs.window.seconds
     lines = [
         f"no records moved in {', '.join(region)} over the {seconds:.1f} s window "
         f"(every records in/out rate is 0)"
     ]
     if cycle:
-        lines += [_wait_line(n, *execution, rules) for n in cycle]
+        lines += [waits.line(n) for n in cycle]
     else:
-        lines += [_wait_line(n, graph, summaries, rules) for n in blocked]
+        lines += [Waits(graph, summaries, rules).line(n) for n in blocked]
     if cycle:
         lines.append("a cycle of waits: " + " -> ".join([*cycle, cycle[0]]))
     else:
@@ -159,7 +200,7 @@ def _stalled(
         else "The job has stopped, not slowed: take a thread dump of the vertices in the cycle "
         "to see what holds them, then restart it."
     )
-    named, indices = _holder(cycle, execution[1], rules) if cycle else (blocked[0], ())
+    named, indices = _holder(cycle, waits.summaries, rules) if cycle else (blocked[0], ())
     return RootCause(
         vertex=named,
         kind="stalled",
@@ -172,23 +213,23 @@ def _stalled(
 
 def _subtask_cycle(
     obs: Observation, region: Sequence[str], rules: RulesConfig
-) -> tuple[list[str], tuple[JobGraph, dict[str, VertexSummary]]]:
-    """The cycle of waits among the region's subtasks, and the execution graph it runs on.
+) -> tuple[list[str], Waits]:
+    """The cycle of waits among the region's subtasks, and the waits it was found in.
 
-    Waits are subtask to subtask: a backpressured subtask waits on the consumer subtasks its
-    channels reach, an idle one on the producer subtasks that feed it. On vertices, one
-    backpressured subtask makes its whole vertex look blocked, and the cycle can run through a
-    vertex whose other subtask is the one that holds everything (an aligning checkpoint).
+    Waits are subtask to subtask, along the channels (and, where the runtime read them, only the
+    channels that hold the data or wait for it). On vertices, one backpressured subtask makes its
+    whole vertex look blocked, and the cycle can run through a vertex whose other subtask is the
+    one that holds everything (an aligning checkpoint).
     """
     part = execution_observation(replace(obs, vertices=tuple(obs.vertex(n) for n in region)))
-    xgraph = build_graph(part)
-    xsummaries = {v.name: summarize(v) for v in part.vertices}
-    starts = [v.name for v in part.vertices if xsummaries[v.name].above(rules.levels.ok_max)]
+    summaries = {v.name: summarize(v) for v in part.vertices}
+    waits = Waits(build_graph(part), summaries, rules, _pointed(obs.channels))
+    starts = [v.name for v in part.vertices if summaries[v.name].above(rules.levels.ok_max)]
     for start in starts:
-        cycle = _cycle(start, xgraph, xsummaries, rules)
+        cycle = waits.cycle(start)
         if cycle:
-            return cycle, (xgraph, xsummaries)
-    return [], (xgraph, xsummaries)
+            return cycle, waits
+    return [], waits
 
 
 def _holder(
@@ -199,18 +240,3 @@ def _holder(
     vertex, _ = vertex_of((waiting or list(cycle))[0])
     indices = {vertex_of(n)[1] for n in (waiting or cycle) if vertex_of(n)[0] == vertex}
     return vertex, tuple(sorted(i for i in indices if i is not None))
-
-
-def _wait_line(
-    name: str, graph: JobGraph, summaries: Mapping[str, VertexSummary], rules: RulesConfig
-) -> str:
-    mine = summaries[name]
-    on = _waits(name, graph, summaries, rules)
-    if mine.above(rules.levels.ok_max):
-        bp = mine.backpressure or 0.0
-        return (
-            f"{name} is {level_of(bp, rules.levels)} ({bp:.2f}) and waits for output buffers "
-            f"of {', '.join(on) or 'no consumer'}"
-        )
-    idle = mine.shown_idle or 0.0
-    return f"{name} idles {percent(idle)} and waits for input from {', '.join(on) or 'nothing'}"

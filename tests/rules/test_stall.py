@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bpmon.model import TargetSettings
+from dataclasses import replace
+
+from bpmon.model import ChannelWindow, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
@@ -88,3 +90,26 @@ def test_the_cycle_is_followed_on_subtasks_to_the_one_that_holds_it() -> None:
     assert (cause.vertex, cause.kind, cause.subtasks) == ("agg", "stalled", (0,))
     cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
     assert "agg[0]" in cycle and "sink" not in cycle
+
+
+def test_the_channels_say_which_producer_the_aligning_consumer_waits_for() -> None:
+    """sink[0] holds map[0]'s channel (its barrier came) and waits for map[1]'s, stuck behind a
+    stopped TCP connection: the channels name map[1], where the vertices alone name map[0]."""
+    obs = observation(
+        vertex("map", sub(0, bp=1.0, rin=0.0, rout=0.0), sub(1, bp=1.0, rin=0.0, rout=0.0)),
+        vertex("sink", sub(0, busy=0.0, rin=0.0, in_pool=1.0), inputs=[edge("map")],
+               kind="sink"),
+        settings=TargetSettings(flow_control="tcp"),
+    )  # fmt: skip
+    blind = diagnose(obs, RULES).root_causes
+    assert blind and "map[0] -> sink[0]" in blind[0].evidence[-1]  # the first producer, a guess
+    channels = (
+        ChannelWindow("map", 0, "sink", 0, remote=False, backlog=5.0, queued=0.0, blocked=1.0),
+        ChannelWindow("map", 1, "sink", 0, remote=True, backlog=6.0, queued=0.0, stalled=1.0),
+    )
+    causes = diagnose(replace(obs, channels=channels), RULES).root_causes
+    assert causes
+    cause = causes[0]
+    assert (cause.vertex, cause.kind, cause.subtasks) == ("sink", "stalled", (0,))
+    assert "sink[0] idles 100% and waits for input from map[1]" in cause.evidence
+    assert cause.evidence[-1] == "a cycle of waits: sink[0] -> map[1] -> sink[0]"
