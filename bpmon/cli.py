@@ -35,6 +35,7 @@ from bpmon.service import (
     format_doc,
     job_plan,
     load_report,
+    monitor_flink,
     monitor_process,
     resolve_scenario,
     run_scenario,
@@ -45,8 +46,9 @@ from bpmon.whatif import Change, changed, parse_change, recommended_change, verd
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
 profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
-target cannot be read (no such process, ptrace denied, py-spy failed); 6 a stored report is
-unreadable (it is left as it is); 130 interrupted (the job was stopped cleanly)."""
+target cannot be read (no such process or Flink job, ptrace denied, py-spy failed, Flink
+unreachable); 6 a stored report is unreadable (it is left as it is); 130 interrupted (the job was
+stopped cleanly)."""
 
 app = typer.Typer(
     name="bpmon",
@@ -278,10 +280,21 @@ def _show_comparison(
 
 @app.command()
 def monitor(
-    pid: Annotated[int, typer.Option("--pid", help="The process to watch.")],
+    pid: Annotated[int | None, typer.Option("--pid", help="The Python process to watch.")] = None,
+    flink: Annotated[
+        str | None,
+        typer.Option(
+            "--flink", metavar="URL", help="A Flink JobManager's REST address to watch a job of."
+        ),
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", metavar="ID|NAME", help="The Flink job (default: the only running)."),
+    ] = None,
     profile: Annotated[
-        str, typer.Option("--profile", help="Collector profile name or file.")
-    ] = "python-queue",
+        str | None,
+        typer.Option("--profile", help="Collector profile name or file (python-queue, flink-jvm)."),
+    ] = None,
     topology: Annotated[
         str | None, typer.Option(help="Topology file: which stage feeds which.")
     ] = None,
@@ -292,16 +305,39 @@ def monitor(
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
 ) -> None:
-    """Diagnose a Python process bpmon did not start, sampling its threads with py-spy."""
+    """Diagnose a Python process (--pid, sampled with py-spy) or a Flink job (--flink).
+
+    A Flink job is read over its REST API: job graph, per-subtask metrics, task managers'
+    thread dumps as stack samples, and Flink's own backpressure levels as a cross-check.
+    """
     with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        if (pid is None) == (flink is None):
+            raise ConfigError("bpmon monitor: pass either --pid PID or --flink URL (one of them)")
+        if flink is not None:
+            if topology is not None or pause:
+                raise ConfigError("--topology and --pause are for --pid; a Flink job has its own")
+            events = monitor_flink(
+                flink,
+                job=job,
+                collector_profile=profile or "flink-jvm",
+                samples=samples,
+                interval_ms=interval_ms,
+                settings=settings,
+            )
+            _show_watch(events, f"Flink job at {flink}", json_out)
+            return
+        if job is not None:
+            raise ConfigError("--job is for --flink; with --pid the process is the job")
+        assert pid is not None
         events = monitor_process(
             pid,
-            collector_profile=profile,
+            collector_profile=profile or "python-queue",
             topology=topology,
             samples=samples,
             interval_ms=interval_ms,
             pause=pause,
-            settings=Settings(runs_dir=runs_dir, rules_path=rules),
+            settings=settings,
         )
         _show_watch(events, f"pid {pid}", json_out)
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bpmon.clock import utc_now
+from bpmon.collectors.flink import FlinkTarget
 from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.target import Target
@@ -206,6 +207,28 @@ def monitor_process(
     return watch(target, plan, settings, stop=stop)
 
 
+def monitor_flink(
+    url: str,
+    *,
+    job: str | None = None,
+    collector_profile: str = "flink-jvm",
+    samples: int = 100,
+    interval_ms: float = 50.0,
+    bursts: int | None = 1,
+    every_s: float | None = None,
+    settings: Settings | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """Diagnose a running job of the Flink cluster at ``url`` (its REST address) by id or name.
+
+    The job is found and its graph read here, so an unreachable cluster or an unknown job is an
+    error at once (:class:`~bpmon.errors.CollectorError`).
+    """
+    plan = WatchPlan(samples=samples, interval_ms=interval_ms, bursts=bursts, every_s=every_s)
+    target = FlinkTarget(url, job, collector_profile=collector_profile)
+    return watch(target, plan, settings, stop=stop)
+
+
 def watch(
     target: Target,
     plan: WatchPlan,
@@ -246,6 +269,8 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
             observation = replace(observation, run_id=run_id)
             yield BurstSampled(run_id, burst, observation)
             report = diagnose(observation, loop.rules)
+            if observation.notes:  # the collector's own findings (a Flink burst's sampling)
+                report = replace(report, findings=(*report.findings, *observation.notes))
             paths.append(save_report(store, report, burst))
             reports.append(report)
             yield ReportReady(run_id, burst, report, paths[-1])

@@ -31,7 +31,16 @@ FrameNotation = Literal["python", "jvm"]
 CHAIN_SEPARATOR = " > "
 INNERMOST = "$"
 _STATE_KEYS: tuple[SampleState, ...] = ("busy", "backpressured", "idle")
-_KEYS = ("name", "description", "target", "threads", "ignore", *_STATE_KEYS, "data_path")
+_KEYS = (
+    "name",
+    "description",
+    "target",
+    "threads",
+    "ignore",
+    *_STATE_KEYS,
+    "data_path",
+    "suspended",
+)
 _CACHE_LIMIT = 50_000
 
 
@@ -68,6 +77,9 @@ class Profile:
         data_path: patterns of a stack exchanging records (a queue's get or put): a thread whose
             stack matched one, or that was backpressured, in any sample is on the data path.
             ``None`` (the key is absent): the profile cannot tell, so every thread is.
+        suspended: patterns of a thread waiting for EITHER input or output, which its stack
+            cannot tell apart (a Flink task suspended in its mailbox). They count as idle; a
+            collector with the target's time accounting may split them (the Flink collector).
     """
 
     name: str
@@ -80,6 +92,7 @@ class Profile:
     idle: tuple[StackPattern, ...]
     path: Path | None = None
     data_path: tuple[StackPattern, ...] | None = None
+    suspended: tuple[StackPattern, ...] = ()
 
     def ignores(self, thread_name: str) -> bool:
         """Whether the collectors leave the thread called ``thread_name`` out."""
@@ -102,6 +115,7 @@ class Profile:
             _STATE_KEYS, (self.busy, self.backpressured, self.idle), strict=True
         ):
             ordered.extend((state, p) for p in group)
+        ordered.extend(("idle", p) for p in self.suspended)
         return tuple(ordered)
 
 
@@ -132,7 +146,7 @@ class StackClassifier:
         self.profile = profile
         self._patterns = profile.patterns()
         self._data_path = profile.data_path
-        data_rx = [rx for p in self._data_path or () for rx in p.frames]
+        data_rx = [rx for p in (*(self._data_path or ()), *profile.suspended) for rx in p.frames]
         elements = [rx for _, p in self._patterns for rx in p.frames] + data_rx
         self._elements: tuple[re.Pattern[str], ...] = tuple(dict.fromkeys(elements))
         self._element_id = {rx: i for i, rx in enumerate(self._elements)}
@@ -161,6 +175,11 @@ class StackClassifier:
                 self._stacks.clear()
             self._stacks[key] = found
         return found
+
+    def suspended(self, frames: Sequence[str]) -> bool:
+        """Whether the stack matches one of the profile's ``suspended`` patterns."""
+        matched = [self._frame_matches(f) for f in frames]
+        return any(self._matches(p, matched) for p in self.profile.suspended)
 
     def _classify(self, matched: list[frozenset[int]]) -> SampleState:
         for state, pattern in self._patterns:
@@ -247,6 +266,7 @@ def parse_profile(raw: Mapping[str, object], where: str, path: Path | None = Non
         idle=groups["idle"],
         path=path,
         data_path=data_path,
+        suspended=_patterns(raw, "suspended", where),
     )
 
 

@@ -1,0 +1,214 @@
+"""Flink's task metrics over REST, read per vertex in one request, as the model's Metrics.
+
+``GET /jobs/{id}/vertices/{vertex}/metrics?get=0.busyTimeMsPerSecond,1.busyTimeMsPerSecond,...``
+returns every subtask's value of every metric asked for at once (ids ``"<subtask>.<metric>"``,
+values as strings); a metric that has no value is left out of the answer, not an error. The names
+changed over Flink's versions, so each quantity has candidates, tried in order:
+
+- pool usage: ``Shuffle.Netty.Output.Buffers.outPoolUsage`` (Flink 1.9+; the only one in 2.x),
+  then the legacy ``buffers.outPoolUsage`` (registered beside it until 1.x);
+- time accounting: ``busyTimeMsPerSecond``, ``idleTimeMsPerSecond``,
+  ``backPressuredTimeMsPerSecond``, ``softBackPressuredTimeMsPerSecond`` and
+  ``hardBackPressuredTimeMsPerSecond`` (Flink 1.13+). Without them (Flink 1.12 and older) there is
+  nothing to diagnose soft backpressure with: :func:`resolve_names` says so in one line.
+
+Values are Flink's own: its time gauges average the last 60 s in 5 s slots and its record meters
+the last 60 s, however short bpmon's window. ``busyTimeMsPerSecond`` is NaN for a legacy
+``SourceFunction`` source, read here as unknown (None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bpmon.errors import CollectorError
+from bpmon.model import Metrics
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "busy": ("busyTimeMsPerSecond",),
+    "idle": ("idleTimeMsPerSecond",),
+    "backpressured": ("backPressuredTimeMsPerSecond",),
+    "soft": ("softBackPressuredTimeMsPerSecond",),
+    "hard": ("hardBackPressuredTimeMsPerSecond",),
+    "out_pool": ("Shuffle.Netty.Output.Buffers.outPoolUsage", "buffers.outPoolUsage"),
+    "in_pool": ("Shuffle.Netty.Input.Buffers.inPoolUsage", "buffers.inPoolUsage"),
+    "in_floating": (
+        "Shuffle.Netty.Input.Buffers.inputFloatingBuffersUsage",
+        "buffers.inputFloatingBuffersUsage",
+    ),
+    "in_exclusive": (
+        "Shuffle.Netty.Input.Buffers.inputExclusiveBuffersUsage",
+        "buffers.inputExclusiveBuffersUsage",
+    ),
+    "records_in": ("numRecordsInPerSecond",),
+    "records_out": ("numRecordsOutPerSecond",),
+}
+"""Each quantity bpmon reads, and Flink's names for it, newest first."""
+
+REQUIRED = ("busy", "idle", "backpressured")
+"""Without these the cluster cannot be diagnosed (Flink older than 1.13)."""
+
+MAX_QUERY_CHARS = 6000
+"""Longest ``get=`` list in one request (a URL past ~8 KB is refused by many proxies)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricNames:
+    """The metric name this cluster uses for each quantity (absent: the cluster has none)."""
+
+    names: Mapping[str, str]
+
+    def ids(self, parallelism: int) -> list[str]:
+        """Every ``"<subtask>.<metric>"`` id of a vertex of ``parallelism`` subtasks."""
+        return [f"{i}.{name}" for i in range(parallelism) for name in self.names.values()]
+
+
+def resolve_names(available: Iterable[str], vertex: str, url: str) -> MetricNames:
+    """Pick, for each quantity, the first candidate name the cluster offers.
+
+    Args:
+        available: metric ids listed by ``GET .../vertices/{vertex}/metrics`` (``"0.name"``).
+        vertex: the vertex's name, for the error.
+        url: the cluster's address, for the error.
+
+    Raises:
+        CollectorError: the time accounting metrics are missing: the Flink version is too old.
+    """
+    offered = {i.split(".", 1)[1] for i in available if "." in i}
+    names = {}
+    for quantity, candidates in CANDIDATES.items():
+        found = next((c for c in candidates if c in offered), None)
+        if found is not None:
+            names[quantity] = found
+    missing = [CANDIDATES[q][0] for q in REQUIRED if q not in names]
+    if missing:
+        raise CollectorError(
+            f"Flink at {url} gives no {', '.join(missing)} for vertex {vertex!r}: these metrics "
+            "exist since Flink 1.13; upgrade the cluster to 1.13 or newer (bpmon reads Flink "
+            "1.13 to 2.x)"
+        )
+    return MetricNames(names)
+
+
+def query_chunks(ids: list[str]) -> list[str]:
+    """The ``get=`` values to request ``ids`` in as few requests as fit :data:`MAX_QUERY_CHARS`."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for metric_id in ids:
+        if current and size + len(metric_id) + 1 > MAX_QUERY_CHARS:
+            chunks.append(",".join(current))
+            current, size = [], 0
+        current.append(metric_id)
+        size += len(metric_id) + 1
+    if current:
+        chunks.append(",".join(current))
+    return chunks
+
+
+def values_of(answer: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """``[{"id": "0.x", "value": "1.5"}]`` as ``{"0.x": 1.5}``; NaN and non-numbers left out."""
+    values = {}
+    for item in answer:
+        try:
+            value = float(item["value"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            values[str(item["id"])] = value
+    return values
+
+
+def subtask_metrics(values: Mapping[str, float], names: MetricNames, index: int) -> Metrics:
+    """One subtask's Metrics from the values read (ratios are Flink's ms/s / 1000)."""
+
+    def get(quantity: str) -> float | None:
+        name = names.names.get(quantity)
+        return None if name is None else values.get(f"{index}.{name}")
+
+    def per_second(quantity: str) -> float | None:
+        value = get(quantity)
+        return None if value is None else value / 1000
+
+    extra = {
+        name: values[f"{index}.{name}"]
+        for quantity, name in names.names.items()
+        if quantity in ("soft", "hard", "in_floating", "in_exclusive")
+        and f"{index}.{name}" in values
+    }
+    return Metrics(
+        busy_ratio=per_second("busy"),
+        idle_ratio=per_second("idle"),
+        backpressured_time_ratio=per_second("backpressured"),
+        out_pool_usage=get("out_pool"),
+        in_pool_usage=get("in_pool"),
+        records_in_per_s=get("records_in"),
+        records_out_per_s=get("records_out"),
+        extra=extra,
+    )
+
+
+METER_SPAN_S = 60
+"""Flink's record meters (``MeterView``) divide the last 60 s' count by 60, updated every 5 s."""
+
+
+def young_rate(rate: float | None, running_s: float | None) -> float | None:
+    """A record meter's rate corrected for a task younger than its 60 s span.
+
+    Flink's ``MeterView`` divides by 60 s from the start, so a task running for 20 s reports a
+    third of its real rate; what it counted is as of its last 5 s update. None: too young to
+    tell (no update yet) or unknown.
+    """
+    if rate is None or running_s is None or running_s >= METER_SPAN_S + 5:
+        return rate
+    counted_s = (running_s // 5) * 5
+    return rate * METER_SPAN_S / counted_s if counted_s > 0 else None
+
+
+def soft_share(m: Metrics) -> float | None:
+    """Of the time a task spent suspended in its mailbox, the share it was soft backpressured.
+
+    A suspended task waits either for output buffers or for input, and its stack cannot tell
+    which (:mod:`bpmon.collectors.flink_threads`); its own time accounting can. The suspended
+    time is what is neither busy nor hard backpressured: ``1000 - busy - hard`` ms/s. (A FLIP-27
+    source's idle time overlaps its soft-backpressured time in Flink 2.3, so ``soft + idle`` can
+    exceed 1000; the remainder of busy does not.) Without a busy time (legacy sources report
+    NaN) it is ``soft + idle``. None when the task gives no soft-backpressured time.
+    """
+    soft = m.extra.get(CANDIDATES["soft"][0])
+    if soft is None:
+        return None
+    hard = m.extra.get(CANDIDATES["hard"][0], 0.0)
+    if m.busy_ratio is not None:
+        waiting = 1000 - m.busy_ratio * 1000 - hard
+    elif m.idle_ratio is not None:
+        waiting = soft + m.idle_ratio * 1000
+    else:
+        return None
+    return min(1.0, soft / waiting) if waiting > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class FlinkLevel:
+    """Flink's own verdict on a vertex (``GET .../backpressure``): level and ratio per subtask."""
+
+    level: str | None
+    ratios: Mapping[int, float]
+
+
+def flink_level(answer: Mapping[str, Any]) -> FlinkLevel:
+    """Parse the backpressure endpoint (both spellings of the level field; ``deprecated`` = none
+    yet)."""
+    if answer.get("status") != "ok":
+        return FlinkLevel(None, {})
+    level = answer.get("backpressureLevel") or answer.get("backpressure-level")
+    ratios = {}
+    for s in answer.get("subtasks") or []:
+        try:
+            ratios[int(s["subtask"])] = float(s["ratio"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return FlinkLevel(str(level).upper() if level else None, ratios)

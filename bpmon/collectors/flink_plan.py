@@ -1,0 +1,233 @@
+"""A Flink job's graph as bpmon's model sees it, from the REST documents that describe it.
+
+- ``GET /jobs/overview`` lists the jobs: :func:`pick_job` finds the one to watch by id or name.
+- ``GET /jobs/{id}`` names every job vertex (a chain of operators is ONE vertex, named by Flink
+  ``"Source: numbers -> parse"``) with its parallelism.
+- ``GET /jobs/{id}/plan`` gives the edges: each node's ``inputs`` name the upstream vertex, its
+  ``ship_strategy`` (Flink's partitioner: ``FORWARD``, ``HASH``, ``REBALANCE``...) and its
+  ``exchange`` (the result partition type: ``pipelined_bounded``, ``blocking``, ``hybrid_full``...),
+  and its ``description`` lists the chained operators (``"Source: numbers<br/>+- parse<br/>"``).
+- ``GET /jobs/{id}/vertices/{vertex}`` says where each subtask runs (``taskmanager-id``) and its
+  attempt, which task threads carry in their names (``"enrich (1/2)#0"``).
+
+Everything here is a pure function of those documents, so the parsing is tested on recorded
+responses of a real cluster (``tests/collectors/flink/fixtures``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bpmon.errors import CollectorError, TargetNotFoundError
+from bpmon.model import Edge
+
+PARTITIONERS = {
+    "FORWARD": "forward",
+    "HASH": "hash",
+    "REBALANCE": "rebalance",
+    "BROADCAST": "broadcast",
+    "RESCALE": "rescale",
+    "GLOBAL": "global",
+    "SHUFFLE": "shuffle",
+    "CUSTOM": "custom",
+}
+"""Flink's ship strategies (partitioner names) as bpmon's edges name them."""
+
+EXCHANGES = {
+    "pipelined_bounded": "pipelined",
+    "pipelined": "pipelined",
+    "pipelined_approximate": "pipelined",
+    "blocking": "blocking",
+    "blocking_persistent": "blocking",
+    "hybrid_full": "hybrid-full",
+    "hybrid_selective": "hybrid-selective",
+}
+"""Flink's result partition types (lower case, as the plan writes them) as bpmon's exchanges."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """A job on the cluster: id, name and state (``RUNNING``, ``FINISHED``, ...)."""
+
+    id: str
+    name: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlinkVertex:
+    """One job vertex: Flink's id and name, its chained operators, parallelism, inputs, kind."""
+
+    id: str
+    name: str
+    parallelism: int
+    operators: tuple[str, ...]
+    inputs: tuple[Edge, ...]
+    kind: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlinkGraph:
+    """A job's vertices, sources first (the plan's order reversed: Flink lists sinks first)."""
+
+    job: JobRef
+    vertices: tuple[FlinkVertex, ...]
+
+    def by_id(self, vertex_id: str) -> FlinkVertex:
+        """The vertex with Flink id ``vertex_id``; KeyError if none."""
+        for v in self.vertices:
+            if v.id == vertex_id:
+                return v
+        raise KeyError(vertex_id)
+
+
+def jobs_of(overview: Mapping[str, Any]) -> list[JobRef]:
+    """The jobs of ``GET /jobs/overview``, newest first."""
+    rows = sorted(overview.get("jobs") or [], key=lambda j: -int(j.get("start-time") or 0))
+    return [JobRef(str(j["jid"]), str(j.get("name", "")), str(j.get("state", ""))) for j in rows]
+
+
+def pick_job(jobs: Sequence[JobRef], wanted: str | None, url: str) -> JobRef:
+    """The job to watch: ``wanted`` as an id or a name, else the only running job.
+
+    A name shared by several jobs picks the running one (the newest if several run).
+
+    Raises:
+        TargetNotFoundError: no such job, no running job, or several running and none named.
+        CollectorError: the job named is not running.
+    """
+    running = [j for j in jobs if j.state == "RUNNING"]
+    listed = _listing(running)
+    if wanted is None:
+        if len(running) == 1:
+            return running[0]
+        if not running:
+            raise TargetNotFoundError(
+                f"no job is running on the Flink cluster at {url}; submit one, then run this again"
+            )
+        raise TargetNotFoundError(
+            f"{len(running)} jobs are running on {url} ({listed}); pass --job ID or --job NAME"
+        )
+    matches = [j for j in jobs if wanted in (j.id, j.name)]
+    if not matches:
+        raise TargetNotFoundError(
+            f"no job {wanted!r} on the Flink cluster at {url} (running: {listed or 'none'}); "
+            "pass --job with the id or name of a running job"
+        )
+    live = [j for j in matches if j.state == "RUNNING"]
+    if live:
+        return live[0]
+    job = matches[0]
+    raise CollectorError(
+        f"job {job.name!r} ({job.id}) on {url} is {job.state}, not RUNNING: bpmon watches running "
+        f"jobs only (running: {listed or 'none'}); restart it or pass --job with a running one"
+    )
+
+
+def _listing(jobs: Sequence[JobRef]) -> str:
+    return ", ".join(f"{j.name!r} ({j.id})" for j in jobs[:5]) + (" ..." if len(jobs) > 5 else "")
+
+
+def graph_of(job: JobRef, details: Mapping[str, Any], plan: Mapping[str, Any]) -> FlinkGraph:
+    """The job graph from ``GET /jobs/{id}`` (names, parallelism) and ``GET /jobs/{id}/plan``.
+
+    Raises:
+        CollectorError: the documents do not describe the same vertices (a job changed between
+            the two requests, or not Flink's format).
+    """
+    names = {str(v["id"]): str(v["name"]) for v in details.get("vertices") or []}
+    nodes = list((plan.get("plan") or {}).get("nodes") or [])
+    if not nodes or set(names) != {str(n.get("id")) for n in nodes}:
+        raise CollectorError(
+            f"the plan of job {job.name!r} ({job.id}) does not match its vertices; "
+            "the job may have been restarted: run this again"
+        )
+    consumed = {str(i["id"]) for n in nodes for i in n.get("inputs") or []}
+    vertices = []
+    for node in reversed(nodes):
+        vid = str(node["id"])
+        inputs = tuple(
+            Edge(
+                names[str(i["id"])],
+                partitioner(str(i.get("ship_strategy", ""))),
+                exchange(str(i.get("exchange", ""))),
+            )
+            for i in node.get("inputs") or []
+        )
+        vertices.append(
+            FlinkVertex(
+                id=vid,
+                name=names[vid],
+                parallelism=int(node.get("parallelism") or 1),
+                operators=chained_operators(str(node.get("description", ""))) or (names[vid],),
+                inputs=inputs,
+                kind="source" if not inputs else "sink" if vid not in consumed else None,
+            )
+        )
+    return FlinkGraph(job, tuple(_sources_first(vertices)))
+
+
+def _sources_first(vertices: list[FlinkVertex]) -> list[FlinkVertex]:
+    """Vertices ordered so that every vertex comes after its inputs (stable otherwise)."""
+    done: set[str] = set()
+    ordered: list[FlinkVertex] = []
+    pending = list(vertices)
+    while pending:
+        ready = [v for v in pending if all(e.source in done for e in v.inputs)] or pending[:1]
+        for v in ready:
+            ordered.append(v)
+            done.add(v.name)
+            pending.remove(v)
+    return ordered
+
+
+def partitioner(ship_strategy: str) -> str:
+    """A ship strategy as bpmon's partitioner name (an unknown one lower-cased)."""
+    key = ship_strategy.strip().upper()
+    return PARTITIONERS.get(key, key.lower() or "forward")
+
+
+def exchange(result_partition_type: str) -> str:
+    """A result partition type as bpmon's exchange name (an unknown one kept, lower-cased)."""
+    key = result_partition_type.strip().lower()
+    return EXCHANGES.get(key, key or "pipelined")
+
+
+def chained_operators(description: str) -> tuple[str, ...]:
+    """The operator names of a plan node's description: ``"A<br/>+- B<br/>"`` -> ``(A, B)``."""
+    parts = re.split(r"<br\s*/?>", description)
+    names = (html.unescape(re.sub(r"^[\s:+\-]*", "", p)).strip() for p in parts)
+    return tuple(n for n in names if n)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one subtask runs: the task manager's id and the attempt (thread name's ``#n``),
+    its status and for how long it has been running (seconds; None if not known)."""
+
+    task_manager: str
+    attempt: int
+    status: str
+    running_s: float | None = None
+
+
+def placements_of(vertex_details: Mapping[str, Any]) -> dict[int, Placement]:
+    """Subtask index -> placement, from ``GET /jobs/{id}/vertices/{vertex}``."""
+    return {
+        int(s["subtask"]): Placement(
+            str(s.get("taskmanager-id", "")),
+            int(s.get("attempt") or 0),
+            str(s.get("status", "")),
+            _running_s(s),
+        )
+        for s in vertex_details.get("subtasks") or []
+    }
+
+
+def _running_s(subtask: Mapping[str, Any]) -> float | None:
+    running = (subtask.get("status-duration") or {}).get("RUNNING")
+    return float(running) / 1000 if isinstance(running, int | float) and running >= 0 else None

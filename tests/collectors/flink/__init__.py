@@ -1,0 +1,1 @@
+"""Tests of the Flink collector: parsing on recorded responses, and a real cluster on loopback."""

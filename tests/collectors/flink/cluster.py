@@ -1,0 +1,271 @@
+"""A real standalone Flink cluster on loopback, for bpmon's tests, benchmark and recordings.
+
+The distribution comes from PyPI (``scripts/setup --flink`` installs ``apache-flink`` and
+``apache-flink-libraries`` without their dependencies into ``.venv/flink``; ``$BPMON_FLINK_HOME``
+points elsewhere). :class:`Cluster` writes its own configuration into a work folder (loopback
+only, free ports, its own pid and log folders), starts the JobManager and N TaskManagers with
+Flink's own ``bin/start-cluster.sh`` and stops them with ``bin/stop-cluster.sh``. The test jobs
+(``jobs/BpmonFlinkJobs.java``) are compiled with ``javac`` against the distribution's jars,
+uploaded once, and run and cancelled over the REST API.
+
+Also a command: ``python tests/collectors/flink/cluster.py start|stop|submit TOPOLOGY|cancel JOB``
+(``scripts/flink-cluster`` calls it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]
+JOBS_SOURCE = Path(__file__).with_name("jobs") / "BpmonFlinkJobs.java"
+DEFAULT_WORKDIR = REPO / ".venv" / "flink-cluster"
+TOPOLOGIES = ("slow-map", "hot-key", "slow-sink", "healthy", "fan-in")
+
+
+def flink_home() -> Path | None:
+    """The Flink distribution's folder (with ``bin/start-cluster.sh``), None if not installed."""
+    configured = os.environ.get("BPMON_FLINK_HOME")
+    home = Path(configured) if configured else REPO / ".venv" / "flink" / "pyflink"
+    ok = (home / "bin" / "start-cluster.sh").is_file() and any(home.glob("lib/flink-dist*.jar"))
+    return home if ok else None
+
+
+def missing_reason() -> str | None:
+    """Why a real cluster cannot run here, None when it can."""
+    if flink_home() is None:
+        return "Flink is not installed: scripts/setup --flink installs it into .venv/flink"
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"{tool} is missing: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"
+    return None
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Cluster:
+    """A standalone Flink cluster of ``task_managers`` TaskManagers in ``workdir``."""
+
+    def __init__(
+        self, workdir: Path, *, task_managers: int = 1, port: int | None = None, slots: int = 8
+    ) -> None:
+        home = flink_home()
+        if home is None:
+            raise RuntimeError(missing_reason() or "Flink is not installed")
+        self.home, self.workdir = home, workdir
+        self.task_managers, self.slots = task_managers, slots
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._jar_id: str | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Flink's scripts read their configuration, pid and log folders from these."""
+        return {
+            **os.environ,
+            "FLINK_CONF_DIR": str(self.workdir / "conf"),
+            "FLINK_LOG_DIR": str(self.workdir / "log"),
+            "FLINK_PID_DIR": str(self.workdir / "pid"),
+        }
+
+    def write_config(self) -> None:
+        """Loopback only, free ports, small memory and buffers; metrics fetched every second."""
+        conf = self.workdir / "conf"
+        for sub in ("conf", "log", "pid"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.home / "conf" / "log4j.properties", conf / "log4j.properties")
+        (conf / "workers").write_text("localhost\n" * self.task_managers)
+        (conf / "masters").write_text(f"localhost:{self.port}\n")
+        (conf / "config.yaml").write_text(
+            "\n".join(
+                [
+                    "jobmanager.rpc.address: 127.0.0.1",
+                    "jobmanager.bind-host: 127.0.0.1",
+                    f"jobmanager.rpc.port: {free_port()}",
+                    "jobmanager.memory.process.size: 800m",
+                    "taskmanager.host: 127.0.0.1",
+                    "taskmanager.bind-host: 127.0.0.1",
+                    "taskmanager.memory.process.size: 1024m",
+                    f"taskmanager.numberOfTaskSlots: {self.slots}",
+                    "parallelism.default: 1",
+                    "rest.address: 127.0.0.1",
+                    "rest.bind-address: 127.0.0.1",
+                    f"rest.port: {self.port}",
+                    "metrics.fetcher.update-interval: 1000",
+                    # 4 KB network buffers (32 KB by default): backpressure builds up in seconds
+                    # with the test jobs' small records, not in a minute.
+                    "taskmanager.memory.segment-size: 4kb",
+                    f"env.java.opts.all: {self._java_opts()}",
+                    "",
+                ]
+            )
+        )
+
+    def _java_opts(self) -> str:
+        """The module opens Flink's own config sets for Java 17 (its jobs fail without them)."""
+        for line in (self.home / "conf" / "config.yaml").read_text().splitlines():
+            if line.strip().startswith("all: --add-"):
+                return line.split("all:", 1)[1].strip()
+        return ""
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        """Start the cluster with Flink's script; wait until every TaskManager registered."""
+        self.write_config()
+        self._script("start-cluster.sh")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self.get("/overview").get("taskmanagers") == self.task_managers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"Flink did not start in {timeout_s:g} s; see {self.workdir / 'log'}")
+
+    def stop(self) -> None:
+        """Stop every daemon with Flink's script (idempotent)."""
+        if (self.workdir / "conf" / "config.yaml").is_file():
+            self._script("stop-cluster.sh")
+
+    def _script(self, name: str) -> None:
+        subprocess.run(
+            [str(self.home / "bin" / name)],
+            env=self.env(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    # -- REST -----------------------------------------------------------------------------------
+
+    def get(self, path: str) -> Any:
+        """GET ``path`` as JSON."""
+        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+            return json.loads(response.read())
+
+    def _send(self, method: str, path: str, body: bytes = b"", ctype: str = "") -> Any:
+        request = urllib.request.Request(self.url + path, data=body or None, method=method)
+        if ctype:
+            request.add_header("Content-Type", ctype)
+        with urllib.request.urlopen(request, timeout=60) as response:
+            text = response.read()
+            return json.loads(text) if text else {}
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def jar(self) -> Path:
+        """The test jobs' jar, compiled once per source version into the work folder."""
+        digest = hashlib.sha256(JOBS_SOURCE.read_bytes()).hexdigest()[:12]
+        jar = self.workdir / f"bpmon-flink-jobs-{digest}.jar"
+        if jar.is_file():
+            return jar
+        classes = self.workdir / f"classes-{digest}"
+        classes.mkdir(parents=True, exist_ok=True)
+        classpath = os.pathsep.join(str(p) for p in sorted((self.home / "lib").glob("*.jar")))
+        subprocess.run(
+            ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JOBS_SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True, timeout=120)
+        return jar
+
+    def upload(self) -> str:
+        """Upload the jobs' jar (once); its id on the cluster."""
+        if self._jar_id is None:
+            boundary = uuid.uuid4().hex
+            jar = self.jar()
+            body = (
+                (
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="jarfile"; '
+                    f'filename="{jar.name}"\r\nContent-Type: application/java-archive\r\n\r\n'
+                ).encode()
+                + jar.read_bytes()
+                + f"\r\n--{boundary}--\r\n".encode()
+            )
+            answer = self._send(
+                "POST", "/jars/upload", body, f"multipart/form-data; boundary={boundary}"
+            )
+            self._jar_id = str(answer["filename"]).rsplit("/", 1)[-1]
+        return self._jar_id
+
+    def submit(self, topology: str, timeout_s: float = 60.0) -> str:
+        """Run one test job; its id once every task runs and every vertex has metrics."""
+        run = {"entryClass": "BpmonFlinkJobs", "programArgsList": [topology]}
+        answer = self._send(
+            "POST", f"/jars/{self.upload()}/run", json.dumps(run).encode(), "application/json"
+        )
+        job = str(answer["jobid"])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            details = self.get(f"/jobs/{job}")
+            vertices = details.get("vertices") or []
+            running = vertices and all(v.get("status") == "RUNNING" for v in vertices)
+            if running and all(self._has_metrics(job, v["id"]) for v in vertices):
+                return job
+            time.sleep(0.5)
+        raise RuntimeError(f"job {topology} ({job}) did not start running in {timeout_s:g} s")
+
+    def _has_metrics(self, job: str, vertex: str) -> bool:
+        return bool(self.get(f"/jobs/{job}/vertices/{vertex}/metrics"))
+
+    def cancel(self, job: str, timeout_s: float = 30.0) -> None:
+        """Cancel a job and wait until it is CANCELED."""
+        self._send("PATCH", f"/jobs/{job}?mode=cancel")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.get(f"/jobs/{job}/status").get("status") in ("CANCELED", "FAILED"):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"job {job} was not cancelled in {timeout_s:g} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``start``, ``stop``, ``submit TOPOLOGY``, ``cancel JOB`` on the cluster in ``--dir``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=("start", "stop", "submit", "cancel"))
+    parser.add_argument("arg", nargs="?", help="the topology (submit) or job id (cancel)")
+    parser.add_argument("--dir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--task-managers", type=int, default=1)
+    args = parser.parse_args(argv)
+    reason = missing_reason()
+    if reason is not None:
+        print(f"flink-cluster: {reason}", file=sys.stderr)
+        return 1
+    cluster = Cluster(args.dir, task_managers=args.task_managers, port=args.port)
+    if args.action == "start":
+        cluster.start()
+        print(cluster.url)
+    elif args.action == "stop":
+        cluster.stop()
+    elif args.action == "submit":
+        print(cluster.submit(args.arg or "slow-map"))
+    else:
+        cluster.cancel(args.arg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

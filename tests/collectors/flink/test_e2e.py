@@ -1,0 +1,98 @@
+"""``bpmon monitor --flink`` on a real Flink 2.3 cluster: each job's bottleneck, named right.
+
+One cluster per session (conftest), one short job per test, the real command as a user runs it.
+A job runs 12 s before it is watched: its backpressure has built up, and Flink's time gauges
+(averages over the 5 s slots filled so far, updated every 5 s) no longer show only the start-up
+slot, in which a cold subtask of the hot-key job still reads busy 0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster import Cluster
+from .conftest import RunJob
+
+pytestmark = pytest.mark.slow
+
+WARMUP_S = 12.0
+
+
+def monitor(bpmon_bin: Path, cluster: Cluster, job: str, tmp_path: Path) -> dict[str, Any]:
+    """The JSON report of one ``bpmon monitor --flink`` burst (40 samples, 50 ms apart)."""
+    flags = ["--flink", cluster.url, "--job", job, "--samples", "40", "--json"]
+    done = subprocess.run(
+        [str(bpmon_bin), "monitor", *flags, "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    reports = json.loads(done.stdout)
+    report: dict[str, Any] = reports[0] if isinstance(reports, list) else reports
+    return report
+
+
+def watched(topology: str, flink_job: RunJob) -> str:
+    job = flink_job(topology)
+    time.sleep(WARMUP_S)
+    return job
+
+
+def vertex(report: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(v for v in report["vertices"] if v["name"] == name)
+    return found
+
+
+def test_slow_map_is_a_slow_operator(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = monitor(bpmon_bin, flink_cluster, watched("slow-map", flink_job), tmp_path)
+    assert report["source"] == "flink"
+    assert [v["name"] for v in report["vertices"]] == [
+        "Source: numbers -> parse",
+        "enrich",
+        "sink: Writer",
+    ]
+    assert vertex(report, "enrich")["inputs"] == [
+        {"from": "Source: numbers -> parse", "partitioner": "rebalance", "exchange": "pipelined"}
+    ]
+    assert vertex(report, "Source: numbers -> parse")["level"] == "HIGH"
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("enrich", "slow-operator")
+    sampling = [f for f in report["findings"] if f["kind"] == "sampling"]
+    assert sampling and "samples taken" in sampling[0]["detail"]
+
+
+def test_hot_key_is_data_skew(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = monitor(bpmon_bin, flink_cluster, watched("hot-key", flink_job), tmp_path)
+    assert vertex(report, "count")["inputs"][0]["partitioner"] == "hash"
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("count", "data-skew")
+    assert len(cause["subtasks"]) == 1
+
+
+def test_slow_sink_is_a_slow_sink(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = monitor(bpmon_bin, flink_cluster, watched("slow-sink", flink_job), tmp_path)
+    assert vertex(report, "light")["level"] == "HIGH"
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("store: Writer", "slow-sink")
+
+
+def test_healthy_job_has_no_root_cause(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = monitor(bpmon_bin, flink_cluster, watched("healthy", flink_job), tmp_path)
+    assert {v["level"] for v in report["vertices"]} == {"OK"}
+    assert report["root_causes"] == []
