@@ -42,7 +42,7 @@ from bpmon.collectors.flink_metrics import (
 )
 from bpmon.collectors.flink_placement import JobPlacement
 from bpmon.collectors.flink_plan import FlinkGraph, Placement, graph_of, jobs_of, pick_job
-from bpmon.collectors.flink_rest import Cost, FlinkRest
+from bpmon.collectors.flink_rest import Cost, FlinkRest, NotFoundError
 from bpmon.collectors.flink_threads import Tally, parse_dump
 from bpmon.collectors.profile import Profile, StackClassifier, load_profile
 from bpmon.collectors.sampler import Progress, StopSignal
@@ -101,8 +101,8 @@ class FlinkTarget:
         self.profile: Profile = load_profile(collector_profile)
         self._classifier = StackClassifier(self.profile)
         self._clock, self._sleep = clock, sleep
-        overview = self.rest.get("/jobs/overview")
-        ref = pick_job(jobs_of(overview), job, self.rest.url)
+        self.version = self._version()
+        ref = pick_job(jobs_of(self.rest.get("/jobs/overview")), job, self.rest.url)
         self.graph: FlinkGraph = graph_of(
             ref, self.rest.get(f"/jobs/{ref.id}"), self.rest.get(f"/jobs/{ref.id}/plan")
         )
@@ -138,7 +138,23 @@ class FlinkTarget:
                     f"{METRICS_WAIT_S:g} s; check metrics.fetcher.update-interval and the task "
                     "managers' logs, then run this again"
                 )
-            self._names[vertex.id] = resolve_names(ids, vertex.name, self.rest.url)
+            where = f"Flink {self.version} at {self.rest.url}"
+            self._names[vertex.id] = resolve_names(ids, vertex.name, where)
+
+    def _version(self) -> str:
+        """The cluster's Flink version (``GET /config``); an address that is not Flink's REST
+        endpoint fails here, with one line naming the fix."""
+        try:
+            config = self.rest.get("/config")
+        except NotFoundError:
+            config = None
+        if not isinstance(config, dict) or "flink-version" not in config:
+            raise CollectorError(
+                f"{self.rest.url} answers HTTP but is not a Flink REST endpoint (GET /config has "
+                "no flink-version); point --flink at the JobManager's REST address (rest.port, "
+                "default 8081)"
+            )
+        return str(config["flink-version"])
 
     def observe(
         self,

@@ -66,13 +66,13 @@ class MetricNames:
         return [f"{i}.{name}" for i in range(parallelism) for name in self.names.values()]
 
 
-def resolve_names(available: Iterable[str], vertex: str, url: str) -> MetricNames:
+def resolve_names(available: Iterable[str], vertex: str, where: str) -> MetricNames:
     """Pick, for each quantity, the first candidate name the cluster offers.
 
     Args:
         available: metric ids listed by ``GET .../vertices/{vertex}/metrics`` (``"0.name"``).
         vertex: the vertex's name, for the error.
-        url: the cluster's address, for the error.
+        where: the cluster (``Flink 1.12.7 at http://...``), for the error.
 
     Raises:
         CollectorError: the time accounting metrics are missing: the Flink version is too old.
@@ -86,9 +86,8 @@ def resolve_names(available: Iterable[str], vertex: str, url: str) -> MetricName
     missing = [CANDIDATES[q][0] for q in REQUIRED if q not in names]
     if missing:
         raise CollectorError(
-            f"Flink at {url} gives no {', '.join(missing)} for vertex {vertex!r}: these metrics "
-            "exist since Flink 1.13; upgrade the cluster to 1.13 or newer (bpmon reads Flink "
-            "1.13 to 2.x)"
+            f"{where} gives no {', '.join(missing)} for vertex {vertex!r}: these metrics exist "
+            "since Flink 1.13; upgrade the cluster to Flink 1.13 or newer (bpmon reads 1.13 to 2.x)"
         )
     return MetricNames(names)
 

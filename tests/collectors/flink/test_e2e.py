@@ -96,3 +96,30 @@ def test_healthy_job_has_no_root_cause(
     report = monitor(bpmon_bin, flink_cluster, watched("healthy", flink_job), tmp_path)
     assert {v["level"] for v in report["vertices"]} == {"OK"}
     assert report["root_causes"] == []
+
+
+def test_a_cancelled_job_is_one_line_naming_the_fix(
+    flink_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    job = flink_cluster.submit("healthy")
+    flink_cluster.cancel(job)
+    done = subprocess.run(
+        [
+            str(bpmon_bin),
+            "monitor",
+            "--flink",
+            flink_cluster.url,
+            "--job",
+            job,
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 5
+    [line] = done.stderr.strip().splitlines()
+    assert f"job 'bpmon-healthy' ({job}) on {flink_cluster.url} is CANCELED, not RUNNING" in line
+    assert "pass --job with a running one" in line

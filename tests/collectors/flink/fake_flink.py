@@ -1,0 +1,46 @@
+"""A real HTTP server that answers like a Flink JobManager, from documents the test gives it.
+
+Used where the real cluster cannot easily be made to misbehave: an older Flink's metric names,
+an address that answers HTTP but is not Flink. Only the HTTP layer is stood in for; bpmon's
+client, parsing and errors run as they do against a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Routes = Mapping[str, tuple[int, Any]]
+"""Path (without the query) -> (HTTP status, JSON document or raw text)."""
+
+
+@contextmanager
+def serving(routes: Routes) -> Iterator[str]:
+    """Serve ``routes`` on a free loopback port; yields the base URL. Unknown paths are 404."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = routes.get(self.path.split("?", 1)[0], (404, {"errors": ["Not found"]}))
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

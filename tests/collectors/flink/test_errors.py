@@ -1,0 +1,126 @@
+"""``bpmon monitor --flink`` on addresses and jobs that cannot be watched: one line, the fix, an
+exit code, never a traceback. The real command, against nothing listening or a real HTTP server
+answering as Flink would (``fake_flink.py``); a cancelled job on the real cluster is in
+``test_e2e.py``."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster import free_port
+from .fake_flink import Routes, serving
+
+JOB = "5d7e0c0bd2e3b4ae3e1c6a0f1c2b7a90"
+VERTEX = "cbc357ccb763df2852fee8c4fc7d55f2"
+CONFIG = (200, {"flink-version": "2.3.0"})
+
+
+def overview(*jobs: tuple[str, str, str]) -> tuple[int, Any]:
+    rows = [{"jid": j, "name": n, "state": s, "start-time": 1} for j, n, s in jobs]
+    return 200, {"jobs": rows}
+
+
+def run(bpmon_bin: Path, tmp_path: Path, *flags: str) -> tuple[int, str]:
+    """Exit code and stderr of ``bpmon monitor FLAGS``."""
+    done = subprocess.run(
+        [str(bpmon_bin), "monitor", *flags, "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stderr
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("bpmon: error: ")
+    return lines[0]
+
+
+def test_nothing_listening(bpmon_bin: Path, tmp_path: Path) -> None:
+    code, err = run(bpmon_bin, tmp_path, "--flink", f"http://127.0.0.1:{free_port()}")
+    line = one_line(err)
+    assert code == 5
+    assert "cannot reach Flink" in line and "connection refused" in line
+    assert "rest.port" in line
+
+
+def test_an_address_that_is_not_flink(bpmon_bin: Path, tmp_path: Path) -> None:
+    with serving({}) as url:
+        code, err = run(bpmon_bin, tmp_path, "--flink", url)
+    assert code == 5
+    assert "is not a Flink REST endpoint" in one_line(err)
+
+
+def test_not_an_http_address(bpmon_bin: Path, tmp_path: Path) -> None:
+    code, err = run(bpmon_bin, tmp_path, "--flink", "ftp://example.org")
+    assert code == 2
+    assert "http://localhost:8081" in one_line(err)
+
+
+def test_pid_and_flink_together(bpmon_bin: Path, tmp_path: Path) -> None:
+    code, err = run(bpmon_bin, tmp_path, "--pid", "1", "--flink", "http://127.0.0.1:1")
+    assert code == 2
+    assert "either --pid PID or --flink URL" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("routes", "flags", "expected"),
+    [
+        ({"/jobs/overview": overview()}, [], "no job is running on the Flink cluster"),
+        (
+            {"/jobs/overview": overview((JOB, "etl", "RUNNING"))},
+            ["--job", "nope"],
+            f"no job 'nope' on the Flink cluster at URL (running: 'etl' ({JOB}))",
+        ),
+        (
+            {"/jobs/overview": overview((JOB, "etl", "FINISHED"))},
+            ["--job", "etl"],
+            f"job 'etl' ({JOB}) on URL is FINISHED, not RUNNING",
+        ),
+        (
+            {"/jobs/overview": overview((JOB, "a", "RUNNING"), (VERTEX, "b", "RUNNING"))},
+            [],
+            "2 jobs are running on URL",
+        ),
+    ],
+)
+def test_the_job_to_watch_is_not_there(
+    routes: Routes, flags: list[str], expected: str, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    with serving({"/config": CONFIG, **routes}) as url:
+        code, err = run(bpmon_bin, tmp_path, "--flink", url, *flags)
+    assert code == 5
+    assert expected.replace("URL", url) in one_line(err)
+
+
+def test_a_flink_without_the_time_metrics_names_the_version_and_the_upgrade(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """Flink 1.12 has pool usage under ``buffers.`` and no busy/idle/backpressured time."""
+    routes: Routes = {
+        "/config": (200, {"flink-version": "1.12.7"}),
+        "/jobs/overview": overview((JOB, "legacy", "RUNNING")),
+        f"/jobs/{JOB}": (200, {"vertices": [{"id": VERTEX, "name": "Source: legacy"}]}),
+        f"/jobs/{JOB}/plan": (200, {"plan": {"nodes": [{"id": VERTEX, "parallelism": 1}]}}),
+        f"/jobs/{JOB}/vertices/{VERTEX}": (
+            200,
+            {"subtasks": [{"subtask": 0, "status": "RUNNING", "taskmanager-id": "tm-1"}]},
+        ),
+        f"/jobs/{JOB}/vertices/{VERTEX}/metrics": (
+            200,
+            [{"id": "0.buffers.outPoolUsage"}, {"id": "0.isBackPressured"}],
+        ),
+    }
+    with serving(routes) as url:
+        code, err = run(bpmon_bin, tmp_path, "--flink", url)
+    line = one_line(err)
+    assert code == 5
+    assert f"Flink 1.12.7 at {url} gives no busyTimeMsPerSecond, idleTimeMsPerSecond" in line
+    assert "upgrade the cluster to Flink 1.13 or newer" in line
