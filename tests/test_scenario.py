@@ -682,14 +682,6 @@ BAD_FILES = [
     ),
     # the runtime
     (
-        "blocking exchange",
-        chain(src="records = 10", head=BATCH).replace(
-            '{ from = "src" }', '{ from = "src", exchange = "blocking" }'
-        ),
-        'operators[1] "work": inputs[0]: key "exchange" = "blocking" is not supported yet by the '
-        'runtime; use "pipelined"',
-    ),
-    (
         "hybrid exchange",
         chain(src="records = 10", head=BATCH).replace(
             '{ from = "work" }', '{ from = "work", exchange = "hybrid" }'

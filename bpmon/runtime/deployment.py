@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from bpmon.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
-from bpmon.scenario import Partitioner, Scenario
+from bpmon.scenario import Exchange, Partitioner, Scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
 
 Placement = dict[str, tuple[int, ...]]
@@ -78,6 +78,7 @@ class PartitionPlan:
         partitioner: how the producer routes records to the subpartitions.
         skew: ``hash`` only: the hot key's share of the records.
         consumers: the consuming subtask that reads each subpartition, by subpartition.
+        exchange: pipelined, blocking or hybrid, as compiled (``scenario/compiled.py``).
     """
 
     name: str
@@ -89,6 +90,7 @@ class PartitionPlan:
     partitioner: Partitioner
     skew: float | None
     consumers: tuple[int, ...]
+    exchange: Exchange = "pipelined"
 
     @property
     def num_subpartitions(self) -> int:
@@ -254,7 +256,7 @@ def plan_deployment(scenario: Scenario) -> ExecutionPlan:
         for op in scenario.topological_order()
         for i, tm in enumerate(placement[op.name])
     )
-    partitions, by_edge = _plan_partitions(scenario, placement)
+    partitions, by_edge = _plan_partitions(scenario, placement, job)
     gates, connections = _plan_gates(scenario, placement, partitions, by_edge)
     return ExecutionPlan(
         job=scenario.name,
@@ -268,7 +270,7 @@ def plan_deployment(scenario: Scenario) -> ExecutionPlan:
 
 
 def _plan_partitions(
-    scenario: Scenario, placement: Placement
+    scenario: Scenario, placement: Placement, job: JobPlan
 ) -> tuple[tuple[PartitionPlan, ...], EdgePartitions]:
     """One partition per producing subtask and input edge, consumers edge by edge in order."""
     partitions: list[PartitionPlan] = []
@@ -277,6 +279,7 @@ def _plan_partitions(
         for edge_index, edge in enumerate(op.inputs):
             up = scenario.operator(edge.source)
             forward = edge.partitioner == "forward"
+            exchange = job.edge(op.name, edge_index).exchange
             positions = by_edge.setdefault((op.name, edge_index), [])
             for i in range(up.parallelism):
                 positions.append(len(partitions))
@@ -291,6 +294,7 @@ def _plan_partitions(
                         partitioner=edge.partitioner,
                         skew=edge.skew,
                         consumers=(i,) if forward else tuple(range(op.parallelism)),
+                        exchange=exchange,
                     )
                 )
     return tuple(partitions), by_edge

@@ -4,16 +4,22 @@ Where each subtask runs and how partitions, gates and channels connect them is d
 job exists, by ``deployment.plan_deployment`` (a frozen :class:`ExecutionPlan`); the job only
 builds what the plan says, in the plan's order, and runs it.
 
-Lifecycle: :meth:`Job.start`, then :meth:`Job.stop` (cancel) or a failure; however it ends, every
-thread stops and every segment returns to its pool, and :attr:`JobResult.leaks` says otherwise.
+Lifecycle: :meth:`Job.start` hands the regions to the scheduler (``scheduler.py``), which
+deploys them as bulks of slots; a job whose sources are bounded finishes once every task has
+finished, any job can be stopped (:meth:`Job.stop`, cancel) or fail. However it ends, every
+thread stops, every segment returns to its pool, and the temporary directory the job's blocking
+and hybrid partitions spill into is removed; :attr:`JobResult.leaks` says otherwise.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bpmon.errors import JobError
 from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
@@ -23,6 +29,7 @@ from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, load_snapshot, runtime
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.routing import Output
+from bpmon.runtime.scheduler import RegionScheduler
 from bpmon.runtime.task import Task, subtask_rng
 from bpmon.scenario import Scenario
 
@@ -34,7 +41,7 @@ STOP_TIMEOUT_S = 2.0
 class JobResult:
     """How a job ended."""
 
-    state: str  # "cancelled" (ran its course or was stopped) or "failed"
+    state: str  # "finished" (every task), "cancelled" (ran its course or was stopped), "failed"
     error: str | None = None
     checkpoints: tuple[CheckpointStats, ...] = ()
     leaks: tuple[str, ...] = field(default_factory=tuple)
@@ -72,10 +79,16 @@ class Job:
                 f"{scenario.network.task_managers}: plan it with plan_deployment(scenario)"
             )
         self._clock = clock
-        self.env = NetworkEnvironment(scenario.network, clock=clock)
+        spills = any(p.exchange != "pipelined" for p in self.plan.partitions)
+        self.spill_dir = Path(tempfile.mkdtemp(prefix="bpmon-spill-")) if spills else None
+        """The temporary directory the job owns for its spill files; removed when it ends."""
+        self.env = NetworkEnvironment(scenario.network, clock=clock, spill_dir=self.spill_dir)
         self._cancel = threading.Event()
         self._failure: tuple[Task, BaseException] | None = None
+        self._job_error: str | None = None
         self._failed = threading.Event()
+        self._ended = threading.Event()
+        self.scheduler: RegionScheduler | None = None
         self.tasks: dict[str, list[Task]] = {}
         self._coordinator: CheckpointCoordinator | None = None
         self._started_at: float | None = None
@@ -94,6 +107,7 @@ class Job:
                 p.num_subpartitions,
                 p.name,
                 conditions[(p.producer, p.producer_index)],
+                p.exchange,
             )
             for p in plan.partitions
         ]
@@ -148,6 +162,7 @@ class Job:
             clock=self._clock,
         )
         task.on_failure = self._on_failure
+        task.on_finished = self._on_finished
         return task
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -166,10 +181,28 @@ class Job:
             self._coordinator = CheckpointCoordinator(
                 self.all_tasks(), checkpoints.interval_ms / 1000, self.env.lock, self._clock
             )
-        for task in reversed(self.all_tasks()):  # consumers first, as Flink deploys
-            task.start(self._coordinator)
         if self._coordinator is not None:
             self._coordinator.start()
+        compiled = self.plan.compiled
+        if compiled is None:  # a plan built by hand: every task at once, consumers first
+            for task in reversed(self.all_tasks()):
+                task.start(self._coordinator)
+            return
+        self.scheduler = RegionScheduler(
+            compiled,
+            self.tasks,
+            {v: [s.slot for s in self.plan.subtasks if s.vertex == v] for v in self.tasks},
+            bounded_vertices(self.scenario),
+            timeout_s=self.scenario.cluster.slot_request_timeout_s,
+            deploy=self._deploy,
+            fail=self._fail_job,
+            clock=self._clock,
+        )
+        self.scheduler.start()
+
+    def _deploy(self, task: Task) -> None:
+        if not self._cancel.is_set():
+            task.start(self._coordinator)
 
     @property
     def elapsed_s(self) -> float:
@@ -178,12 +211,18 @@ class Job:
 
     @property
     def failed(self) -> bool:
-        """True once a task failed."""
+        """True once a task (or the scheduler) failed."""
         return self._failed.is_set()
 
+    @property
+    def finished(self) -> bool:
+        """True once every task has finished (bounded sources only)."""
+        return self.scheduler is not None and self.scheduler.finished.is_set()
+
     def wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` or until a task fails; True if one failed."""
-        return self._failed.wait(seconds)
+        """Wait up to ``seconds``, or until the job fails or finishes; True if it failed."""
+        self._ended.wait(seconds)
+        return self.failed
 
     def run(self, duration_s: float | None = None) -> JobResult:
         """Start, run for ``duration_s`` (default: the scenario's), stop; the result."""
@@ -198,6 +237,20 @@ class Job:
         if self._failure is None:
             self._failure = (task, exc)
         self._failed.set()
+        self._ended.set()
+
+    def _fail_job(self, message: str) -> None:
+        """A failure of the job rather than of a task (a slot request bulk that timed out)."""
+        if self._job_error is None:
+            self._job_error = message
+        self._failed.set()
+        self._ended.set()
+
+    def _on_finished(self, task: Task) -> None:
+        if self.scheduler is not None:
+            self.scheduler.task_finished(task)
+            if self.scheduler.finished.is_set():
+                self._ended.set()
 
     def stop(self) -> JobResult:
         """Cancel the job, stop every thread, return every buffer; idempotent.
@@ -208,6 +261,8 @@ class Job:
         if self._result is not None:
             return self._result
         self._cancel.set()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self._coordinator is not None:
             self._coordinator.stop()
         # Releasing the network wakes every wait at once: a task blocked in a buffer pool gets
@@ -221,17 +276,30 @@ class Job:
         leaks += [
             f"thread {t.name!r} still running" for t in self.all_tasks() if t.thread.is_alive()
         ]
-        error = None
+        if self.scheduler is not None and self.scheduler.alive:
+            leaks.append("the slot checker thread is still running")
+        leaks += self._remove_spill_dir()
+        error = self._job_error
         if self._failure is not None:
             task, exc = self._failure
             error = f"subtask {task.name!r} failed: {type(exc).__name__}: {exc}"
+        finished = self.finished and error is None
         self._result = JobResult(
-            state="failed" if error else "cancelled",
+            state="failed" if error else "finished" if finished else "cancelled",
             error=error,
             checkpoints=tuple(self._coordinator.completed) if self._coordinator else (),
             leaks=tuple(leaks),
         )
         return self._result
+
+    def _remove_spill_dir(self) -> list[str]:
+        """Delete the job's spill directory (the files are closed by now); what could not be."""
+        if self.spill_dir is None:
+            return []
+        shutil.rmtree(self.spill_dir, ignore_errors=True)
+        if self.spill_dir.exists():
+            return [f"spill directory {self.spill_dir} not removed"]
+        return []
 
     def _join(self, deadline: float) -> None:
         for task in self.all_tasks():
@@ -249,3 +317,15 @@ class Job:
     def load(self, since: LoadSnapshot) -> RuntimeLoad:
         """How loaded the runtime was since ``since`` and whether it kept up (``load.py``)."""
         return runtime_load(since, load_snapshot(self.tasks))
+
+
+def bounded_vertices(scenario: Scenario) -> set[str]:
+    """The vertices every source upstream of which is bounded: their tasks will finish."""
+    bounded: set[str] = set()
+    for op in scenario.topological_order():
+        if op.kind == "source":
+            if op.records is not None:
+                bounded.add(op.name)
+        elif all(edge.source in bounded for edge in op.inputs):
+            bounded.add(op.name)
+    return bounded

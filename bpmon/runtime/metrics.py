@@ -21,11 +21,12 @@ owes nothing and reports neither (None), nor does any other task.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bpmon.runtime.accounting import AccountTotals, TimeShares, shares_between
 from bpmon.runtime.netmetrics import InputMetrics, OutputMetrics, input_metrics, output_metrics
 from bpmon.runtime.pacing import Schedule
+from bpmon.runtime.spill import SpillCounters
 from bpmon.runtime.task import Task
 
 
@@ -55,6 +56,10 @@ class TaskMetrics:
     overdraft_buffers: int  # bpmon: overdraft segments in use
     pending_records: int | None = None  # pendingRecords (rate-limited sources only)
     pending_records_growth_per_s: float | None = None  # bpmon_pendingRecordsGrowthPerSecond
+    state: int = 4  # bpmon_taskState: Flink's ExecutionState ordinal (4 = RUNNING)
+    spilled_bytes_per_s: float | None = None  # bpmon_spilledBytesPerSecond (blocking, hybrid)
+    spill_read_bytes_per_s: float | None = None  # bpmon_spillReadBytesPerSecond
+    spill_disk_ms_per_s: float | None = None  # bpmon_spillDiskTimeMsPerSecond
 
     def as_flink(self) -> dict[str, float]:
         """The values under Flink's metric names (bpmon's own are prefixed ``bpmon_``)."""
@@ -77,6 +82,10 @@ class TaskMetrics:
             "bpmon_overdraftBuffers": float(self.overdraft_buffers),
             "pendingRecords": None if self.pending_records is None else float(self.pending_records),
             "bpmon_pendingRecordsGrowthPerSecond": self.pending_records_growth_per_s,
+            "bpmon_taskState": float(self.state),
+            "bpmon_spilledBytesPerSecond": self.spilled_bytes_per_s,
+            "bpmon_spillReadBytesPerSecond": self.spill_read_bytes_per_s,
+            "bpmon_spillDiskTimeMsPerSecond": self.spill_disk_ms_per_s,
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -102,6 +111,10 @@ class TaskCounters:
     """The input gauges (None for a source: no input gate)."""
     schedule: Schedule | None = None
     """Where a rate-limited source stands against its schedule (None for any other task)."""
+    state: int = 4
+    """Its execution state (Flink's ordinal) at the reading."""
+    spill: SpillCounters | None = None
+    """What its blocking or hybrid outputs wrote to and read from disk (None: none spill)."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -118,7 +131,20 @@ def task_counters(task: Task) -> TaskCounters:
         out=output_metrics([o.partition for o in task.outputs]) if task.outputs else None,
         inputs=input_metrics(task.gates) if task.gates else None,
         schedule=task.limiter.schedule() if task.limiter is not None else None,
+        state=int(task.state),
+        spill=_spill_of(task),
     )
+
+
+def _spill_of(task: Task) -> SpillCounters | None:
+    """The spill counters of ``task``'s non-pipelined outputs, or None when it has none."""
+    spilling = [o.partition for o in task.outputs if o.partition.spills]
+    if not spilling:
+        return None
+    total = SpillCounters()
+    for partition in spilling:
+        total += partition.spill_counters()
+    return total
 
 
 def task_metrics(task: Task) -> TaskMetrics:
@@ -189,13 +215,22 @@ def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
     shares = shares_between(start.time, end.time)
     span = shares.window_s
     buffers = (end.out.buffers_out if end.out else 0) - (start.out.buffers_out if start.out else 0)
-    return _assemble(
+    metrics = _assemble(
         end,
         shares,
         max(0.0, end.records_in - start.records_in) / span,
         max(0.0, end.records_out - start.records_out) / span,
         max(0, buffers) / span,
         _pending_growth(start.schedule, end.schedule),
+    )
+    if end.spill is None or span <= 0:
+        return metrics
+    before = start.spill or SpillCounters()
+    return replace(
+        metrics,
+        spilled_bytes_per_s=(end.spill.written_bytes - before.written_bytes) / span,
+        spill_read_bytes_per_s=(end.spill.read_bytes - before.read_bytes) / span,
+        spill_disk_ms_per_s=(end.spill.disk_s - before.disk_s) * 1000 / span,
     )
 
 
@@ -239,4 +274,5 @@ def _assemble(
         overdraft_buffers=out.overdraft_buffers if out else 0,
         pending_records=c.schedule.pending if c.schedule is not None else None,
         pending_records_growth_per_s=pending_growth,
+        state=c.state,
     )

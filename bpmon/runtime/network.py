@@ -22,13 +22,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from bpmon.runtime.blocking import BlockingSubpartition
 from bpmon.runtime.connection import Connection, ConnectionID, Link, LinkTimer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate, LocalInputChannel
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.partition import ResultPartition
-from bpmon.scenario import NetworkConfig
+from bpmon.runtime.partition import ResultPartition, SubpartitionFactory
+from bpmon.runtime.spill import SpillFile
+from bpmon.runtime.subpartition import ResultSubpartition
+from bpmon.scenario import Exchange, NetworkConfig
 
 
 class NetworkEnvironment:
@@ -39,8 +43,15 @@ class NetworkEnvironment:
         clock: monotonic seconds (the link timer and bandwidth cap use it).
     """
 
-    def __init__(self, config: NetworkConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: NetworkConfig,
+        clock: Callable[[], float] = time.monotonic,
+        spill_dir: Path | None = None,
+    ) -> None:
         self.config = config
+        self.spill_dir = spill_dir
+        """Where blocking and hybrid partitions write their files (the job owns and removes it)."""
         self.lock = threading.Lock()
         self._elastic = config.total_buffers == 0
         self.pools = [
@@ -68,8 +79,13 @@ class NetworkEnvironment:
         num_subpartitions: int,
         name: str,
         condition: threading.Condition | None = None,
+        exchange: Exchange = "pipelined",
     ) -> ResultPartition:
-        """A result partition on task manager ``tm`` with its Flink-sized pool."""
+        """A result partition on task manager ``tm`` with its Flink-sized pool.
+
+        ``exchange`` picks its subpartitions: pipelined (in memory), blocking (a spill file each,
+        under :attr:`spill_dir`) or hybrid (in memory and spilled, ``hybrid.py``).
+        """
         cfg = self.config
         min_size = num_subpartitions + 1
         max_size = max(
@@ -86,7 +102,8 @@ class NetworkEnvironment:
                 condition=condition,
                 owner=name,
             )
-            partition = ResultPartition(pool, num_subpartitions, cfg.segment_size, name)
+            make = self._subpartitions(exchange, len(self.partitions))
+            partition = ResultPartition(pool, num_subpartitions, cfg.segment_size, name, make)
             self.partitions.append(partition)
             self._tm_of_partition[id(partition)] = tm
         return partition
@@ -124,6 +141,20 @@ class NetworkEnvironment:
                 gate.channels.append(channel)
             self.gates.append(gate)
         return gate
+
+    def _subpartitions(self, exchange: Exchange, number: int) -> SubpartitionFactory | None:
+        """How partition ``number`` makes its subpartitions (None: pipelined)."""
+        if exchange == "pipelined":
+            return None
+        folder = self.spill_dir
+        if folder is None:
+            raise ValueError(f"a {exchange} partition needs a spill directory; none was given")
+
+        def blocking(partition: ResultPartition, index: int) -> ResultSubpartition:
+            spill = SpillFile(folder / f"p{number}-s{index}.spill")
+            return BlockingSubpartition(partition, index, spill)
+
+        return blocking
 
     def _pool(self, tm: int, grow_by: int) -> NetworkBufferPool:
         if not 0 <= tm < len(self.pools):
@@ -204,6 +235,9 @@ class NetworkEnvironment:
                     )
                 if pool.pools:
                     problems.append(f"{pool.name}: {len(pool.pools)} local pools not destroyed")
+            for partition in self.partitions:
+                for sub in partition.subpartitions:
+                    problems.extend(f"{partition.name}: {leak}" for leak in sub.leaks())
             for connection in self.connections.values():
                 problems.extend(
                     f"connection {tuple(connection.id)}: negative credit {v.credit}"

@@ -1,8 +1,9 @@
 """Result partitions: where a task writes its records, serialized into network buffers.
 
 One ``ResultPartition`` per outgoing edge of a subtask, with one subpartition per consuming subtask
-(Flink's ``BufferWritingResultPartition``); its subpartitions are pipelined
-(``subpartition.py``), and only the ``ResultSubpartition`` interface is used to reach them.
+(Flink's ``BufferWritingResultPartition``); its subpartitions are pipelined (``subpartition.py``),
+blocking (``blocking.py``) or hybrid (``hybrid.py``), and only the ``ResultSubpartition``
+interface is used to reach them.
 
 Records are carried as objects with their exact serialized size: a record is appended to the
 buffer being built for its subpartition while it fits; one larger than the free space fills the
@@ -23,12 +24,16 @@ from collections.abc import Callable, Sequence
 from bpmon.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.local_pool import LocalBufferPool
+from bpmon.runtime.spill import SpillCounters
 from bpmon.runtime.subpartition import (
     END_OF_PARTITION,
     Event,
     PipelinedSubpartition,
     ResultSubpartition,
 )
+
+SubpartitionFactory = Callable[["ResultPartition", int], ResultSubpartition]
+"""Makes subpartition ``i`` of a partition: pipelined by default, blocking or hybrid otherwise."""
 
 
 class _Builder:
@@ -58,13 +63,21 @@ class ResultPartition:
     """
 
     def __init__(
-        self, pool: LocalBufferPool, num_subpartitions: int, segment_size: int, name: str
+        self,
+        pool: LocalBufferPool,
+        num_subpartitions: int,
+        segment_size: int,
+        name: str,
+        subpartition: SubpartitionFactory | None = None,
     ) -> None:
         self.pool = pool
         self.name = name
         self.segment_size = segment_size
+        make = subpartition or PipelinedSubpartition
+        self.spills = subpartition is not None
+        """Whether its subpartitions keep data on disk (blocking or hybrid)."""
         self.subpartitions: list[ResultSubpartition] = [
-            PipelinedSubpartition(self, i) for i in range(num_subpartitions)
+            make(self, i) for i in range(num_subpartitions)
         ]
         self._lock = pool.lock
         self._builders = [_Builder() for _ in range(num_subpartitions)]
@@ -243,6 +256,13 @@ class ResultPartition:
     def queue_length(self) -> int:
         """Flink's ``outputQueueLength``: buffers queued in all subpartitions."""
         return sum(sub.backlog for sub in self.subpartitions)
+
+    def spill_counters(self) -> SpillCounters:
+        """Bytes its subpartitions spilled and read back, and their disk time (any thread)."""
+        total = SpillCounters()
+        for sub in self.subpartitions:
+            total += sub.spill_counters()
+        return total
 
     def builder_bytes(self, target: int) -> int:
         """Bytes written to ``target``'s unfinished buffer."""

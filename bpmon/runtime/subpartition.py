@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.spill import SpillCounters
 
 if TYPE_CHECKING:
     from bpmon.runtime.partition import ResultPartition
@@ -98,6 +99,14 @@ class ResultSubpartition(ABC):
     @abstractmethod
     def release(self) -> None:
         """Give back every buffer still held (teardown, lock held)."""
+
+    def spill_counters(self) -> SpillCounters:
+        """Bytes spilled to and read from disk, and disk time (none for an in-memory one)."""
+        return SpillCounters()
+
+    def leaks(self) -> list[str]:
+        """What :meth:`release` failed to give back (files, read buffers); empty when nothing."""
+        return []
 
 
 class PipelinedSubpartition(ResultSubpartition):

@@ -33,6 +33,7 @@ from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import RateLimiter, ServiceTime
 from bpmon.runtime.routing import Output
+from bpmon.runtime.scheduler import TaskState
 from bpmon.runtime.subpartition import END_OF_PARTITION, Event
 from bpmon.scenario import OperatorSpec
 
@@ -123,6 +124,9 @@ class Task:
         )
         self.error: BaseException | None = None
         self.on_failure: Callable[[Task, BaseException], None] | None = None
+        self.on_finished: Callable[[Task], None] | None = None
+        self.state = TaskState.CREATED
+        """Flink's execution state; the scheduler moves it to SCHEDULED and DEPLOYING."""
         for output in self.outputs:
             output.partition.hard_backpressure = self._hard_backpressure
         self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
@@ -166,19 +170,25 @@ class Task:
         self.condition.notify_all()
 
     def _main(self) -> None:
+        self.state = TaskState.RUNNING
         try:
             if self._limiter is not None:
                 self._run_source(self._limiter)
             else:
                 self._run_operator()
         except WaitCancelledError:
-            pass
+            self.state = TaskState.CANCELED
         except BaseException as exc:  # a failed task fails the job, whatever it raised
+            self.state = TaskState.FAILED
             self.error = exc
             if self.on_failure is not None:
                 self.on_failure(self, exc)
+        else:
+            self.state = TaskState.FINISHED
         finally:
             self.account.mark(State.IDLE)
+        if self.state == TaskState.FINISHED and self.on_finished is not None:
+            self.on_finished(self)
 
     def _sleep(self, seconds: float) -> None:
         if self._cancel.wait(seconds):
