@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Routes = Mapping[str, tuple[int, Any]]
-"""Path (without the query) -> (HTTP status, JSON document or raw text)."""
+"""Path -> (HTTP status, JSON document or raw text). The query is ignored, except that a request
+with ``get=`` is answered from ``PATH?get`` when there is one (metric values, not the list)."""
 
 
 @contextmanager
@@ -24,7 +25,9 @@ def serving(routes: Routes) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            status, body = routes.get(self.path.split("?", 1)[0], (404, {"errors": ["Not found"]}))
+            path, _, query = self.path.partition("?")
+            key = f"{path}?get" if "get=" in query and f"{path}?get" in routes else path
+            status, body = routes.get(key, (404, {"errors": ["Not found"]}))
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -1,0 +1,114 @@
+"""Re-record the Flink REST responses the parsing tests read (``fixtures/TOPOLOGY/``).
+
+Run: ``.venv/bin/python tests/collectors/flink/record.py [--url http://127.0.0.1:8081]``.
+Without ``--url`` it starts its own cluster (``cluster.py``) and stops it at the end. For each
+recorded topology it runs the test job for 15 s, then saves, as the collector asks for them:
+``/config``, ``/jobs/overview`` (this job only), ``/jobs/{id}``, its plan, every vertex's subtasks,
+metric list (first vertex only), metric values (the collector's own query) and backpressure, and
+ONE thread dump of the task manager, trimmed to the job's task threads and their helpers. (No
+dump of these jobs shows hard backpressure on Flink 2.3: even a 40 KB record over 4 KB buffers
+finishes on overdraft buffers, then the task suspends in its mailbox.)
+
+The files are small, readable JSON; ``routes.json`` maps every recorded path to its file (a
+``?get`` suffix: the metric values, as opposed to the metric list), which is what
+``test_replay.py`` serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from bpmon.collectors.flink_metrics import CANDIDATES
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from cluster import Cluster  # type: ignore[import-not-found]  # noqa: E402
+
+FIXTURES = HERE / "fixtures"
+TOPOLOGIES = ("slow-sink", "hot-key")
+RUN_S = 15.0
+
+
+def record(cluster: Cluster, topology: str) -> None:
+    """Run ``topology``, save its responses under ``fixtures/TOPOLOGY``, cancel it."""
+    job = cluster.submit(topology)
+    try:
+        time.sleep(RUN_S)
+        out = FIXTURES / topology
+        out.mkdir(parents=True, exist_ok=True)
+        routes: dict[str, str] = {}
+
+        def save(path: str, name: str, document: Any) -> None:
+            (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+            routes[path] = f"{name}.json"
+
+        save("/config", "config", cluster.get("/config"))
+        jobs = [j for j in cluster.get("/jobs/overview")["jobs"] if j["jid"] == job]
+        save("/jobs/overview", "overview", {"jobs": jobs})
+        details = cluster.get(f"/jobs/{job}")
+        save(f"/jobs/{job}", "job", details)
+        save(f"/jobs/{job}/plan", "plan", cluster.get(f"/jobs/{job}/plan"))
+        names = [str(v["name"]) for v in details["vertices"]]
+        wanted = {n for c in CANDIDATES.values() for n in c}
+        for i, v in enumerate(details["vertices"]):
+            base = f"/jobs/{job}/vertices/{v['id']}"
+            save(base, f"vertex-{i}", cluster.get(base))
+            listed = cluster.get(f"{base}/metrics")
+            ids = sorted(str(m["id"]) for m in listed if str(m["id"]).split(".", 1)[-1] in wanted)
+            # vertex 0: every id Flink 2.3 offers for a task; the others: those bpmon reads
+            shown = listed if i == 0 else [{"id": m} for m in ids]
+            save(f"{base}/metrics", f"metric-list-{i}", shown)
+            values = cluster.get(f"{base}/metrics?get={','.join(ids)}")
+            save(f"{base}/metrics?get", f"metrics-{i}", values)
+            save(f"{base}/backpressure", f"backpressure-{i}", cluster.get(f"{base}/backpressure"))
+        tm = str(
+            cluster.get(f"/jobs/{job}/vertices/{details['vertices'][0]['id']}")["subtasks"][0][
+                "taskmanager-id"
+            ]
+        )
+        dump = _dump(cluster, tm, names)
+        save(f"/taskmanagers/{tm}/thread-dump", "thread-dump", dump)
+        (out / "routes.json").write_text(json.dumps(routes, indent=1, sort_keys=True) + "\n")
+    finally:
+        cluster.cancel(job)
+
+
+def _dump(cluster: Cluster, tm: str, names: list[str]) -> dict[str, Any]:
+    """One thread dump trimmed to the job's threads (and a few others, to check ``ignore``)."""
+    infos = cluster.get(f"/taskmanagers/{tm}/thread-dump")["threadInfos"]
+    mine = [t for t in infos if any(n in t["threadName"] for n in names)]
+    others = [t for t in infos if t not in mine][:3]
+    return {"threadInfos": mine + others}
+
+
+def main() -> int:
+    """Record every topology of :data:`TOPOLOGIES`."""
+    parser = argparse.ArgumentParser(description="Re-record the Flink REST fixtures.")
+    parser.add_argument("--url", help="a running test cluster (scripts/flink-cluster start)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = Cluster(Path(tmp))
+        if args.url:
+            cluster.url = args.url.rstrip("/")
+        else:
+            cluster.start()
+        try:
+            for topology in TOPOLOGIES:
+                record(cluster, topology)
+                print(f"recorded {topology} in {FIXTURES / topology}")
+        finally:
+            if not args.url:
+                cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

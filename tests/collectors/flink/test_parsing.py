@@ -1,0 +1,208 @@
+"""The Flink collector's parsing, on responses recorded from a real Flink 2.3 cluster
+(``fixtures/``, re-recorded by ``record.py``): plan, metrics, backpressure and thread dumps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bpmon.collectors.flink_metrics import (
+    MAX_QUERY_CHARS,
+    flink_level,
+    query_chunks,
+    resolve_names,
+    soft_share,
+    subtask_metrics,
+    values_of,
+    young_rate,
+)
+from bpmon.collectors.flink_plan import (
+    chained_operators,
+    graph_of,
+    jobs_of,
+    pick_job,
+    placements_of,
+)
+from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump
+from bpmon.collectors.profile import StackClassifier, load_profile
+from bpmon.errors import CollectorError, TargetNotFoundError
+from bpmon.model import Edge, Metrics
+
+FIXTURES = Path(__file__).with_name("fixtures")
+
+
+def doc(topology: str, name: str) -> Any:
+    return json.loads((FIXTURES / topology / f"{name}.json").read_text())
+
+
+def graph(topology: str) -> Any:
+    [job] = jobs_of(doc(topology, "overview"))
+    return graph_of(job, doc(topology, "job"), doc(topology, "plan"))
+
+
+# -- the job graph ------------------------------------------------------------------------------
+
+
+def test_a_chain_is_one_vertex_with_its_operators_and_sources_come_first() -> None:
+    g = graph("slow-sink")
+    assert [v.name for v in g.vertices] == ["Source: numbers -> parse", "light", "store: Writer"]
+    assert g.vertices[0].operators == ("Source: numbers", "parse")
+    assert [v.kind for v in g.vertices] == ["source", None, "sink"]
+    assert g.vertices[2].inputs == (Edge("light", "forward", "pipelined"),)
+
+
+def test_a_key_by_is_a_hash_exchange_between_different_parallelisms() -> None:
+    count = graph("hot-key").vertices[1]
+    assert (count.name, count.parallelism) == ("count", 2)
+    assert count.inputs == (Edge("Source: numbers -> parse", "hash", "pipelined"),)
+
+
+def test_chained_operator_names_are_unescaped() -> None:
+    assert chained_operators("Source: a &amp; b<br/>+- map<br/>+- filter<br/>") == (
+        "Source: a & b",
+        "map",
+        "filter",
+    )
+
+
+def test_placements_name_the_task_manager_and_attempt() -> None:
+    places = placements_of(doc("hot-key", "vertex-1"))
+    assert sorted(places) == [0, 1]
+    assert all(p.status == "RUNNING" and p.attempt == 0 for p in places.values())
+    assert all(p.task_manager.startswith("127.0.0.1:") for p in places.values())
+    assert all(p.running_s is not None and p.running_s > 10 for p in places.values())
+
+
+def test_the_job_is_picked_by_id_or_name_and_a_stopped_one_is_refused() -> None:
+    jobs = jobs_of(doc("hot-key", "overview"))
+    assert pick_job(jobs, None, "u") == pick_job(jobs, "bpmon-hot-key", "u")
+    assert pick_job(jobs, jobs[0].id, "u") == jobs[0]
+    with pytest.raises(TargetNotFoundError, match="no job 'x'"):
+        pick_job(jobs, "x", "u")
+    stopped = [type(jobs[0])(jobs[0].id, jobs[0].name, "CANCELED")]
+    with pytest.raises(CollectorError, match="is CANCELED, not RUNNING"):
+        pick_job(stopped, "bpmon-hot-key", "u")
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+
+def names(topology: str, vertex: int = 0) -> Any:
+    listed = [str(m["id"]) for m in doc(topology, f"metric-list-{vertex}")]
+    return resolve_names(listed, "v", "Flink 2.3.0 at u")
+
+
+def test_flink_2_3_offers_only_the_shuffle_netty_pool_names() -> None:
+    listed = {str(m["id"]) for m in doc("slow-sink", "metric-list-0")}
+    assert "0.Shuffle.Netty.Output.Buffers.outPoolUsage" in listed
+    assert not any(".buffers." in i or i.startswith("0.buffers.") for i in listed)
+    chosen = names("slow-sink").names
+    assert chosen["out_pool"] == "Shuffle.Netty.Output.Buffers.outPoolUsage"
+    assert chosen["busy"] == "busyTimeMsPerSecond"
+
+
+def test_the_legacy_pool_names_are_taken_when_only_they_exist() -> None:
+    legacy = ["0.buffers.outPoolUsage", "0.busyTimeMsPerSecond", "0.idleTimeMsPerSecond"]
+    chosen = resolve_names([*legacy, "0.backPressuredTimeMsPerSecond"], "v", "w").names
+    assert chosen["out_pool"] == "buffers.outPoolUsage"
+    assert "in_pool" not in chosen
+
+
+def test_a_soft_backpressured_subtask_reads_as_flink_wrote_it() -> None:
+    values = values_of(doc("slow-sink", "metrics-1"))
+    m = subtask_metrics(values, names("slow-sink", 1), 0)
+    assert m.backpressured_time_ratio == 1.0 and m.busy_ratio == 0.0
+    assert m.out_pool_usage == 1.0 and m.in_pool_usage == 0.0
+    assert m.extra["softBackPressuredTimeMsPerSecond"] == 1000.0
+    assert soft_share(m) == 1.0
+
+
+def test_nan_and_text_values_are_unknown() -> None:
+    answer = [
+        {"id": "0.a", "value": "NaN"},
+        {"id": "0.b", "value": "x"},
+        {"id": "0.c", "value": "2"},
+    ]
+    assert values_of(answer) == {"0.c": 2.0}
+
+
+def test_queries_are_split_only_past_the_url_limit() -> None:
+    ids = [f"{i}.Shuffle.Netty.Output.Buffers.outPoolUsage" for i in range(400)]
+    chunks = query_chunks(ids)
+    assert len(chunks) > 1
+    assert all(len(c) <= MAX_QUERY_CHARS for c in chunks)
+    assert ",".join(chunks).split(",") == ids
+    assert query_chunks(ids[:3]) == [",".join(ids[:3])]
+
+
+def test_soft_share_is_of_the_time_neither_busy_nor_hard_backpressured() -> None:
+    """A FLIP-27 source's idle time overlaps its soft-backpressured time in Flink 2.3."""
+    source = Metrics(
+        busy_ratio=0.0, idle_ratio=0.946, extra={"softBackPressuredTimeMsPerSecond": 643}
+    )
+    assert soft_share(source) == pytest.approx(0.643)
+    half = Metrics(busy_ratio=0.5, idle_ratio=0.25, extra={"softBackPressuredTimeMsPerSecond": 250})
+    assert soft_share(half) == pytest.approx(0.5)
+    assert soft_share(Metrics(busy_ratio=0.5)) is None
+
+
+def test_young_rates_are_scaled_to_the_seconds_counted() -> None:
+    assert young_rate(100.0, 20.0) == pytest.approx(300.0)
+    assert young_rate(100.0, 120.0) == 100.0
+    assert young_rate(100.0, 3.0) is None
+    assert young_rate(None, 20.0) is None
+
+
+def test_flinks_own_levels_read_from_the_backpressure_endpoint() -> None:
+    level = flink_level(doc("slow-sink", "backpressure-1"))
+    assert (level.level, level.ratios) == ("HIGH", {0: 1.0})
+    assert flink_level({"status": "deprecated"}).level is None
+
+
+# -- thread dumps -------------------------------------------------------------------------------
+
+
+def test_frames_lose_their_module_prefix_and_keep_hidden_class_names() -> None:
+    threads = {t.name: t for t in parse_dump(doc("slow-sink", "thread-dump"))}
+    store = threads["store: Writer (1/1)#0"]
+    assert store.frames[-1] == "java.lang.Thread.run"  # was java.base@17.0.15/java.lang...
+    assert not any("@" in f or "/" in f.split("$$Lambda")[0] for f in store.frames)
+    lambdas = [f for f in store.frames if "$$Lambda" in f]
+    assert lambdas and lambdas[0].startswith("org.apache.flink.")  # was app//org.apache...
+    assert attempt_of("light (1/1)#3") == 3 and attempt_of("main") is None
+
+
+def tally(topology: str, attempt: int = 0) -> tuple[Tally, str]:
+    g = graph(topology)
+    tm = next(iter(placements_of(doc(topology, "vertex-0")).values())).task_manager
+    expected = {(v.name, i): attempt for v in g.vertices for i in range(v.parallelism)}
+    t = Tally(StackClassifier(load_profile("flink-jvm")), {tm: expected})
+    return t, tm
+
+
+def test_task_threads_are_classified_and_helper_threads_left_out() -> None:
+    t, tm = tally("slow-sink")
+    matched = t.add(tm, parse_dump(doc("slow-sink", "thread-dump")))
+    assert matched == 3  # the three task threads; flushers, timers and the JVM's are ignored
+    assert t.suspended(("light", 0)) == 1  # soft backpressured: waiting in its mailbox
+    assert t.suspended(("Source: numbers -> parse", 0)) == 1
+    store = t.counts(("store: Writer", 0), None)
+    assert (store.busy, store.name) == (1, "store: Writer (1/1)#0")  # sleeping in its write
+
+
+def test_suspended_samples_are_split_by_the_tasks_time_accounting() -> None:
+    t, tm = tally("slow-sink")
+    for _ in range(4):
+        t.add(tm, parse_dump(doc("slow-sink", "thread-dump")))
+    light = t.counts(("light", 0), 0.75)
+    assert (light.backpressured, light.idle, light.busy) == (3, 1, 0)
+    assert t.counts(("light", 0), None).idle == 4  # the stack alone: idle
+
+
+def test_a_thread_of_another_attempt_is_not_counted() -> None:
+    t, tm = tally("slow-sink", attempt=1)
+    assert t.add(tm, parse_dump(doc("slow-sink", "thread-dump"))) == 0
+    assert t.add("another-task-manager", parse_dump(doc("slow-sink", "thread-dump"))) == 0

@@ -1,0 +1,79 @@
+"""The whole Flink collector and the service's loop on recorded responses of a real cluster,
+served by a real HTTP server (``fake_flink.py``): in a second, without Flink."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bpmon.collectors.flink import FlinkTarget
+from bpmon.service import Settings, drain, monitor_flink
+
+from .fake_flink import Routes, serving
+
+FIXTURES = Path(__file__).with_name("fixtures")
+
+
+def recorded(topology: str) -> Routes:
+    folder = FIXTURES / topology
+    routes: dict[str, str] = json.loads((folder / "routes.json").read_text())
+    return {path: (200, json.loads((folder / name).read_text())) for path, name in routes.items()}
+
+
+@pytest.fixture
+def slow_sink() -> Iterator[str]:
+    with serving(recorded("slow-sink")) as url:
+        yield url
+
+
+def test_one_window_of_the_recorded_slow_sink(slow_sink: str) -> None:
+    target = FlinkTarget(slow_sink)
+    target.start()
+    observation = target.observe(samples=5, interval_ms=20)
+    assert observation.source == "flink" and observation.window.samples == 5
+    light = observation.vertex("light").subtasks[0]
+    # suspended in its mailbox in every dump, soft backpressured 1000 ms/s: backpressured
+    assert (light.samples, light.backpressured, light.idle) == (5, 5, 0)
+    assert light.metrics.backpressured_time_ratio == 1.0
+    store = observation.vertex("store: Writer")
+    assert store.kind == "sink" and store.subtasks[0].busy == 5
+    [sampling] = [n for n in observation.notes if n.kind == "sampling"]
+    assert sampling.detail.startswith("5 of 5 samples taken")
+    assert target.last_dump_cost is not None and target.last_dump_cost.dumps == 5
+
+
+def test_the_service_diagnoses_the_recorded_slow_sink(slow_sink: str, tmp_path: Path) -> None:
+    ended = drain(
+        monitor_flink(slow_sink, samples=5, interval_ms=20, settings=Settings(runs_dir=tmp_path))
+    )
+    [report] = ended.reports
+    assert report.source == "flink" and report.job == "bpmon-slow-sink"
+    assert report.root_causes is not None
+    assert (report.root_causes[0].vertex, report.root_causes[0].kind) == (
+        "store: Writer",
+        "slow-sink",
+    )
+    assert {f.kind for f in report.findings} >= {"sampling"}
+
+
+def test_a_disagreement_with_flinks_own_level_is_a_finding() -> None:
+    """Flink's endpoint says HIGH for light; give it a dump where light is busy instead."""
+    routes: dict[str, Any] = dict(recorded("slow-sink"))
+    dump_path = next(p for p in routes if p.endswith("/thread-dump"))
+    dump = json.loads(json.dumps(routes[dump_path][1]))
+    store = next(t for t in dump["threadInfos"] if t["threadName"].startswith("store"))
+    for t in dump["threadInfos"]:
+        if t["threadName"] == "light (1/1)#0":
+            t["stringifiedThreadInfo"] = store["stringifiedThreadInfo"]
+    routes[dump_path] = (200, dump)
+    with serving(routes) as url:
+        target = FlinkTarget(url)
+        target.start()
+        observation = target.observe(samples=3, interval_ms=20)
+    disagree = [n for n in observation.notes if n.kind == "flink-disagrees"]
+    assert [n.vertex for n in disagree] == ["light"]
+    assert "Flink's backpressure endpoint says HIGH (1.00" in disagree[0].detail
