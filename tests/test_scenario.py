@@ -682,11 +682,9 @@ BAD_FILES = [
     ),
     # the runtime
     (
-        "hybrid exchange",
-        chain(src="records = 10", head=BATCH).replace(
-            '{ from = "work" }', '{ from = "work", exchange = "hybrid" }'
-        ),
-        'operators[2] "out": inputs[0]: key "exchange" = "hybrid-selective" is not supported yet',
+        "chaining",
+        chain(head='name = "job"\nchaining = true'),
+        'key "chaining" = true is not supported yet by the runtime',
     ),
 ]
 
@@ -701,17 +699,23 @@ def test_a_bad_file_gets_one_line_naming_key_and_value(
     assert expected in message
 
 
-def test_unsupported_exchanges_load_when_allowed(tmp_path: Path) -> None:
-    path = tmp_path / "blocking.toml"
+def test_what_the_runtime_cannot_run_loads_when_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "chained.toml"
+    path.write_text(chain(head='name = "job"\nchaining = true'))
+    scenario = load_scenario(path, allow_unsupported=True)
+    assert scenario.chaining
+    with pytest.raises(ScenarioError, match=re.escape(f'{path}: key "chaining" = true')):
+        check_runtime_support(scenario)
+
+
+def test_hybrid_alone_means_selective(tmp_path: Path) -> None:
+    path = tmp_path / "hybrid.toml"
     path.write_text(
         chain(src="records = 10", head=BATCH).replace(
             '{ from = "src" }', '{ from = "src", exchange = "hybrid" }'
         )
     )
-    scenario = load_scenario(path, allow_unsupported=True)
-    assert scenario.operator("work").inputs[0].exchange == "hybrid-selective"
-    with pytest.raises(ScenarioError, match=re.escape(f'{path}: operators[1] "work": inputs[0]')):
-        check_runtime_support(scenario)
+    assert load_scenario(path).operator("work").inputs[0].exchange == "hybrid-selective"
 
 
 def test_the_spec_rules_are_checked_in_parse_scenario_too() -> None:

@@ -28,6 +28,7 @@ from bpmon.runtime.blocking import BlockingSubpartition
 from bpmon.runtime.connection import Connection, ConnectionID, Link, LinkTimer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate, LocalInputChannel
+from bpmon.runtime.hybrid import HybridMemoryDataManager, HybridSubpartition
 from bpmon.runtime.network_pool import NetworkBufferPool
 from bpmon.runtime.partition import ResultPartition, SubpartitionFactory
 from bpmon.runtime.spill import SpillFile
@@ -91,14 +92,18 @@ class NetworkEnvironment:
         max_size = max(
             min_size, num_subpartitions * cfg.buffers_per_channel + cfg.floating_buffers_per_gate
         )
+        pipelined = exchange == "pipelined"
+        # Blocking and hybrid partitions hold no per-channel limit and lend no overdraft
+        # buffers (Flink applies both to pipelined partitions only; FLINK-31288 for hybrid).
+        overdraft = cfg.max_overdraft_buffers_per_gate if pipelined else 0
         with self.lock:
-            global_pool = self._pool(tm, max_size + cfg.max_overdraft_buffers_per_gate)
+            global_pool = self._pool(tm, max_size + overdraft)
             pool = global_pool.create_pool(
                 min_size,
                 max_size,
                 num_subpartitions=num_subpartitions,
-                max_buffers_per_channel=cfg.max_buffers_per_channel,
-                max_overdraft=cfg.max_overdraft_buffers_per_gate,
+                max_buffers_per_channel=cfg.max_buffers_per_channel if pipelined else 0,
+                max_overdraft=overdraft,
                 condition=condition,
                 owner=name,
             )
@@ -154,7 +159,19 @@ class NetworkEnvironment:
             spill = SpillFile(folder / f"p{number}-s{index}.spill")
             return BlockingSubpartition(partition, index, spill)
 
-        return blocking
+        if exchange == "blocking":
+            return blocking
+        managers: list[HybridMemoryDataManager] = []
+
+        def hybrid(partition: ResultPartition, index: int) -> ResultSubpartition:
+            if not managers:  # one memory data manager per partition, made with its first view
+                full = exchange == "hybrid-full"
+                managers.append(HybridMemoryDataManager(partition, full=full, config=self.config))
+                partition.on_segment_requested = managers[0].on_memory_usage_changed
+            spill = SpillFile(folder / f"p{number}-s{index}.spill")
+            return HybridSubpartition(partition, index, managers[0], spill)
+
+        return hybrid
 
     def _pool(self, tm: int, grow_by: int) -> NetworkBufferPool:
         if not 0 <= tm < len(self.pools):

@@ -73,6 +73,9 @@ class ResultPartition:
         self.pool = pool
         self.name = name
         self.segment_size = segment_size
+        self.on_segment_requested: Callable[[], None] | None = None
+        """Called (lock held) after each segment the partition takes: a hybrid partition's memory
+        data manager decides there whether to spill or release."""
         make = subpartition or PipelinedSubpartition
         self.spills = subpartition is not None
         """Whether its subpartitions keep data on disk (blocking or hybrid)."""
@@ -205,6 +208,8 @@ class ResultPartition:
         builder = self._builders[target]
         builder.segment = segment
         builder.free = self.segment_size
+        if self.on_segment_requested is not None:
+            self.on_segment_requested()
 
     def _finish(self, target: int) -> None:
         """Close ``target``'s builder into a buffer and queue it (lock held)."""

@@ -170,15 +170,19 @@ class RegionScheduler:
         """Mark schedulable regions pending, then deploy every pending bulk whose slots are free."""
         if self._stopped.is_set():
             return
-        for bulk in self._bulks:
-            if bulk.state == "created" and self._inputs_ready(bulk.region):
-                bulk.state = "pending"
-                bulk.pending_since = self._clock()
-                for task in bulk.tasks:
-                    task.state = TaskState.SCHEDULED
-        for bulk in self._bulks:
-            if bulk.state == "pending" and self._missing(bulk) == 0:
-                self._allocate(bulk)
+        progress = True
+        while progress:  # a deployed region may make a hybrid consumer schedulable
+            progress = False
+            for bulk in self._bulks:
+                if bulk.state == "created" and self._inputs_ready(bulk.region):
+                    bulk.state = "pending"
+                    bulk.pending_since = self._clock()
+                    for task in bulk.tasks:
+                        task.state = TaskState.SCHEDULED
+            for bulk in self._bulks:
+                if bulk.state == "pending" and self._missing(bulk) == 0:
+                    self._allocate(bulk)
+                    progress = True
         waiting = any(b.state == "pending" for b in self._bulks)
         if waiting and self._checker.ident is None:
             self._checker.start()

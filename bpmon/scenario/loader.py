@@ -59,7 +59,7 @@ SCENARIO_DOC = "docs/scenario.md (`bpmon docs scenario`)"
 TOPOLOGY_DOC = "docs/topology.md (`bpmon docs topology`)"
 """Where the topology format is documented; named at the end of every topology format error."""
 
-SUPPORTED_EXCHANGES = ("pipelined", "blocking")
+SUPPORTED_EXCHANGES = ("pipelined", "blocking", "hybrid-selective", "hybrid-full")
 """Exchanges the runtime can run today."""
 SUPPORTS_BOUNDED_SOURCES = True
 """Whether the runtime runs sources that finish (``records``)."""

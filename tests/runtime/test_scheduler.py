@@ -197,3 +197,39 @@ def test_a_blocking_consumer_starts_only_after_its_producers_finished(stop_job: 
         assert job.scheduler.deployed == [(0, ()), (1, ("0",)), (2, ("0", "1"))]
     finally:
         stop_job(job)
+
+
+def test_a_hybrid_job_runs_with_too_few_slots_for_pipelined_and_finishes(
+    stop_job: StopJob,
+) -> None:
+    """FLIP-235: with fewer slots than the job's parallelism a hybrid job still finishes."""
+    text = three_stages("hybrid-selective", 1).replace("parallelism = 2", "parallelism = 3")
+    job = Job(parse_scenario(text))  # regions of 3 slots each; 2 slots in all... too few
+    try:
+        run_to_end(job)
+        assert job.failed, "3 slots per region cannot fit in 2"
+    finally:
+        stop_job(job)
+    job = Job(parse_scenario(three_stages("hybrid-full", 1)))  # regions of 2, 2 slots
+    try:
+        run_to_end(job)
+        assert job.finished
+        assert sum(t.records_in.total for t in job.tasks["sink"]) == 6000
+    finally:
+        stop_job(job)
+
+
+def test_with_slots_for_all_a_hybrid_consumer_runs_beside_its_producer(stop_job: StopJob) -> None:
+    text = three_stages("hybrid-selective", 3).replace("records = 3000", "records = 20000")
+    job = Job(parse_scenario(text.replace("rate = 30000", "rate = 10000")))
+    try:
+        run_to_end(job)
+        assert job.finished
+        assert job.scheduler is not None
+        assert job.scheduler.deployed == [(0, ()), (1, ()), (2, ())]  # none waited for another
+        views = [
+            s for t in job.tasks["source"] for o in t.outputs for s in o.partition.subpartitions
+        ]
+        assert sum(getattr(v, "from_memory", 0) for v in views) > 0
+    finally:
+        stop_job(job)
