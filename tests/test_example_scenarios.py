@@ -30,6 +30,7 @@ from bpmon.scenario import (
     load_expectation,
     load_scenario,
 )
+from bpmon.scenario.compiled import compile_job
 
 SHAPES = [
     "fan-in",
@@ -51,6 +52,15 @@ KIND_OF_SHAPE: dict[str, str | None] = {
     "slow-subtask": "slow-subtask",
     "tcp-head-of-line": "slow-subtask",
 }
+SCHEDULING_SHAPES = ["batch-blocking", "hybrid-spill", "slot-starved"]
+"""Shapes whose cause lies in scheduling or exchanges (docs/scenario.md, Scheduling): checked on
+their compiled plan, not by the load model, which knows no slots or spilling."""
+KIND_OF_SHAPE |= {
+    "batch-blocking": "slow-operator",
+    "hybrid-spill": "spilling",
+    "slot-starved": "resource-starved",
+}
+ALL_SHAPES = sorted([*SHAPES, *SCHEDULING_SHAPES])
 CASES = Path(__file__).parent / "scenarios"
 """The acceptance cases: one more file per shape, beside the shipped examples."""
 PACKAGE = Path(bpmon.__file__).parent
@@ -157,11 +167,41 @@ def test_skewed_and_slow_subtasks_are_the_expected_ones(path: Path) -> None:
         assert all(e.partitioner in ("rebalance", "forward") for e in root.inputs)
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        *(pytest.param(example_path(n), id=f"own/{n}") for n in SCHEDULING_SHAPES),
+        *(pytest.param(CASES / f"{n}.toml", id=f"case/{n}") for n in SCHEDULING_SHAPES),
+    ],
+)
+def test_each_scheduling_example_has_the_shape_its_name_promises(path: Path) -> None:
+    scenario = load_scenario(path)
+    expectation = expectation_of(path)
+    plan = compile_job(scenario)
+    root = scenario.operator(expectation.root_cause)
+    assert expectation.kind == KIND_OF_SHAPE[path.stem]
+    exchanges = {e.exchange for e in plan.edges}
+    if path.stem == "slot-starved":  # a streaming job with fewer slots than its groups need
+        assert scenario.mode == "streaming" and plan.slots < plan.min_slots
+        assert len(plan.groups) >= 2 and root.kind == "source"
+        assert root.parallelism == max(op.parallelism for op in scenario.operators)
+    if path.stem == "batch-blocking":  # region by region; the root is the slow one of region 0
+        assert scenario.mode == "batch" and "blocking" in exchanges
+        assert plan.min_slots <= plan.slots < plan.slots_all_at_once
+        assert plan.operator(root.name).region == 0
+        assert max(utilisation(scenario)[root.name]) >= 1.25
+    if path.stem == "hybrid-spill":  # the consumer of a hybrid exchange is slower than its source
+        edge = next(e for e in plan.edges if e.source == root.name)
+        assert edge.exchange == "hybrid-selective" and root.kind == "source"
+        assert max(utilisation(scenario)[edge.target]) >= 1.25
+        assert plan.slots >= plan.slots_all_at_once  # both ends run: it spills, it does not wait
+
+
 def test_bpmon_ships_one_example_of_each_shape_and_a_demo() -> None:
-    assert example_names() == sorted([*SHAPES, "demo"])
+    assert example_names() == sorted([*ALL_SHAPES, "demo"])
 
 
-@pytest.mark.parametrize("name", [*SHAPES, "demo"])
+@pytest.mark.parametrize("name", [*ALL_SHAPES, "demo"])
 def test_own_examples_are_documented_and_light_enough_for_two_cores(name: str) -> None:
     path = example_path(name)
     assert path.parent == PACKAGE / "scenarios"
@@ -176,11 +216,11 @@ def test_own_examples_are_documented_and_light_enough_for_two_cores(name: str) -
 
 
 def test_there_is_one_acceptance_case_per_shape() -> None:
-    assert sorted(path.stem for path in CASES.glob("*.toml")) == sorted(SHAPES)
+    assert sorted(path.stem for path in CASES.glob("*.toml")) == ALL_SHAPES
 
 
 def test_shipped_examples_and_acceptance_cases_are_variants_not_copies() -> None:
-    for name in SHAPES:
+    for name in ALL_SHAPES:
         shipped, case = load_example(name), load_scenario(CASES / f"{name}.toml")
         assert shipped.name != case.name
         assert [op.cost_us for op in shipped.operators] != [op.cost_us for op in case.operators]
@@ -200,7 +240,7 @@ def test_examples_are_found_by_name_with_or_without_suffix() -> None:
     with pytest.raises(
         ScenarioError,
         match=r'no example scenario named "hotkey" \(did you mean "hot-key"\?\); '
-        r"known: demo, fan-in,",
+        r"known: batch-blocking, demo, fan-in,",
     ):
         example_path("hotkey")
 
@@ -227,4 +267,4 @@ def test_examples_load_from_a_zipped_package_with_only_the_standard_library(tmp_
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["demo", "True", str(len(SHAPES) + 1)]
+    assert done.stdout.split() == ["demo", "True", str(len(ALL_SHAPES) + 1)]

@@ -24,7 +24,7 @@ from bpmon.collectors.observe import (
     observation_from_burst,
 )
 from bpmon.collectors.profile import Profile, load_profile
-from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal
+from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, ThreadCounts
 from bpmon.collectors.target import Ending, Sampler
 from bpmon.errors import JobError
 from bpmon.model import (
@@ -128,10 +128,26 @@ class RuntimeTarget:
 
         burst = self._sampler.burst(samples, interval_ms, progress=each_sample, stop=stop)
         self._raise_if_failed()
+        burst = self._with_idle_tasks(burst)
         load = self.runtime.load(since)
         readings = window_metrics(start, counters(self.runtime.tasks))
         observation = self._observation(burst, readings)
         return replace(observation, load=model_load(load), channels=channels.windows())
+
+    def _with_idle_tasks(self, burst: Burst) -> Burst:
+        """The burst with every task of the job: one without a thread (waiting for a slot or for
+        its inputs to finish, or finished) is a subtask with no samples and its state in its
+        metrics (``bpmon_taskState``), so the diagnosis sees what does not run."""
+        seen = {t.name for t in burst.threads}
+        absent = [
+            ThreadCounts(name=t.name, ident=0)
+            for t in self.runtime.all_tasks()
+            if t.name not in seen
+        ]
+        if not absent:
+            return burst
+        threads = tuple(sorted((*burst.threads, *absent), key=lambda t: t.name))
+        return replace(burst, threads=threads)
 
     def snapshot(self) -> Observation:
         """Every subtask's metrics now (the runtime's sliding window), without samples."""

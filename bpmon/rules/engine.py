@@ -35,6 +35,7 @@ from bpmon.rules.levels import (
     vertex_status,
 )
 from bpmon.rules.localize import Localization, localize
+from bpmon.rules.scheduling import scheduling_causes
 from bpmon.rules.stall import find_stalls
 
 
@@ -59,6 +60,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         )
         causes, findings = _bottlenecks(rest, rules)
         causes = [cause for cause, _ in stalls] + causes  # nothing moves there: no bottleneck
+        causes += scheduling_causes(observation)  # no slot, or spilling: no sample shows them
     return Report(
         run_id=observation.run_id,
         job=observation.job,

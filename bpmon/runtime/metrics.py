@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from bpmon.runtime.accounting import AccountTotals, TimeShares, shares_between
 from bpmon.runtime.netmetrics import InputMetrics, OutputMetrics, input_metrics, output_metrics
 from bpmon.runtime.pacing import Schedule
+from bpmon.runtime.scheduler import SlotWait
 from bpmon.runtime.spill import SpillCounters
 from bpmon.runtime.task import Task
 
@@ -60,6 +61,8 @@ class TaskMetrics:
     spilled_bytes_per_s: float | None = None  # bpmon_spilledBytesPerSecond (blocking, hybrid)
     spill_read_bytes_per_s: float | None = None  # bpmon_spillReadBytesPerSecond
     spill_disk_ms_per_s: float | None = None  # bpmon_spillDiskTimeMsPerSecond
+    slot_wait: SlotWait | None = None  # bpmon_slotsMissing etc.: a SCHEDULED task's region
+    wait_s: float | None = None  # bpmon_slotWaitSeconds: how long its bulk has waited
 
     def as_flink(self) -> dict[str, float]:
         """The values under Flink's metric names (bpmon's own are prefixed ``bpmon_``)."""
@@ -87,6 +90,15 @@ class TaskMetrics:
             "bpmon_spillReadBytesPerSecond": self.spill_read_bytes_per_s,
             "bpmon_spillDiskTimeMsPerSecond": self.spill_disk_ms_per_s,
         }
+        wait = self.slot_wait
+        if wait is not None:
+            values |= {
+                "bpmon_region": float(wait.region),
+                "bpmon_slotsMissing": float(wait.missing),
+                "bpmon_regionSlots": float(wait.slots),
+                "bpmon_clusterSlots": float(wait.total),
+                "bpmon_slotWaitSeconds": self.wait_s,
+            }
         return {name: value for name, value in values.items() if value is not None}
 
 
@@ -115,6 +127,8 @@ class TaskCounters:
     """Its execution state (Flink's ordinal) at the reading."""
     spill: SpillCounters | None = None
     """What its blocking or hybrid outputs wrote to and read from disk (None: none spill)."""
+    slot_wait: SlotWait | None = None
+    """While it waits for slots: its region's bulk."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -133,6 +147,7 @@ def task_counters(task: Task) -> TaskCounters:
         schedule=task.limiter.schedule() if task.limiter is not None else None,
         state=int(task.state),
         spill=_spill_of(task),
+        slot_wait=task.slot_wait,
     )
 
 
@@ -275,4 +290,6 @@ def _assemble(
         pending_records=c.schedule.pending if c.schedule is not None else None,
         pending_records_growth_per_s=pending_growth,
         state=c.state,
+        slot_wait=c.slot_wait,
+        wait_s=None if c.slot_wait is None else max(0.0, c.time.at - c.slot_wait.since),
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,25 @@ class TaskState(IntEnum):
     CANCELING = 6
     CANCELED = 7
     FAILED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SlotWait:
+    """Why a SCHEDULED task is not running: its region's bulk waits for slots.
+
+    Attributes:
+        region: the region's index.
+        missing: the slots the bulk lacks now.
+        since: when the bulk was requested (the scheduler's clock).
+        slots: the slots the bulk needs in all.
+        total: the slots the cluster has.
+    """
+
+    region: int
+    missing: int
+    since: float
+    slots: int
+    total: int
 
 
 class _Bulk:
@@ -102,6 +122,7 @@ class RegionScheduler:
             bulk.bounded = all(v in bounded for v in region.vertices)
             self._bulks.append(bulk)
         self._region_of = {t: b for b in self._bulks for t in b.tasks}
+        self._total = job.slots
         self._holder: dict[int, str] = {}  # physical slot -> the logical slot in it
         self._users: dict[int, set[Task]] = {}  # physical slot -> tasks deployed and unfinished
         self.peak_slots = 0
@@ -183,9 +204,24 @@ class RegionScheduler:
                 if bulk.state == "pending" and self._missing(bulk) == 0:
                     self._allocate(bulk)
                     progress = True
+        for bulk in self._bulks:
+            if bulk.state == "pending":
+                self._mark_waiting(bulk)
         waiting = any(b.state == "pending" for b in self._bulks)
         if waiting and self._checker.ident is None:
             self._checker.start()
+
+    def _mark_waiting(self, bulk: _Bulk) -> None:
+        """Tell the bulk's tasks what they wait for (the metrics read it)."""
+        wait = SlotWait(
+            bulk.region.index,
+            self._missing(bulk),
+            bulk.pending_since,
+            bulk.region.slots,
+            self._total,
+        )
+        for task in bulk.tasks:
+            task.slot_wait = wait
 
     def _inputs_ready(self, region: Region) -> bool:
         done = all(self._bulks[i].state == "finished" for i in region.blocking_inputs)
@@ -213,6 +249,7 @@ class RegionScheduler:
             self._holder[slot] = logical
             self._users.setdefault(slot, set()).add(task)
             task.state = TaskState.DEPLOYING
+            task.slot_wait = None
         self.peak_slots = max(self.peak_slots, len(self._holder))
         done = tuple(str(b.region.index) for b in self._bulks if b.state == "finished")
         self.deployed.append((bulk.region.index, done))

@@ -33,7 +33,7 @@ from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import RateLimiter, ServiceTime
 from bpmon.runtime.routing import Output
-from bpmon.runtime.scheduler import TaskState
+from bpmon.runtime.scheduler import SlotWait, TaskState
 from bpmon.runtime.subpartition import END_OF_PARTITION, Event
 from bpmon.scenario import OperatorSpec
 
@@ -127,6 +127,8 @@ class Task:
         self.on_finished: Callable[[Task], None] | None = None
         self.state = TaskState.CREATED
         """Flink's execution state; the scheduler moves it to SCHEDULED and DEPLOYING."""
+        self.slot_wait: SlotWait | None = None
+        """While SCHEDULED: its region, the slots the region lacks, and since when it waits."""
         for output in self.outputs:
             output.partition.hard_backpressure = self._hard_backpressure
         self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
