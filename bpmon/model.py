@@ -332,6 +332,7 @@ class Report:
     findings: tuple[Finding, ...] = ()
     schema: str = REPORT_SCHEMA
     levels_from: LevelsFrom = "samples"
+    channels: tuple[ChannelWindow, ...] = ()
 
 
 _LEVEL_ORDER: tuple[Level, ...] = ("OK", "LOW", "HIGH")

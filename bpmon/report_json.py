@@ -23,6 +23,7 @@ from bpmon.errors import HistoryError
 from bpmon.model import (
     REPORT_SCHEMA,
     CauseKind,
+    ChannelWindow,
     Edge,
     Finding,
     Level,
@@ -89,7 +90,24 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         {"kind": f.kind, "vertex": f.vertex, "detail": f.detail} for f in report.findings
     ]
     doc["levels_from"] = report.levels_from
+    if report.channels:
+        doc["channels"] = [_channel_to_dict(c) for c in report.channels]
     return doc
+
+
+def _channel_to_dict(c: ChannelWindow) -> dict[str, Any]:
+    return {
+        "producer": c.producer,
+        "producer_index": c.producer_index,
+        "consumer": c.consumer,
+        "consumer_index": c.consumer_index,
+        "remote": c.remote,
+        "backlog": _number(c.backlog, _RATE_DIGITS),
+        "queued": _number(c.queued, _RATE_DIGITS),
+        "no_credit": _number(c.no_credit, _RATIO_DIGITS),
+        "stalled": _number(c.stalled, _RATIO_DIGITS),
+        "blocked": _number(c.blocked, _RATIO_DIGITS),
+    }
 
 
 def report_to_json(report: Report, indent: int | None = 2) -> str:
@@ -230,6 +248,22 @@ def report_from_dict(doc: object) -> Report:
             )
             for f in top.children("findings", required=False)
         ),
+        channels=tuple(_channel_from(f) for f in top.children("channels", required=False)),
+    )
+
+
+def _channel_from(f: _Fields) -> ChannelWindow:
+    return ChannelWindow(
+        producer=f.get("producer", str),
+        producer_index=f.get("producer_index", int),
+        consumer=f.get("consumer", str),
+        consumer_index=f.get("consumer_index", int),
+        remote=f.get("remote", bool),
+        backlog=f.number("backlog"),
+        queued=f.number("queued"),
+        no_credit=f.optional_number("no_credit"),
+        stalled=f.optional_number("stalled"),
+        blocked=f.number("blocked"),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from bpmon.errors import HistoryError
 from bpmon.model import (
+    ChannelWindow,
     Edge,
     Finding,
     Metrics,
@@ -215,6 +217,21 @@ def test_a_realistic_report_round_trips() -> None:
     report = realistic_report()
     assert report_from_json(report_to_json(report)) == report
     assert report_from_dict(report_to_dict(report)) == report
+
+
+def test_the_runtime_s_channels_round_trip_and_are_left_out_when_there_are_none() -> None:
+    channels = (
+        ChannelWindow("src", 0, "map", 1, remote=True, backlog=9.04, queued=0.0, no_credit=0.25),
+        ChannelWindow("src", 1, "map", 1, remote=False, backlog=0.5, queued=0.0, blocked=1.0),
+        ChannelWindow("map", 1, "out", 0, remote=True, backlog=3.0, queued=2.0, stalled=1.0),
+    )
+    report = replace(realistic_report(), channels=channels)
+    doc = report_to_dict(report)
+    assert list(doc)[-1] == "channels" and doc["channels"][0]["backlog"] == 9.0  # one decimal
+    again = report_from_json(report_to_json(report))
+    assert again.channels[1:] == channels[1:]
+    assert again.channels[0] == replace(channels[0], backlog=9.0)
+    assert "channels" not in report_to_dict(realistic_report())
 
 
 def test_keys_values_and_their_order_are_those_of_the_spec() -> None:

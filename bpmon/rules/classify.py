@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bpmon.model import CauseKind, Observation, SubtaskWindow, VertexObservation
+from bpmon.model import CauseKind, ChannelWindow, Observation, SubtaskWindow, VertexObservation
+from bpmon.rules.channels import held_at_link
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import Suspect
 from bpmon.rules.levels import (
@@ -74,11 +75,14 @@ def classify(
             rules.confidence.not_running,
         )
     if suspect.mechanism == "network":
-        return _network(vertex, rules)
+        held = held_at_link(obs.channels, suspect.pressing, vertex.name, rules)
+        return _network(vertex, rules, held)
     return _busy_kind(vertex, loc, rules)
 
 
-def _network(vertex: VertexObservation, rules: RulesConfig) -> Classification:
+def _network(
+    vertex: VertexObservation, rules: RulesConfig, held: Sequence[ChannelWindow] = ()
+) -> Classification:
     idle_min = rules.network.idle_min
     idle = [s for s in vertex.subtasks if (blended_idle(s) or 0.0) >= idle_min]
     pools = [
@@ -94,6 +98,15 @@ def _network(vertex: VertexObservation, rules: RulesConfig) -> Classification:
     else:
         lines.append(f"{vertex.name} input pool usage unknown: the network is inferred")
         certainty = rules.confidence.no_pool_metrics
+    if held:
+        worst = max(held, key=lambda c: c.backlog)
+        lines.append(
+            f"{name_subtasks(worst.producer, [worst.producer_index])} holds {worst.backlog:.1f} "
+            f"buffers for {name_subtasks(worst.consumer, [worst.consumer_index])} on a remote "
+            f"channel with credit to send and none queued at the consumer: the data waits for "
+            f"the link ({len(held)} such channel{'s' if len(held) != 1 else ''})"
+        )
+        certainty = 1.0
     return Classification("network", tuple(s.index for s in idle), tuple(lines), certainty)
 
 

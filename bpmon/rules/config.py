@@ -25,6 +25,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "kinds.skew_ratio": _AT_LEAST_ONE,
     "kinds.slow_subtask_ratio": _AT_LEAST_ONE,
     "kinds.spill_bytes_per_s_min": _NON_NEGATIVE,
+    "network.link_backlog_min": _NON_NEGATIVE,
     "confidence.pressure": _NON_NEGATIVE,
     "confidence.separation": _NON_NEGATIVE,
     "confidence.saturation": _NON_NEGATIVE,
@@ -61,6 +62,7 @@ class NetworkRules:
     in_pool_max: float = 0.50
     out_pool_min: float = 0.50
     sibling_busy_gap: float = 0.30
+    link_backlog_min: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         root_causes=tuple(causes),
         findings=findings,
         levels_from=observation.levels_from,
+        channels=observation.channels,
     )
 
 

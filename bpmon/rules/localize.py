@@ -24,7 +24,10 @@ every channel an edge) and are lifted to vertices; steps 5 and 6 run on vertices
    input buffers are nearly empty while it is busy but not saturated is not a busy bottleneck
    (step 1 skips it) and is judged here however busy it is; and a producer only LOW counts as
    held back by the link when its output buffers are full (``out_pool_usage >= out_pool_min``)
-   while the consumer's input buffers are empty.
+   while the consumer's input buffers are empty. Where the runtime read the channels, a remote
+   channel held by the link (:func:`bpmon.rules.channels.held_at_link`: a backlog at the
+   producer, credit to send, nothing queued at the consumer) says so directly, whatever the
+   producer's whole output pool (shared by all its subpartitions) shows.
    Under ``flow_control = "tcp"`` (``Observation.settings``, Flink before 1.5) a connection
    carries the channels of one exchange between two task managers, and a full receiver stops all
    of them: on the execution graph, a producer subtask above OK whose consumers all idle, on a
@@ -49,6 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from bpmon.model import Finding, Observation
+from bpmon.rules.channels import held_at_link
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of
 from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
@@ -353,19 +357,20 @@ class _Search:
             return "starved" if clear else None
         if prof.above(self.ok_max):
             return None
+        held = bool(held_at_link(self.obs.channels, pressing, name, self.rules))
         starved_input = self._input_starved(name, pressing)
         if not starved_input and not self._mostly_idle(prof):
             return None
         links = self._links(pressing, name)
         if links is not None and not links:
             return None  # every channel is local: the network cannot be the limit
-        if not self._link_bound(pressing, starved_input):
+        if not held and not self._link_bound(pressing, starved_input):
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:
             return None
         out_pool = max_known(self.summaries[p].out_pool for p in pressing)
-        if out_pool is not None and out_pool < net.out_pool_min:
-            return None
+        if not held and out_pool is not None and out_pool < net.out_pool_min:
+            return None  # the channels, where read, say where the data waits better
         return "network"
 
     def _mostly_idle(self, prof: VertexSummary) -> bool:

@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from bpmon.model import ChannelWindow, Observation, RootCause
+from bpmon.model import Observation, RootCause
+from bpmon.rules.channels import pointed
 from bpmon.rules.config import RulesConfig
-from bpmon.rules.execution import execution_observation, node, vertex_of
+from bpmon.rules.execution import execution_observation, vertex_of
 from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import level_of, percent
 
@@ -154,20 +155,6 @@ class Waits:
         return f"{name} idles {percent(idle)} and waits for input from {', '.join(on) or 'nothing'}"
 
 
-def _pointed(channels: Sequence[ChannelWindow]) -> dict[str, frozenset[str]]:
-    """The subtasks each subtask's channels point at (see :class:`Waits`)."""
-    out: dict[str, set[str]] = {}
-    for ch in channels:
-        producer = node(ch.producer, ch.producer_index)
-        consumer = node(ch.consumer, ch.consumer_index)
-        if ch.backlog >= 1.0 or (ch.no_credit or 0.0) >= 0.5 or (ch.stalled or 0.0) >= 0.5:
-            out.setdefault(producer, set()).add(consumer)  # its data waits there
-        if ch.blocked < 0.5 and ch.queued < 1.0:
-            out.setdefault(consumer, set()).add(producer)  # nothing to read there, not held
-
-    return {n: frozenset(s) for n, s in out.items()}
-
-
 def _stalled(
     obs: Observation,
     graph: JobGraph,
@@ -223,7 +210,7 @@ def _subtask_cycle(
     """
     part = execution_observation(replace(obs, vertices=tuple(obs.vertex(n) for n in region)))
     summaries = {v.name: summarize(v) for v in part.vertices}
-    waits = Waits(build_graph(part), summaries, rules, _pointed(obs.channels))
+    waits = Waits(build_graph(part), summaries, rules, pointed(obs.channels))
     starts = [v.name for v in part.vertices if summaries[v.name].above(rules.levels.ok_max)]
     for start in starts:
         cycle = waits.cycle(start)

@@ -173,6 +173,12 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
             r"\(~(?P<f>\d+)% on a key no parallelism splits\)",
             _hash_share,
         ),
+        (
+            rf"(?P<p>{v})\[(?P<pi>\d+)\] holds (?P<b>\d+\.\d) buffers for "
+            rf"(?P<c>{v})\[(?P<ci>\d+)\] on a remote channel with credit to send and none "
+            r"queued at the consumer: the data waits for the link \((?P<n>\d+) such channels?\)",
+            _held_channel,
+        ),
         (rf"its inputs would offer ~(?P<d>{rate}) records/s \(.+\)", _offer),
         (r"the offered rate is unknown: the sources report no pendingRecords .*", _no_offer),
         (
@@ -350,6 +356,36 @@ def _hash_share(c: Check, cause: RootCause | None, m: re.Match[str], line: str) 
     share, fixed = _shares(c.vertex(m["v"]), hot.index)
     c.expect(m["s"] == f"{share * 100:.0f}", line, f"the share is {share:.3f}")
     c.expect(m["f"] == f"{fixed * 100:.0f}", line, f"the fixed share is {fixed:.3f}")
+
+
+def _held_channel(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    """The channel quoted is in the report's ``channels``, remote, with that backlog, credit to
+    send and nothing queued; it is the fullest such channel into the cause's vertex."""
+    key = (m["p"], int(m["pi"]), m["c"], int(m["ci"]))
+    found = [
+        ch
+        for ch in c.report.channels
+        if (ch.producer, ch.producer_index, ch.consumer, ch.consumer_index) == key
+    ]
+    c.expect(len(found) == 1, line, "no such channel in the report")
+    if not found:
+        return
+    ch = found[0]
+    c.expect(ch.remote and (ch.no_credit or 0.0) < 0.5 and ch.queued < 1.0, line, f"{ch}")
+    c.expect(m["b"] == f"{ch.backlog:.1f}", line, f"backlog is {ch.backlog}")
+    c.expect(cause is not None and m["c"] == cause.vertex, line, "another vertex's channel")
+    held = [
+        x
+        for x in c.report.channels
+        if x.consumer == m["c"]
+        and x.remote
+        and x.backlog >= RULES.network.link_backlog_min
+        and (x.no_credit or 0.0) < 0.5
+        and (x.stalled or 0.0) < 0.5
+        and x.queued < 1.0
+    ]
+    c.expect(int(m["n"]) == len(held), line, f"{len(held)} such channels")
+    c.expect(all(x.backlog <= ch.backlog for x in held), line, "not the fullest channel")
 
 
 def _no_parallelism(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:

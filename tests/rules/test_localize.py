@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bpmon.model import Observation, TargetSettings
+from bpmon.model import ChannelWindow, Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
 from bpmon.rules.graph import build_graph, summarize
 from bpmon.rules.localize import Localization, localize
@@ -176,6 +176,25 @@ def test_a_busy_sibling_with_headroom_is_not_blamed_for_a_capped_link() -> None:
         vertex("far", sub(0, busy=0.05, in_pool=0.0, tm=2), inputs=[edge("src")]),
     )
     assert suspects(obs) == {"far": "network"}
+
+
+def test_a_channel_held_by_the_link_names_it_though_the_shared_output_pool_is_not_full() -> None:
+    # three-way fan-out: src's channel to far waits for a capped link (9 buffers queued at src,
+    # credit to send, none at far); its other two subpartitions drain, so its whole output pool
+    # is only 40% used, below out_pool_min. The pools alone cannot tell; the channel can. (A
+    # busier sibling with headroom is set aside by the engine: test_engine, the corpus.)
+    obs = observation(
+        vertex("src", sub(0, bp=0.95, busy=0.02, out_pool=0.4, tm=0)),
+        vertex("far", sub(0, busy=0.05, in_pool=0.0, tm=1), inputs=[edge("src", "forward")]),
+        vertex("near", sub(0, busy=0.30, in_pool=0.0, tm=0), inputs=[edge("src", "forward")]),
+        vertex("log", sub(0, busy=0.10, in_pool=0.0, tm=0), inputs=[edge("src", "forward")]),
+    )
+    assert suspects(obs) == {}  # the pools say nothing: an unexplained finding, no guess
+    drained = ChannelWindow("src", 0, "near", 0, remote=False, backlog=0.2, queued=0.0)
+    held = ChannelWindow("src", 0, "far", 0, remote=True, backlog=9.0, queued=0.0, no_credit=0.0)
+    assert suspects(replace(obs, channels=(held, drained))) == {"far": "network"}
+    starved = replace(held, no_credit=1.0)  # far gives no credit: it is full, not the link
+    assert suspects(replace(obs, channels=(starved, drained))) == {}
 
 
 def test_a_saturated_vertex_with_full_input_is_still_the_busy_bottleneck() -> None:
