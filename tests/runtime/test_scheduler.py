@@ -233,3 +233,20 @@ def test_with_slots_for_all_a_hybrid_consumer_runs_beside_its_producer(stop_job:
         assert sum(getattr(v, "from_memory", 0) for v in views) > 0
     finally:
         stop_job(job)
+
+
+def test_with_slots_for_all_selective_spills_far_less_than_full(stop_job: StopJob) -> None:
+    """FLIP-235: selective spilling persists only what is not consumed in time, full all of it."""
+    spilled = {}
+    for exchange in ("hybrid-selective", "hybrid-full"):
+        text = three_stages(exchange, 3).replace("records = 3000", "records = 20000")
+        job = Job(parse_scenario(text.replace("rate = 30000", "rate = 10000")))
+        try:
+            run_to_end(job)
+            assert job.finished
+            partitions = [o.partition for t in job.tasks["source"] for o in t.outputs]
+            spilled[exchange] = sum(p.spill_counters().written_bytes for p in partitions)
+        finally:
+            stop_job(job)
+    assert spilled["hybrid-full"] == 40000 * 100  # every byte the sources wrote
+    assert spilled["hybrid-selective"] * 5 < spilled["hybrid-full"], spilled
