@@ -38,6 +38,7 @@ from bpmon.collectors.flink_metrics import (
     soft_share,
     subtask_metrics,
     values_of,
+    window_accounting,
     young_rate,
 )
 from bpmon.collectors.flink_placement import JobPlacement
@@ -167,6 +168,7 @@ class FlinkTarget:
         own backpressure levels."""
         before = self.rest.cost
         self.placement.refresh()
+        totals = {v.id: self._metrics(v.id, v.parallelism) for v in self.graph.vertices}
         tally = Tally(self._classifier, self.placement.expected())
         began_wall, taken, lateness, dump_costs = utc_now(), [], [], []
         t0 = self._clock()
@@ -200,7 +202,7 @@ class FlinkTarget:
             planned_interval_ms=float(interval_ms),
         )
         self.last_dump_cost = _dump_cost(dump_costs)
-        vertices, levels = self._vertices(tally), self._flink_levels()
+        vertices, levels = self._vertices(tally, totals), self._flink_levels()
         cost = self.rest.cost - before
         notes = (
             _sampling_note(
@@ -275,7 +277,11 @@ class FlinkTarget:
             values.update(values_of(self.rest.get(path, {"get": chunk})))
         return values
 
-    def _vertices(self, tally: Tally | None) -> tuple[VertexObservation, ...]:
+    def _vertices(
+        self, tally: Tally | None, before: dict[str, dict[str, float]] | None = None
+    ) -> tuple[VertexObservation, ...]:
+        """The vertices with every subtask's metrics now (and, given the readings ``before``
+        the window, its time accounting and record rates between the two)."""
         vertices = []
         for v in self.graph.vertices:
             values = self._metrics(v.id, v.parallelism)
@@ -283,6 +289,8 @@ class FlinkTarget:
             for index in range(v.parallelism):
                 place: Placement | None = self.placement.of(v.name, index)
                 m: Metrics = _young(subtask_metrics(values, self._names[v.id], index), place)
+                if before is not None:
+                    m = _over_window(m, before.get(v.id, {}), values, self._names[v.id], index)
                 counts = tally.counts((v.name, index), soft_share(m)) if tally else None
                 subtasks.append(
                     SubtaskWindow(
@@ -325,6 +333,24 @@ def _young(m: Metrics, place: Placement | None) -> Metrics:
         m,
         records_in_per_s=young_rate(m.records_in_per_s, running),
         records_out_per_s=young_rate(m.records_out_per_s, running),
+    )
+
+
+def _over_window(
+    m: Metrics, before: dict[str, float], after: dict[str, float], names: MetricNames, index: int
+) -> Metrics:
+    """Flink's gauges, replaced by the accounting between two readings where there is one."""
+    exact = window_accounting(before, after, names, index)
+    if exact is None:
+        return m
+    return replace(
+        m,
+        busy_ratio=exact.busy_ratio,
+        idle_ratio=exact.idle_ratio,
+        backpressured_time_ratio=exact.backpressured_time_ratio,
+        records_in_per_s=exact.records_in_per_s,
+        records_out_per_s=exact.records_out_per_s,
+        extra={**m.extra, **exact.extra},
     )
 
 

@@ -45,6 +45,11 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     ),
     "records_in": ("numRecordsInPerSecond",),
     "records_out": ("numRecordsOutPerSecond",),
+    "busy_total": ("accumulateBusyTimeMs",),
+    "idle_total": ("accumulateIdleTimeMs",),
+    "backpressured_total": ("accumulateBackPressuredTimeMs",),
+    "in_total": ("numRecordsIn",),
+    "out_total": ("numRecordsOut",),
 }
 """Each quantity bpmon reads, and Flink's names for it, newest first."""
 
@@ -167,6 +172,51 @@ def young_rate(rate: float | None, running_s: float | None) -> float | None:
     return rate * METER_SPAN_S / counted_s if counted_s > 0 else None
 
 
+MIN_SPAN_MS = 500.0
+"""The least task time two readings must span for their difference to be used."""
+
+_TOTALS = ("busy_total", "idle_total", "backpressured_total")
+
+
+def window_accounting(
+    before: Mapping[str, float], after: Mapping[str, float], names: MetricNames, index: int
+) -> Metrics | None:
+    """A subtask's busy / idle / backpressured share and record rates BETWEEN two readings, from
+    Flink's running totals (``accumulateBusyTimeMs`` ...; ``numRecordsIn`` / ``Out``).
+
+    Flink's ``...TimeMsPerSecond`` gauges average 5 s slots over up to a minute, and on Flink 2.3
+    a lightly loaded subtask's gauge swings between 1000 and 0 ms/s while its totals grow by a
+    steady 200 ms/s. The three totals add up to the task's running time, so their differences
+    give exact shares over the span between the two metric fetches the readings come from,
+    whenever those were. None when a total is missing or the readings span under
+    :data:`MIN_SPAN_MS` (the same fetch): the caller keeps Flink's gauges.
+    """
+
+    def delta(quantity: str) -> float | None:
+        name = names.names.get(quantity)
+        key = f"{index}.{name}"
+        if name is None or key not in before or key not in after:
+            return None
+        return after[key] - before[key]
+
+    parts = [delta(q) for q in _TOTALS]
+    if any(p is None or p < 0 for p in parts):
+        return None
+    busy, idle, backpressured = (p or 0.0 for p in parts)
+    span = busy + idle + backpressured
+    if span < MIN_SPAN_MS:
+        return None
+    records_in, records_out = delta("in_total"), delta("out_total")
+    return Metrics(
+        busy_ratio=busy / span,
+        idle_ratio=idle / span,
+        backpressured_time_ratio=backpressured / span,
+        records_in_per_s=None if records_in is None else records_in * 1000 / span,
+        records_out_per_s=None if records_out is None else records_out * 1000 / span,
+        extra={"bpmon_accounting_span_ms": span},
+    )
+
+
 def soft_share(m: Metrics) -> float | None:
     """Of the time a task spent suspended in its mailbox, the share it was soft backpressured.
 
@@ -175,12 +225,18 @@ def soft_share(m: Metrics) -> float | None:
     time is what is neither busy nor hard backpressured: ``1000 - busy - hard`` ms/s. (A FLIP-27
     source's idle time overlaps its soft-backpressured time in Flink 2.3, so ``soft + idle`` can
     exceed 1000; the remainder of busy does not.) Without a busy time (legacy sources report
-    NaN) it is ``soft + idle``. None when the task gives no soft-backpressured time.
+    NaN) it is ``soft + idle``. With the window's own totals (:func:`window_accounting`) the soft
+    part is the backpressured time less Flink's hard-backpressured gauge. None when the task
+    gives no soft-backpressured time.
     """
     soft = m.extra.get(CANDIDATES["soft"][0])
+    hard = m.extra.get(CANDIDATES["hard"][0], 0.0)
+    if "bpmon_accounting_span_ms" in m.extra and m.backpressured_time_ratio is not None:
+        # the window's own totals: soft = all backpressured time but the hard part
+        hard = min(hard, m.backpressured_time_ratio * 1000)
+        soft = m.backpressured_time_ratio * 1000 - hard
     if soft is None:
         return None
-    hard = m.extra.get(CANDIDATES["hard"][0], 0.0)
     if m.busy_ratio is not None:
         waiting = 1000 - m.busy_ratio * 1000 - hard
     elif m.idle_ratio is not None:

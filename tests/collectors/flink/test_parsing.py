@@ -17,6 +17,7 @@ from bpmon.collectors.flink_metrics import (
     soft_share,
     subtask_metrics,
     values_of,
+    window_accounting,
     young_rate,
 )
 from bpmon.collectors.flink_plan import (
@@ -206,3 +207,26 @@ def test_a_thread_of_another_attempt_is_not_counted() -> None:
     t, tm = tally("slow-sink", attempt=1)
     assert t.add(tm, parse_dump(doc("slow-sink", "thread-dump"))) == 0
     assert t.add("another-task-manager", parse_dump(doc("slow-sink", "thread-dump"))) == 0
+
+
+def test_the_windows_accounting_comes_from_the_running_totals() -> None:
+    """Flink 2.3's gauge read 1000 then 0 ms/s busy for a subtask whose busy total grew by a
+    steady ~210 ms/s (recorded on the hot-key job's cold subtask)."""
+    chosen = resolve_names(
+        [f"0.{n}" for n in ("busyTimeMsPerSecond", "idleTimeMsPerSecond")]
+        + ["0.backPressuredTimeMsPerSecond", "0.accumulateBusyTimeMs", "0.accumulateIdleTimeMs"]
+        + ["0.accumulateBackPressuredTimeMs", "0.numRecordsIn", "0.numRecordsOut"],
+        "count",
+        "w",
+    )
+    before = {"0.accumulateBusyTimeMs": 2624.0, "0.accumulateIdleTimeMs": 7000.0}
+    before |= {"0.accumulateBackPressuredTimeMs": 0.0, "0.numRecordsIn": 1424.0}
+    after = {"0.accumulateBusyTimeMs": 4715.0, "0.accumulateIdleTimeMs": 14909.0}
+    after |= {"0.accumulateBackPressuredTimeMs": 0.0, "0.numRecordsIn": 2707.0}
+    m = window_accounting(before, after, chosen, 0)
+    assert m is not None
+    assert m.busy_ratio == pytest.approx(2091 / 10000)
+    assert m.idle_ratio == pytest.approx(7909 / 10000)
+    assert m.records_in_per_s == pytest.approx(128.3)
+    assert m.records_out_per_s is None  # no numRecordsOut in either reading
+    assert window_accounting(before, before, chosen, 0) is None  # the same fetch twice
