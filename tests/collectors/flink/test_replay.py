@@ -4,6 +4,7 @@ served by a real HTTP server (``fake_flink.py``): in a second, without Flink."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,9 @@ def test_one_window_of_the_recorded_slow_sink(slow_sink: str) -> None:
     observation = target.observe(samples=5, interval_ms=20)
     assert observation.source == "flink" and observation.window.samples == 5
     light = observation.vertex("light").subtasks[0]
-    # suspended in its mailbox in every dump, soft backpressured 1000 ms/s: backpressured
+    # suspended in its mailbox in every dump, soft backpressured ~1000 ms/s: backpressured
     assert (light.samples, light.backpressured, light.idle) == (5, 5, 0)
-    assert light.metrics.backpressured_time_ratio == 1.0
+    assert (light.metrics.backpressured_time_ratio or 0) >= 0.9
     store = observation.vertex("store: Writer")
     assert store.kind == "sink" and store.subtasks[0].busy == 5
     [sampling] = [n for n in observation.notes if n.kind == "sampling"]
@@ -76,4 +77,5 @@ def test_a_disagreement_with_flinks_own_level_is_a_finding() -> None:
         observation = target.observe(samples=3, interval_ms=20)
     disagree = [n for n in observation.notes if n.kind == "flink-disagrees"]
     assert [n.vertex for n in disagree] == ["light"]
-    assert "Flink's backpressure endpoint says HIGH (1.00" in disagree[0].detail
+    assert re.match(r"Flink's backpressure endpoint says HIGH \((0\.9\d|1\.00)", disagree[0].detail)
+    assert disagree[0].detail.endswith("say OK (0.00)")
