@@ -682,9 +682,9 @@ BAD_FILES = [
     ),
     # the runtime
     (
-        "chaining",
-        chain(head='name = "job"\nchaining = true'),
-        'key "chaining" = true is not supported yet by the runtime',
+        "fail inside a chain",
+        chain(work="fail = { after_records = 5 }", head='name = "job"\nchaining = true'),
+        'operator "work" has "fail" inside the chain "src -> work -> out"',
     ),
 ]
 
@@ -699,13 +699,14 @@ def test_a_bad_file_gets_one_line_naming_key_and_value(
     assert expected in message
 
 
-def test_what_the_runtime_cannot_run_loads_when_allowed(tmp_path: Path) -> None:
+def test_everything_the_format_allows_the_runtime_runs(tmp_path: Path) -> None:
     path = tmp_path / "chained.toml"
-    path.write_text(chain(head='name = "job"\nchaining = true'))
-    scenario = load_scenario(path, allow_unsupported=True)
-    assert scenario.chaining
-    with pytest.raises(ScenarioError, match=re.escape(f'{path}: key "chaining" = true')):
-        check_runtime_support(scenario)
+    path.write_text(
+        chain(src="records = 10", head=BATCH + "\nchaining = true").replace(
+            '{ from = "src" }', '{ from = "src", exchange = "hybrid-full" }'
+        )
+    )
+    check_runtime_support(load_scenario(path, allow_unsupported=True))
 
 
 def test_hybrid_alone_means_selective(tmp_path: Path) -> None:

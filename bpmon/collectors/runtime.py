@@ -80,8 +80,8 @@ class RuntimeTarget:
     def __init__(
         self, scenario: Scenario, profile: Profile | None = None, job: Job | None = None
     ) -> None:
-        self.scenario = scenario
         self.runtime = job if job is not None else Job(scenario)
+        self.scenario = self.runtime.scenario  # with chaining, the tasks' scenario
         self.profile = profile or load_profile("bpmon-runtime")
         self._sampler: Sampler = StackSampler(self.profile)
         network = scenario.network

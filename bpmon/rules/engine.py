@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, capacity_per_subtask, offered_rates
+from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
@@ -61,6 +62,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         causes, findings = _bottlenecks(rest, rules)
         causes = [cause for cause, _ in stalls] + causes  # nothing moves there: no bottleneck
         causes += scheduling_causes(observation)  # no slot, or spilling: no sample shows them
+        causes = with_chain_evidence(causes, observation)  # which member of a chain
     return Report(
         run_id=observation.run_id,
         job=observation.job,

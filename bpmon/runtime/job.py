@@ -32,6 +32,7 @@ from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import RegionScheduler
 from bpmon.runtime.task import Task, subtask_rng
 from bpmon.scenario import Scenario
+from bpmon.scenario.chained import chained_scenario
 
 STOP_TIMEOUT_S = 2.0
 """Every thread of a job stops within this time of the job's end."""
@@ -66,6 +67,7 @@ class Job:
         *,
         plan: ExecutionPlan | None = None,
     ) -> None:
+        scenario = chained_scenario(scenario)  # with chaining: one operator per task
         self.scenario = scenario
         self.name = scenario.name
         self.plan = plan_deployment(scenario) if plan is None else plan

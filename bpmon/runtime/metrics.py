@@ -32,6 +32,16 @@ from bpmon.runtime.task import Task
 
 
 @dataclass(frozen=True, slots=True)
+class OperatorRates:
+    """One member of a chained task over a window: its records and the service time it took."""
+
+    name: str
+    records_in_per_s: float
+    records_out_per_s: float
+    busy_ms_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class TaskMetrics:
     """One subtask's metrics over the last few seconds (Flink's names in the docstrings)."""
 
@@ -63,6 +73,7 @@ class TaskMetrics:
     spill_disk_ms_per_s: float | None = None  # bpmon_spillDiskTimeMsPerSecond
     slot_wait: SlotWait | None = None  # bpmon_slotsMissing etc.: a SCHEDULED task's region
     wait_s: float | None = None  # bpmon_slotWaitSeconds: how long its bulk has waited
+    operators: tuple[OperatorRates, ...] = ()  # a chain's members: bpmon_operator.NAME.*
 
     def as_flink(self) -> dict[str, float]:
         """The values under Flink's metric names (bpmon's own are prefixed ``bpmon_``)."""
@@ -90,6 +101,12 @@ class TaskMetrics:
             "bpmon_spillReadBytesPerSecond": self.spill_read_bytes_per_s,
             "bpmon_spillDiskTimeMsPerSecond": self.spill_disk_ms_per_s,
         }
+        for op in self.operators:
+            values |= {
+                f"bpmon_operator.{op.name}.numRecordsInPerSecond": op.records_in_per_s,
+                f"bpmon_operator.{op.name}.numRecordsOutPerSecond": op.records_out_per_s,
+                f"bpmon_operator.{op.name}.busyTimeMsPerSecond": op.busy_ms_per_s,
+            }
         wait = self.slot_wait
         if wait is not None:
             values |= {
@@ -129,6 +146,8 @@ class TaskCounters:
     """What its blocking or hybrid outputs wrote to and read from disk (None: none spill)."""
     slot_wait: SlotWait | None = None
     """While it waits for slots: its region's bulk."""
+    members: tuple[tuple[str, int, int, float], ...] = ()
+    """A chained task's members: name, records in and out, service time (us), cumulative."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -148,6 +167,7 @@ def task_counters(task: Task) -> TaskCounters:
         state=int(task.state),
         spill=_spill_of(task),
         slot_wait=task.slot_wait,
+        members=task.chain.totals() if task.chain is not None else (),
     )
 
 
@@ -238,6 +258,8 @@ def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
         max(0, buffers) / span,
         _pending_growth(start.schedule, end.schedule),
     )
+    if end.members and span > 0:
+        metrics = replace(metrics, operators=_operator_rates(start.members, end.members, span))
     if end.spill is None or span <= 0:
         return metrics
     before = start.spill or SpillCounters()
@@ -247,6 +269,27 @@ def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
         spill_read_bytes_per_s=(end.spill.read_bytes - before.read_bytes) / span,
         spill_disk_ms_per_s=(end.spill.disk_s - before.disk_s) * 1000 / span,
     )
+
+
+def _operator_rates(
+    start: tuple[tuple[str, int, int, float], ...],
+    end: tuple[tuple[str, int, int, float], ...],
+    span: float,
+) -> tuple[OperatorRates, ...]:
+    """Each chain member's rates and busy time between two readings."""
+    before = {name: (a, b, c) for name, a, b, c in start}
+    rates = []
+    for name, records_in, records_out, busy_us in end:
+        in0, out0, busy0 = before.get(name, (0, 0, 0.0))
+        rates.append(
+            OperatorRates(
+                name,
+                (records_in - in0) / span,
+                (records_out - out0) / span,
+                (busy_us - busy0) / 1000 / span,
+            )
+        )
+    return tuple(rates)
 
 
 def _pending_growth(start: Schedule | None, end: Schedule | None) -> float | None:

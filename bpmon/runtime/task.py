@@ -28,6 +28,7 @@ from bpmon.errors import WaitCancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.chain import NS_PER_US, Chain
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
@@ -99,7 +100,10 @@ class Task:
         self.records_out = RateMeter(now=clock)
         self.buffers_out = RateMeter(now=clock)
         self._buffers_counted = 0
-        self.service = ServiceTime(spec.cost_of(index), now=clock, sleep=self._sleep)
+        cost_us = 1 / NS_PER_US if spec.members else spec.cost_of(index)
+        self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep)
+        self.chain = Chain(spec, index, self.service.charge) if spec.members else None
+        """The operators of a chained task, applied in order (None: one operator)."""
         self._chunk = self._chunk_size(spec, index)
         self._transform = Transform(spec)
         self._fault = InjectedFault.of(spec.fail, index, self.name, clock)
@@ -142,7 +146,7 @@ class Task:
         where Flink's would and sees checkpoint barriers as soon.
         """
         limit = 256
-        cost_s = spec.cost_of(index) / 1e6
+        cost_s = (self.chain.cost_us() if self.chain else spec.cost_of(index)) / 1e6
         if cost_s > 0:
             limit = min(limit, int(0.002 / cost_s))
         out_bytes = spec.fanout * spec.selectivity * spec.record_bytes
@@ -220,6 +224,9 @@ class Task:
                 count = self._fault.allow(count)
             records = list(range(next_record, next_record + count))
             next_record += count
+            if self.chain is not None:
+                self._emit(self.chain.from_source(records))
+                continue
             self.service.charge(count)
             self._emit(records)
         self.service.settle()
@@ -261,6 +268,11 @@ class Task:
             part = records[done : done + chunk] if total > chunk else records
             if self._fault is not None:
                 part = part[: self._fault.allow(len(part))]
+            if self.chain is not None:
+                self.records_in.add(len(part))
+                self._emit(self.chain.apply(part))
+                done += len(part)
+                continue
             self.service.charge(len(part))
             self.records_in.add(len(part))
             self._emit(self._transform.apply(part))

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from bpmon.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
+from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.network import FLOAT_KEYS, NetworkConfig
 from bpmon.scenario.spec import (
@@ -63,7 +64,7 @@ SUPPORTED_EXCHANGES = ("pipelined", "blocking", "hybrid-selective", "hybrid-full
 """Exchanges the runtime can run today."""
 SUPPORTS_BOUNDED_SOURCES = True
 """Whether the runtime runs sources that finish (``records``)."""
-SUPPORTS_CHAINING = False
+SUPPORTS_CHAINING = True
 """Whether the runtime chains operators into one task (``chaining = true``)."""
 
 DEFAULT_DURATION_S = 10.0
@@ -204,6 +205,7 @@ def _build(
     if not topology:
         try:
             compile_job(scenario)  # what only the whole job shows: its managed memory
+            chained_scenario(scenario)  # and its chains
         except ScenarioError as exc:
             raise top.error(str(exc)) from None
     return scenario

@@ -116,6 +116,7 @@ class OperatorSpec:
         slot_sharing_group: the group as written; ``None`` = the default (see ``compiled.py``).
         managed_memory: its use of managed memory; ``None`` = none.
         chain: ``False`` breaks an operator chain before this operator.
+        members: a chained task (``chained.py``): its operators in order; empty otherwise.
     """
 
     name: str
@@ -134,6 +135,7 @@ class OperatorSpec:
     slot_sharing_group: str | None = None
     managed_memory: ManagedMemory | None = None
     chain: bool = True
+    members: tuple[OperatorSpec, ...] = ()
 
     def cost_of(self, index: int) -> float:
         """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""

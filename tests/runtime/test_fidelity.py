@@ -40,6 +40,7 @@ import pytest
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import Counters, TaskMetrics, counters, job_metrics, window_metrics
 from bpmon.runtime.pacing import Schedule
+from bpmon.runtime.scheduler import TaskState
 from bpmon.scenario import (
     Expectation,
     Scenario,
@@ -288,6 +289,35 @@ def check_stalled(run: Run) -> None:
             assert m.records_in_per_s == m.records_out_per_s == 0, f"{vertex}: {_show([m])}"
 
 
+def check_starved(run: Run) -> None:
+    """The root's region never started: its subtasks SCHEDULED, moving nothing; the rest runs."""
+    region = {run.expect.root_cause, *_descendants(run.scenario, run.expect.root_cause)}
+    for vertex, ms in run.metrics.items():
+        states = {m.state for m in ms}
+        if vertex in region:
+            assert states == {int(TaskState.SCHEDULED)}, f"{vertex}: states {states}"
+            assert all(m.records_out_per_s == m.records_in_per_s == 0 for m in ms), _show(ms)
+            assert all(m.slot_wait is not None and m.slot_wait.missing > 0 for m in ms)
+        else:
+            assert states == {int(TaskState.RUNNING)}, f"{vertex}: states {states}"
+
+
+def check_spilling(run: Run) -> None:
+    """The root spills and is never backpressured; its consumer over the hybrid edge is busy."""
+    root = run.expect.root_cause
+    ms = run.metrics[root]
+    assert sum(m.spilled_bytes_per_s or 0.0 for m in ms) > 0, _show(ms)
+    assert all(dominant(m) != "bp" for m in ms), _show(ms)
+    consumers = [
+        op.name
+        for op in run.scenario.operators
+        if any(e.source == root and e.exchange.startswith("hybrid") for e in op.inputs)
+    ]
+    assert consumers
+    for consumer in consumers:
+        mostly(run, consumer, "busy")
+
+
 def check_healthy(run: Run) -> None:
     """Every subtask mostly idle; every rate-limited source keeps its schedule."""
     for vertex in run.metrics:
@@ -303,6 +333,8 @@ BY_KIND: dict[str | None, Callable[[Run], None]] = {
     "data-skew": check_hot_subtasks,
     "slow-subtask": check_hot_subtasks,
     "stalled": check_stalled,
+    "resource-starved": check_starved,
+    "spilling": check_spilling,
 }
 BY_SHAPE: dict[str, Callable[[Run], None]] = {
     "fan-in": check_fan_in,

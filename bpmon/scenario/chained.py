@@ -1,0 +1,72 @@
+"""A scenario with ``chaining = true`` turned into the scenario of its tasks: one per chain.
+
+Flink chains operators joined by a forward, pipelined edge in one slot sharing group into one task
+(``compiled.py`` decides the chains). The runtime runs tasks, so a chained scenario is rewritten
+into one whose operators are the chains: ``"parse -> enrich"`` with the chain's members kept in
+:attr:`~bpmon.scenario.spec.OperatorSpec.members`, in order, each with its own cost, fanout and
+selectivity, so the task applies them one after the other and accounts records and time per
+member. A chain behaves as its head towards its inputs (a source chain emits at the head's rate)
+and as its tail towards its outputs (the tail's record size; a chain ending in a sink emits
+nothing). Without ``chaining`` the scenario is returned as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bpmon.errors import ScenarioError
+from bpmon.scenario.compiled import compile_job
+from bpmon.scenario.spec import InputSpec, OperatorKind, OperatorSpec, Scenario
+
+
+def chained_scenario(scenario: Scenario) -> Scenario:
+    """The scenario of ``scenario``'s tasks: each chain one operator (itself when not chaining).
+
+    Raises:
+        ScenarioError: a chained operator injects a failure (``fail``), which a chain does not
+            model; break the chain before it (``chain = false``).
+    """
+    if not scenario.chaining:
+        return scenario
+    plan = compile_job(scenario)
+    task_of = {op.name: op.task for op in plan.operators}
+    members: dict[str, list[OperatorSpec]] = {}
+    for op in scenario.topological_order():
+        members.setdefault(task_of[op.name], []).append(op)
+    tasks = []
+    for name, chain in members.items():
+        if len(chain) == 1:
+            op = chain[0]
+            tasks.append(replace(op, inputs=_remap(op.inputs, task_of)))
+            continue
+        failing = [op.name for op in chain if op.fail is not None]
+        if failing:
+            raise ScenarioError(
+                f'operator "{failing[0]}" has "fail" inside the chain "{name}": a chain does not '
+                'inject failures; set chain = false on it, or leave "fail" out'
+            )
+        tasks.append(_chain_spec(name, chain, task_of))
+    return replace(scenario, operators=tuple(tasks), chaining=False)
+
+
+def _remap(inputs: tuple[InputSpec, ...], task_of: dict[str, str]) -> tuple[InputSpec, ...]:
+    """Inputs from an operator become inputs from the task (chain) it ends."""
+    return tuple(replace(edge, source=task_of[edge.source]) for edge in inputs)
+
+
+def _chain_spec(name: str, chain: list[OperatorSpec], task_of: dict[str, str]) -> OperatorSpec:
+    head, tail = chain[0], chain[-1]
+    kind: OperatorKind = "source" if head.kind == "source" else tail.kind
+    if kind not in ("source", "sink"):
+        kind = "map"  # the members do the flatmapping and filtering
+    return OperatorSpec(
+        name=name,
+        kind=kind,
+        parallelism=head.parallelism,
+        rate=head.rate,
+        record_bytes=tail.record_bytes,
+        inputs=_remap(head.inputs, task_of),
+        records=head.records,
+        slot_sharing_group=head.slot_sharing_group,
+        members=tuple(chain),
+    )
