@@ -73,6 +73,7 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
 
     Raises:
         ConfigError: a change names an unknown vertex, or the scenario has no file to change.
+            A chained vertex (``"enrich -> check"``) takes a parallelism for all its operators.
         ScenarioError: the changed scenario breaks a rule of the format.
     """
     if scenario.path is None:
@@ -80,15 +81,37 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
     data: dict[str, Any] = copy.deepcopy(read_toml_file(scenario.path))
     operators = {op.get("name"): op for op in data.get("operators", []) if isinstance(op, dict)}
     for change in changes:
-        op = operators.get(change.vertex)
-        if op is None:
-            known = ", ".join(str(n) for n in operators)
-            raise ConfigError(f"--set {change}: no operator {change.vertex!r}; known: {known}")
-        op[change.key] = change.value
+        for op in _targets(change, operators):
+            op[change.key] = change.value
     source = f"{scenario.path} with {', '.join(str(c) for c in changes)}"
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)
     return result
+
+
+CHAIN_SEPARATOR = " -> "
+"""How a chained vertex is named from its operators (Flink's ``"map -> filter"``)."""
+
+
+def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operators of the scenario a change applies to.
+
+    A vertex that is a chain (``chaining = true``: ``"enrich -> check"``) takes a parallelism for
+    all its operators at once, as one task does; other keys name one operator of it.
+    """
+    op = operators.get(change.vertex)
+    if op is not None:
+        return [op]
+    members = change.vertex.split(CHAIN_SEPARATOR)
+    if len(members) > 1 and all(m in operators for m in members):
+        if change.key != "parallelism":
+            raise ConfigError(
+                f"--set {change}: {change.vertex!r} is a chain of {', '.join(members)}; "
+                f"set {change.key} on one of its operators (e.g. {members[0]}.{change.key})"
+            )
+        return [operators[m] for m in members]
+    known = ", ".join(str(n) for n in operators)
+    raise ConfigError(f"--set {change}: no operator {change.vertex!r}; known: {known}")
 
 
 @dataclass(frozen=True, slots=True)
