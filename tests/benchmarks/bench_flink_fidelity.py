@@ -2,7 +2,8 @@
 
 Each topology of the Flink test jobs (``tests/collectors/flink/jobs/BpmonFlinkJobs.java``: slow
 map, slow sink behind a light map, hot key, fan-in, healthy) runs on a real cluster with one
-TaskManager (local channels only; 4 KB network buffers, as the test cluster is configured) and,
+TaskManager (local channels only; ``--task-managers 2``: subtasks spread over two, remote
+channels; 4 KB network buffers, as the test cluster is configured) and,
 as the same scenario (same rates, per-record costs, parallelism, record sizes and buffer size),
 on bpmon's runtime. Both are watched the same way after ``--run`` seconds: one burst of 40
 samples at 50 ms (``FlinkTarget`` / ``RuntimeTarget``). Per vertex, Flink beside bpmon: level,
@@ -13,7 +14,8 @@ start until its first vertex's output pool is 90% used (backpressure built up), 
 Flink's own figures are its 60 s averages (busy, idle, record meters), bpmon's those of the window;
 a job younger than a minute has its Flink record rates scaled by the collector.
 
-    .venv/bin/python tests/benchmarks/bench_flink_fidelity.py [--run 20] [--url http://...]
+    .venv/bin/python tests/benchmarks/bench_flink_fidelity.py [--run 20] [--task-managers 2]
+        [--url http://...]
 
 The last line is a JSON object of every figure.
 """
@@ -41,7 +43,7 @@ from bpmon.rules.levels import vertex_status  # noqa: E402
 from bpmon.scenario import parse_scenario  # noqa: E402
 
 LONG = 13  # bytes of a serialized Long record in a Flink buffer (8 + length header and tag)
-NETWORK = "[network]\ntask_managers = 1\nsegment_size = 4096\n[monitor]\nwarmup_s = 0\n"
+NETWORK = "[network]\ntask_managers = TMS\nsegment_size = 4096\n[monitor]\nwarmup_s = 0\n"
 
 SCENARIOS = {
     "slow-map": (
@@ -218,14 +220,19 @@ def on_flink(cluster: Cluster, topology: str, run_s: float) -> dict[str, Any]:
         built = first_full_s(target.snapshot, began, run_s, 0.2)
         time.sleep(max(0.0, run_s - (time.monotonic() - began)))
         observation = target.observe(40, 50.0)
-        return {"build_up_s": built, "vertices": rows(observation, SCENARIOS[topology][0])}
+        return {
+            "build_up_s": built,
+            "task_managers_used": observation.settings.task_managers,
+            "vertices": rows(observation, SCENARIOS[topology][0]),
+        }
     finally:
         cluster.cancel(job)
 
 
-def on_bpmon(topology: str, run_s: float) -> dict[str, Any]:
+def on_bpmon(topology: str, run_s: float, task_managers: int) -> dict[str, Any]:
     """The same job on bpmon's runtime, watched the same way."""
     names, text = SCENARIOS[topology]
+    text = text.replace("task_managers = TMS", f"task_managers = {task_managers}")
     target = RuntimeTarget(parse_scenario(text))
     target.start()
     try:
@@ -244,10 +251,14 @@ def main() -> int:
     parser.add_argument("--url", help="a running test cluster (scripts/flink-cluster start)")
     parser.add_argument("--run", type=float, default=20.0, help="seconds before the burst")
     parser.add_argument("--only", nargs="*", default=list(SCENARIOS))
+    parser.add_argument("--task-managers", type=int, default=1)
     args = parser.parse_args()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = Cluster(Path(tmp))
+        # one slot per task manager when there are several: Flink 2.3 fills one task manager
+        # first (even with cluster.evenly-spread-out-slots), so subtask 1 must go to the second
+        slots = 1 if args.task_managers > 1 else 4
+        cluster = Cluster(Path(tmp), task_managers=args.task_managers, slots=slots)
         if args.url:
             cluster.url = args.url.rstrip("/")
         else:
@@ -256,13 +267,13 @@ def main() -> int:
             for topology in args.only:
                 results[topology] = {
                     "flink": on_flink(cluster, topology, args.run),
-                    "bpmon": on_bpmon(topology, args.run),
+                    "bpmon": on_bpmon(topology, args.run, args.task_managers),
                 }
                 show(topology, results[topology])
         finally:
             if not args.url:
                 cluster.stop()
-    print(json.dumps({"run_s": args.run, "results": results}))
+    print(json.dumps({"run_s": args.run, "task_managers": args.task_managers, "results": results}))
     return 0
 
 
