@@ -361,6 +361,20 @@ def serve(
         str | None, typer.Option(help="Collector profile for --monitor-pid (python-queue).")
     ] = None,
     topology: Annotated[str | None, typer.Option(help="Topology file for --monitor-pid.")] = None,
+    monitor_flink: Annotated[
+        str | None,
+        typer.Option(
+            "--monitor-flink", metavar="URL", help="Watch a job of the Flink cluster at URL (REST)."
+        ),
+    ] = None,
+    flink_job: Annotated[
+        str | None,
+        typer.Option(
+            "--flink-job",
+            metavar="ID|NAME",
+            help="The job for --monitor-flink (default: the one running).",
+        ),
+    ] = None,
     every: Annotated[float, typer.Option(help="Seconds between bursts of a watched job.")] = 10.0,
     token_file: Annotated[
         Path | None,
@@ -374,7 +388,8 @@ def serve(
 ) -> None:
     """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
 
-    Watches the --run scenarios and the --monitor-pid process meanwhile, a burst every
+    Watches the --run scenarios, the --monitor-pid process and the --monitor-flink job meanwhile,
+    a burst every
     --every seconds, and serves every run in --runs-dir. Ctrl-C or SIGTERM stops every
     watched job cleanly. A token comes from --token-file or $BPMON_TOKEN.
     """
@@ -388,6 +403,8 @@ def serve(
             monitor_pid=monitor_pid,
             profile=profile,
             topology=topology,
+            monitor_flink=monitor_flink,
+            flink_job=flink_job,
             every_s=every,
             token_file=token_file,
             metrics_public=metrics_public,

@@ -165,6 +165,23 @@ class Watches:
         )
         return self._begin(events, stop)
 
+    def start_flink(self, url: str, *, job: str | None = None, every_s: float | None = None) -> str:
+        """Watch a running job of the Flink cluster at ``url`` (REST) until stopped.
+
+        ``job`` is its id or name (None: the one running job). Returns bpmon's job name; an
+        unreachable cluster or an unknown job raises at once (CollectorError).
+        """
+        stop = threading.Event()
+        events = service.monitor_flink(
+            url,
+            job=job,
+            bursts=None,
+            every_s=self._every(every_s),
+            settings=self.settings,
+            stop=stop,
+        )
+        return self._begin(events, stop)
+
     def _every(self, every_s: float | None) -> float | None:
         return self.every_s if every_s is None else every_s
 

@@ -32,6 +32,8 @@ class ServeOptions:
     monitor_pid: int | None = None
     profile: str | None = None
     topology: str | None = None
+    monitor_flink: str | None = None
+    flink_job: str | None = None
     every_s: float = 10.0
     token_file: Path | None = None
     metrics_public: bool = False
@@ -65,6 +67,8 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
                     profile=options.profile or "python-queue",
                     topology=options.topology,
                 )
+            if options.monitor_flink is not None:
+                watches.start_flink(options.monitor_flink, job=options.flink_job)
         app = create_app(watches, token=token, metrics_public=options.metrics_public)
         server = make_server(app, watches)
         url = url_of(sock)
@@ -84,3 +88,5 @@ def _check(options: ServeOptions) -> None:
         raise ConfigError(f"--every {options.every_s}: must be a positive number of seconds")
     if options.monitor_pid is None and (options.profile or options.topology):
         raise ConfigError("--profile and --topology go with --monitor-pid PID")
+    if options.monitor_flink is None and options.flink_job is not None:
+        raise ConfigError("--flink-job goes with --monitor-flink URL")

@@ -201,6 +201,7 @@ def test_a_port_in_use_is_one_line(bpmon_bin: Path) -> None:
         (["--run", "no-such-scenario"], "no-such-scenario"),
         (["--every", "0"], "--every"),
         (["--profile", "python-queue"], "--monitor-pid"),
+        (["--flink-job", "orders"], "--monitor-flink"),
         (["--token-file", "/nonexistent/token"], "--token-file"),
     ],
 )
@@ -208,6 +209,22 @@ def test_a_bad_set_up_is_one_line_and_exit_code_2(
     bpmon_bin: Path, args: list[str], names: str
 ) -> None:
     assert names in _one_line_error(bpmon_bin, "--port", "0", *args)
+
+
+def test_a_flink_that_does_not_answer_is_refused_before_serving(bpmon_bin: Path) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again: nothing listens there
+    done = subprocess.run(
+        [str(bpmon_bin), "serve", "--port", "0", "--monitor-flink", f"http://127.0.0.1:{port}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 5 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("bpmon: error: ") and f"127.0.0.1:{port}" in lines[0]
 
 
 def test_a_process_that_is_not_there_is_refused_before_serving(bpmon_bin: Path) -> None:

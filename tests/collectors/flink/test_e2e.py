@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from bpmon import service
+from bpmon.watching import Watches
+
 from .cluster import Cluster
 from .conftest import RunJob
 
@@ -123,3 +126,27 @@ def test_a_cancelled_job_is_one_line_naming_the_fix(
     [line] = done.stderr.strip().splitlines()
     assert f"job 'bpmon-healthy' ({job}) on {flink_cluster.url} is CANCELED, not RUNNING" in line
     assert "pass --job with a running one" in line
+
+
+def test_serve_watches_a_flink_job_burst_after_burst(
+    flink_cluster: Cluster, flink_job: RunJob, tmp_path: Path
+) -> None:
+    """What ``bpmon serve --monitor-flink URL --flink-job ID`` starts: a watch of the job."""
+    job = watched("slow-map", flink_job)
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.5)
+    try:
+        name = watches.start_flink(flink_cluster.url, job=job, every_s=0.5)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            view = watches.job(name)
+            if view is not None and len(view.history) >= 2:
+                break
+            time.sleep(0.5)
+        assert view is not None and view.state == "running" and len(view.history) >= 2
+        assert view.latest is not None and view.latest.source == "flink"
+        causes = view.latest.root_causes or ()
+        assert causes and (causes[0].vertex, causes[0].kind) == ("enrich", "slow-operator")
+    finally:
+        leaks = watches.stop_all()
+    assert leaks == ()
+    assert len(service.stored_runs(service.Settings(runs_dir=tmp_path))) == 1  # saved as it went
