@@ -108,7 +108,14 @@ class NetworkEnvironment:
                 owner=name,
             )
             make = self._subpartitions(exchange, len(self.partitions))
-            partition = ResultPartition(pool, num_subpartitions, cfg.segment_size, name, make)
+            partition = ResultPartition(
+                pool,
+                num_subpartitions,
+                cfg.segment_size,
+                name,
+                make,
+                publish_on_flush=cfg.output_flush == "publish",
+            )
             self.partitions.append(partition)
             self._tm_of_partition[id(partition)] = tm
         return partition

@@ -8,9 +8,17 @@ interface is used to reach them.
 Records are carried as objects with their exact serialized size: a record is appended to the
 buffer being built for its subpartition while it fits; one larger than the free space fills the
 buffer, which is finished, and continues in new ones (it travels with the buffer its last byte
-lands in). Buffers are finished when full, when :meth:`ResultPartition.flush_all` runs (the output
-flusher: the task calls it every ``buffer_timeout_ms``, so an idle task still flushes), and before
-an event.
+lands in). Buffers are finished when full and before an event. The output flusher
+(:meth:`ResultPartition.flush_all`, called by the task every ``buffer_timeout_ms``, so an idle task
+still flushes) finishes every partly filled buffer by default (``output_flush = "finish"``). With
+``output_flush = "publish"`` it does what Flink's does on a pipelined partition: it makes the bytes
+written so far readable as a *slice* of the open buffer and the writer keeps filling the same
+segment, so the open buffer keeps its segment (and counts in ``outPoolUsage``) until it is full,
+and more data is in flight (backpressure builds later). Each slice is read,
+sent (one credit, one receiver buffer) and recycled like a buffer; a slice not yet read takes the
+bytes of later flushes too (Flink's reader slices at read time, so one unread flush is one buffer).
+The segment returns to the pool once the writer finished the buffer and every slice of it was
+recycled (:class:`_SharedSegment`). Blocking and hybrid partitions always finish on flush.
 Events (end of partition, checkpoint barriers) travel in order with the buffers and take no buffer.
 
 The per-record path (:meth:`ResultPartition.emit`) touches only the builder of its own thread and
@@ -36,19 +44,52 @@ SubpartitionFactory = Callable[["ResultPartition", int], ResultSubpartition]
 """Makes subpartition ``i`` of a partition: pipelined by default, blocking or hybrid otherwise."""
 
 
+class _SharedSegment:
+    """The segment of a buffer read in slices (Flink's reference-counted ``MemorySegment``).
+
+    Every slice holds a reference; the writer holds one until it finishes the buffer. The segment
+    goes back to the pool when the last reference goes, whichever that is.
+    """
+
+    __slots__ = ("channel", "open", "pool", "refs", "segment")
+
+    def __init__(self, pool: LocalBufferPool, segment: int, channel: int) -> None:
+        self.pool = pool
+        self.segment = segment
+        self.channel = channel
+        self.refs = 0
+        self.open = True
+
+    def recycle(self, segment: int, channel: int) -> None:
+        """A reader is done with one slice (lock held)."""
+        self.refs -= 1
+        if self.refs == 0 and not self.open:
+            self.pool.recycle(segment, channel)
+
+    def close(self) -> None:
+        """The writer finished the buffer (lock held)."""
+        self.open = False
+        if self.refs == 0:
+            self.pool.recycle(self.segment, self.channel)
+
+
 class _Builder:
     """The buffer being written for one subpartition: its segment, records and free bytes.
 
     One object per subpartition for the partition's whole life (reset, never replaced), so the
-    writer closures can hold it directly.
+    writer closures can hold it directly. ``published`` bytes were already made readable as
+    slices; ``tail`` is the last slice queued, which later bytes join while it is unread.
     """
 
-    __slots__ = ("free", "records", "segment")
+    __slots__ = ("free", "published", "records", "segment", "shared", "tail")
 
     def __init__(self) -> None:
         self.segment: int | None = None
         self.records: list[object] = []
         self.free = 0
+        self.published = 0
+        self.shared: _SharedSegment | None = None
+        self.tail: Buffer | None = None
 
 
 class ResultPartition:
@@ -60,6 +101,9 @@ class ResultPartition:
         num_subpartitions: one per consuming subtask.
         segment_size: bytes per buffer.
         name: shown in errors and metrics.
+        subpartition: makes the subpartitions (pipelined when None).
+        publish_on_flush: a flush publishes a slice of each open buffer and keeps filling it, as
+            Flink does (pipelined partitions only); else it finishes the buffer.
     """
 
     def __init__(
@@ -69,6 +113,8 @@ class ResultPartition:
         segment_size: int,
         name: str,
         subpartition: SubpartitionFactory | None = None,
+        *,
+        publish_on_flush: bool = False,
     ) -> None:
         self.pool = pool
         self.name = name
@@ -79,6 +125,8 @@ class ResultPartition:
         make = subpartition or PipelinedSubpartition
         self.spills = subpartition is not None
         """Whether its subpartitions keep data on disk (blocking or hybrid)."""
+        self.slices = publish_on_flush and not self.spills
+        """Whether a flush publishes a slice of an open buffer (else it finishes the buffer)."""
         self.subpartitions: list[ResultSubpartition] = [
             make(self, i) for i in range(num_subpartitions)
         ]
@@ -208,6 +256,9 @@ class ResultPartition:
         builder = self._builders[target]
         builder.segment = segment
         builder.free = self.segment_size
+        builder.published = 0
+        if self.slices:
+            builder.shared = _SharedSegment(self.pool, segment, target)
         if self.on_segment_requested is not None:
             self.on_segment_requested()
 
@@ -217,18 +268,61 @@ class ResultPartition:
         segment = builder.segment
         if segment is None:
             return
+        shared = builder.shared
+        if shared is not None:
+            self._publish(target)
+            builder.segment, builder.shared, builder.tail, builder.free = None, None, None, 0
+            self.buffers_out += 1
+            shared.close()
+            return
         records = builder.records
         size = self.segment_size - builder.free
         builder.segment, builder.records, builder.free = None, [], 0
         self.buffers_out += 1
         self.subpartitions[target].add(Buffer(segment, records, size, self.pool, target))
 
-    def flush_all(self) -> None:
-        """Finish every builder that holds data, making it readable (the output flusher)."""
-        with self._lock:
-            self._flush_locked()
+    def _publish(self, target: int) -> None:
+        """Make the bytes written to ``target``'s open buffer since the last slice readable.
 
-    def _flush_locked(self) -> None:
+        They join the last slice while its reader has not taken it (Flink slices at read time),
+        else they travel as a new slice of the same segment (lock held).
+        """
+        builder = self._builders[target]
+        shared = builder.shared
+        size = self.segment_size - builder.free - builder.published
+        if shared is None or size <= 0:
+            return
+        records = builder.records
+        builder.records = []
+        builder.published += size
+        sub = self.subpartitions[target]
+        tail = builder.tail
+        if (
+            tail is not None
+            and isinstance(sub, PipelinedSubpartition)
+            and sub.extend_tail(tail, records, size)
+        ):
+            return
+        shared.refs += 1
+        builder.tail = Buffer(shared.segment, records, size, shared, target)
+        sub.add(builder.tail)
+
+    def flush_all(self) -> None:
+        """Make everything written readable (the output flusher).
+
+        Publishing (pipelined only): a slice of each open buffer, which keeps being filled; else
+        the open buffers are finished.
+        """
+        with self._lock:
+            for target, builder in enumerate(self._builders):
+                if builder.segment is None:
+                    continue
+                if builder.shared is not None:
+                    self._publish(target)
+                elif builder.free < self.segment_size:
+                    self._finish(target)
+
+    def _finish_all_locked(self) -> None:
         for target, builder in enumerate(self._builders):
             if builder.segment is not None and builder.free < self.segment_size:
                 self._finish(target)
@@ -240,7 +334,7 @@ class ResultPartition:
         overtakes are the in-flight data an unaligned checkpoint must store.
         """
         with self._lock:
-            self._flush_locked()
+            self._finish_all_locked()
             overtaken = 0
             for sub in self.subpartitions:
                 if event.priority:
@@ -270,9 +364,20 @@ class ResultPartition:
         return total
 
     def builder_bytes(self, target: int) -> int:
-        """Bytes written to ``target``'s unfinished buffer."""
+        """Bytes written to ``target``'s unfinished buffer (readable slices included)."""
         builder = self._builders[target]
         return 0 if builder.segment is None else self.segment_size - builder.free
+
+    def unpublished_bytes(self, target: int) -> int:
+        """Bytes written to ``target``'s unfinished buffer that no reader can see yet."""
+        builder = self._builders[target]
+        if builder.segment is None:
+            return 0
+        return self.segment_size - builder.free - builder.published
+
+    def builder_segment(self, target: int) -> int | None:
+        """The segment of ``target``'s unfinished buffer, or None (tests count segments)."""
+        return self._builders[target].segment
 
     # -- teardown ---------------------------------------------------------------------------
 
@@ -283,9 +388,13 @@ class ResultPartition:
         self.released = True
         for target, builder in enumerate(self._builders):
             if builder.segment is not None:
-                segment = builder.segment
+                segment, shared = builder.segment, builder.shared
                 builder.segment, builder.records, builder.free = None, [], 0
-                self.pool.recycle(segment, target)
+                builder.shared, builder.tail = None, None
+                if shared is not None:
+                    shared.close()  # back once the queued and read slices are recycled
+                else:
+                    self.pool.recycle(segment, target)
         for sub in self.subpartitions:
             sub.release()
         self.pool.destroy()

@@ -148,6 +148,19 @@ class PipelinedSubpartition(ResultSubpartition):
         if (was_empty or priority) and self.reader is not None:
             self.reader.notify_data_available(priority)
 
+    def extend_tail(self, tail: Buffer, records: list[object], size: int) -> bool:
+        """Add a later slice's records and bytes to ``tail`` if it is still queued, unread, last.
+
+        Flink's reader slices an open buffer when it reads, so bytes flushed twice before a read
+        arrive as one buffer (one credit); returns False when ``tail`` was already taken.
+        """
+        if not self._queue or self._queue[-1] is not tail:
+            return False
+        tail.records.extend(records)
+        tail.size += size
+        self.queued_bytes += size
+        return True
+
     def peek(self) -> Buffer | Event | None:
         """The next item without taking it."""
         return self._queue[0] if self._queue else None

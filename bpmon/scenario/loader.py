@@ -21,7 +21,7 @@ from bpmon.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.compiled import compile_job
-from bpmon.scenario.network import FLOAT_KEYS, NetworkConfig
+from bpmon.scenario.network import FLOAT_KEYS, STRING_KEYS, NetworkConfig
 from bpmon.scenario.spec import (
     CHECKPOINT_MODES,
     MODES,
@@ -225,8 +225,8 @@ def _read_network(top: Table) -> NetworkConfig:
     table.check_keys(keys)
     values: dict[str, Any] = {}
     for key in keys:
-        if key == "flow_control":
-            values[key] = table.string(key, ("credit", "tcp"))
+        if key in STRING_KEYS:
+            values[key] = table.string(key, STRING_KEYS[key])
         elif key in FLOAT_KEYS:
             values[key] = table.number(key)
         else:
