@@ -13,6 +13,7 @@ result is an Observation the rules engine reads like any other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from bpmon.clock import utc_now
@@ -57,7 +58,7 @@ def model_load(load: RuntimeLoad) -> ModelLoad:
 def metrics_of(m: TaskMetrics) -> Metrics:
     """A runtime metrics snapshot as the model's value (ratios are ms/s ÷ 1000)."""
     return Metrics(
-        busy_ratio=m.busy_ms_per_s / 1000,
+        busy_ratio=None if math.isnan(m.busy_ms_per_s) else m.busy_ms_per_s / 1000,
         idle_ratio=m.idle_ms_per_s / 1000,
         backpressured_time_ratio=m.backpressured_ms_per_s / 1000,
         out_pool_usage=m.out_pool_usage,

@@ -103,6 +103,12 @@ class Job:
         """Create every partition, connection, gate and task of the plan, in the plan's order."""
         plan, env = self.plan, self.env
         conditions = {(s.vertex, s.index): env.new_condition() for s in plan.subtasks}
+        # Flink's SourceStreamTask lends no overdraft buffers (FLINK-27789)
+        legacy = {
+            op.name
+            for op in self.scenario.operators
+            if op.kind == "source" and op.source_api == "legacy"
+        }
         partitions = [
             env.create_partition(
                 p.task_manager,
@@ -110,6 +116,7 @@ class Job:
                 p.name,
                 conditions[(p.producer, p.producer_index)],
                 p.exchange,
+                overdraft=p.producer not in legacy,
             )
             for p in plan.partitions
         ]

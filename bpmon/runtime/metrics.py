@@ -20,6 +20,7 @@ owes nothing and reports neither (None), nor does any other task.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -49,7 +50,7 @@ class TaskMetrics:
     index: int
     thread: str
     task_manager: int
-    busy_ms_per_s: float  # busyTimeMsPerSecond
+    busy_ms_per_s: float  # busyTimeMsPerSecond (NaN for a legacy source, as in Flink)
     idle_ms_per_s: float  # idleTimeMsPerSecond
     soft_backpressured_ms_per_s: float  # softBackPressuredTimeMsPerSecond
     hard_backpressured_ms_per_s: float  # hardBackPressuredTimeMsPerSecond
@@ -116,7 +117,11 @@ class TaskMetrics:
                 "bpmon_clusterSlots": float(wait.total),
                 "bpmon_slotWaitSeconds": self.wait_s,
             }
-        return {name: value for name, value in values.items() if value is not None}
+        return {
+            name: value
+            for name, value in values.items()
+            if value is not None and not math.isnan(value)
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +153,8 @@ class TaskCounters:
     """While it waits for slots: its region's bulk."""
     members: tuple[tuple[str, int, int, float], ...] = ()
     """A chained task's members: name, records in and out, service time (us), cumulative."""
+    busy_measured: bool = True
+    """False for a legacy source: Flink reports its busy time as NaN."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -168,6 +175,7 @@ def task_counters(task: Task) -> TaskCounters:
         spill=_spill_of(task),
         slot_wait=task.slot_wait,
         members=task.chain.totals() if task.chain is not None else (),
+        busy_measured=not task.legacy_source,
     )
 
 
@@ -314,7 +322,7 @@ def _assemble(
         index=c.index,
         thread=c.thread,
         task_manager=c.task_manager,
-        busy_ms_per_s=shares.busy_ms_per_s,
+        busy_ms_per_s=shares.busy_ms_per_s if c.busy_measured else math.nan,
         idle_ms_per_s=shares.idle_ms_per_s,
         soft_backpressured_ms_per_s=shares.soft_backpressured_ms_per_s,
         hard_backpressured_ms_per_s=shares.hard_backpressured_ms_per_s,

@@ -81,11 +81,14 @@ class NetworkEnvironment:
         name: str,
         condition: threading.Condition | None = None,
         exchange: Exchange = "pipelined",
+        *,
+        overdraft: bool = True,
     ) -> ResultPartition:
         """A result partition on task manager ``tm`` with its Flink-sized pool.
 
         ``exchange`` picks its subpartitions: pipelined (in memory), blocking (a spill file each,
         under :attr:`spill_dir`) or hybrid (in memory and spilled, ``hybrid.py``).
+        ``overdraft=False``: no overdraft buffers (a legacy source's partition, FLINK-27789).
         """
         cfg = self.config
         min_size = num_subpartitions + 1
@@ -95,15 +98,16 @@ class NetworkEnvironment:
         pipelined = exchange == "pipelined"
         # Blocking and hybrid partitions hold no per-channel limit and lend no overdraft
         # buffers (Flink applies both to pipelined partitions only; FLINK-31288 for hybrid).
-        overdraft = cfg.max_overdraft_buffers_per_gate if pipelined else 0
+        lends = pipelined and overdraft
+        overdraft_buffers = cfg.max_overdraft_buffers_per_gate if lends else 0
         with self.lock:
-            global_pool = self._pool(tm, max_size + overdraft)
+            global_pool = self._pool(tm, max_size + overdraft_buffers)
             pool = global_pool.create_pool(
                 min_size,
                 max_size,
                 num_subpartitions=num_subpartitions,
                 max_buffers_per_channel=cfg.max_buffers_per_channel if pipelined else 0,
-                max_overdraft=overdraft,
+                max_overdraft=overdraft_buffers,
                 condition=condition,
                 owner=name,
             )

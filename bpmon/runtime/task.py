@@ -6,7 +6,10 @@ robin over gates, each gate round robin over its channels) and processes its rec
 time, checking output availability before each chunk; with no input it waits
 (:meth:`Task.wait_for_input`, idle). Writing a record that needs a buffer the pool cannot give
 blocks in ``LocalBufferPool.request_buffer_builder_blocking`` (hard backpressure). Those are the
-only three places a task thread waits, and the stack collectors know them by name.
+only three places a task thread waits, and the stack collectors know them by name. A legacy
+source (``source_api = "legacy"``, Flink's ``SourceFunction`` on its own thread) never checks its
+output: it waits only in the buffer request (hard backpressure) and, between records its rate does
+not allow yet, in :meth:`Task.legacy_source_sleep` (neither idle nor backpressured).
 
 Time is accounted as Flink does (busy, idle, soft and hard backpressured ms per second over a short
 sliding window), and ``cost_us`` is service time (``pacing.ServiceTime``). The output flusher runs
@@ -115,6 +118,8 @@ class Task:
             if spec.kind == "source"
             else None
         )
+        self.legacy_source = spec.kind == "source" and spec.source_api == "legacy"
+        """A ``SourceFunction``: no output checks, no idle time, busy time not measured."""
         self._gate_turn = 0
         self._checkpoint: CheckpointListener | None = None
         self._pending_trigger: int | None = None
@@ -207,18 +212,27 @@ class Task:
     # -- the loops --------------------------------------------------------------------------
 
     def _run_source(self, limiter: RateLimiter) -> None:
-        """Emit records at the source's rate; a bounded one (``records``) then finishes."""
+        """Emit records at the source's rate; a bounded one (``records``) then finishes.
+
+        A FLIP-27 source runs in the mailbox: it waits for an unavailable output (soft
+        backpressure) and, idle, for its next record. A legacy one emits blindly and blocks in
+        the buffer request when the pool is empty (hard backpressure).
+        """
         next_record = 0
         bound = self.spec.records
+        legacy = self.legacy_source
         while bound is None or next_record < bound:
             self._housekeeping()
-            if not self._outputs_available():
+            if not legacy and not self._outputs_available():
                 self.wait_for_output()
                 continue
             left = SOURCE_CHUNK if bound is None else bound - next_record
             count = limiter.permits(min(SOURCE_CHUNK, self._chunk, left))
             if count == 0:
-                self.wait_for_input(limiter.time_until_next())
+                if legacy:
+                    self.legacy_source_sleep(limiter.time_until_next())
+                else:
+                    self.wait_for_input(limiter.time_until_next())
                 continue
             if self._fault is not None:
                 count = self._fault.allow(count)
@@ -331,6 +345,16 @@ class Task:
                 self.condition.wait(max(0.0, min(timeout, self._until_flush())))
         self._check_cancel()
         self.account.mark(State.BUSY)
+
+    def legacy_source_sleep(self, seconds: float) -> None:
+        """A legacy source's own thread sleeping until its next record is due (its rate).
+
+        Not the mailbox's wait, so Flink counts it neither idle nor backpressured; its busy
+        time is not measured at all (``busyTimeMsPerSecond`` is NaN).
+        """
+        self.service.settle()
+        self.account.mark(State.BUSY)  # never idle: Flink's mailbox timer does not run for it
+        self._sleep(max(0.0, min(seconds, self._until_flush())))
 
     def wait_for_output(self) -> None:
         """Wait for every output to become available again (soft backpressure).

@@ -47,12 +47,19 @@ OPERATOR_KEYS = (
     "slot_sharing_group",
     "managed_memory",
     "chain",
+    "source_api",
 )
 TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
 FAIL_KEYS = ("after_records", "after_s", "subtask")
 FAIL_EXAMPLE = "fail = { after_records = 1000 } or fail = { after_s = 2.5, subtask = 0 }"
 INPUT_KEYS = ("from", "partitioner", "exchange", "skew")
-KIND_KEYS = {"rate": "source", "records": "source", "fanout": "flatmap", "selectivity": "filter"}
+KIND_KEYS = {
+    "rate": "source",
+    "records": "source",
+    "source_api": "source",
+    "fanout": "flatmap",
+    "selectivity": "filter",
+}
 """Keys that only one kind of operator may have."""
 
 MEMORY_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(mb|gb)")
@@ -189,6 +196,7 @@ def finish_operator(
     if group is not None and not group.strip():
         raise table.key_error("slot_sharing_group", 'a group name, e.g. "heavy"')
     chain = table.boolean("chain")
+    source_api = table.string("source_api", ("flip-27", "legacy"))
     return OperatorSpec(
         name=draft.name,
         kind=kind,
@@ -206,6 +214,7 @@ def finish_operator(
         slot_sharing_group=group,
         managed_memory=_read_managed_memory(table),
         chain=True if chain is None else chain,
+        source_api="legacy" if source_api == "legacy" else "flip-27",
     )
 
 

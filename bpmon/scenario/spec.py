@@ -18,6 +18,7 @@ OperatorKind = Literal["source", "map", "flatmap", "filter", "sink"]
 Partitioner = Literal["forward", "rebalance", "hash", "broadcast"]
 Exchange = Literal["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
 CheckpointMode = Literal["aligned", "unaligned"]
+SourceApi = Literal["flip-27", "legacy"]
 Mode = Literal["streaming", "batch"]
 
 KINDS: tuple[OperatorKind, ...] = ("source", "map", "flatmap", "filter", "sink")
@@ -117,6 +118,10 @@ class OperatorSpec:
         managed_memory: its use of managed memory; ``None`` = none.
         chain: ``False`` breaks an operator chain before this operator.
         members: a chained task (``chained.py``): its operators in order; empty otherwise.
+        source_api: sources only: ``"flip-27"`` (a ``Source`` read in the task's mailbox: soft
+            backpressure, idle while no record is due) or ``"legacy"`` (a ``SourceFunction`` on
+            its own thread: it never checks its output, so it waits only in the buffer request,
+            hard backpressure; Flink cannot measure its busy time).
     """
 
     name: str
@@ -136,6 +141,7 @@ class OperatorSpec:
     managed_memory: ManagedMemory | None = None
     chain: bool = True
     members: tuple[OperatorSpec, ...] = ()
+    source_api: SourceApi = "flip-27"
 
     def cost_of(self, index: int) -> float:
         """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""
