@@ -215,7 +215,7 @@ def _scale(
         )
     lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE})")
     tail = " if the external system scales with them" if sink else ""
-    hot = _hot_share(vertex, cls)
+    hot = _hot_share(vertex, named) if subset else None
     if hot is not None:
         return _scale_skewed(vertex, hot, lines, lead, cap, demand, rules)
     need = max(n + 1, math.ceil(demand / (cap * target)))
@@ -248,16 +248,14 @@ class HotShare:
         return self.fixed + (1.0 - self.fixed) / parallelism
 
 
-def _hot_share(vertex: VertexObservation, cls: Classification) -> HotShare | None:
-    """The hot subtask's share when only some subtasks are named behind a hash exchange.
+def _hot_share(vertex: VertexObservation, named: Sequence[SubtaskWindow]) -> HotShare | None:
+    """The share of the hottest of ``named`` (some of the subtasks) behind a hash exchange.
 
-    None when every subtask is named, or no input is hashed: a rebalance or forward input
-    (forward becomes rebalance once parallelisms differ) gives each subtask 1/n whoever is slow.
+    None when no input is hashed: a rebalance or forward input (forward becomes rebalance once
+    parallelisms differ) gives each subtask 1/n whoever is slow.
     """
     n = vertex.parallelism
-    named = [s for s in vertex.subtasks if s.index in cls.subtasks]
-    hashed = any(e.partitioner == "hash" for e in vertex.inputs)
-    if not hashed or n < 2 or not named or len(named) == len(vertex.subtasks):
+    if n < 2 or not any(e.partitioner == "hash" for e in vertex.inputs):
         return None
     rates = [s.metrics.records_in_per_s for s in vertex.subtasks]
     total = sum(r for r in rates if r is not None)
@@ -267,10 +265,6 @@ def _hot_share(vertex: VertexObservation, cls: Classification) -> HotShare | Non
     measured = (hottest.metrics.records_in_per_s or 0.0) / total
     fixed = max(0.0, (measured - 1.0 / n) / (1.0 - 1.0 / n))
     return HotShare(hottest.index, measured, fixed)
-
-
-_MAX_PARALLELISM = 1024
-"""The largest parallelism sized for (Flink's default maximum parallelism is 128 to 32768)."""
 
 
 def _scale_skewed(
@@ -293,11 +287,9 @@ def _scale_skewed(
         f"{who} receives {hot.measured:.0%} of {name}'s records through the hash exchange "
         f"(~{hot.fixed:.0%} on a key no parallelism splits)"
     )
-    need = next(
-        (p for p in range(n + 1, _MAX_PARALLELISM + 1) if demand * hot.at(p) <= cap * target),
-        None,
-    )
-    if need is None:
+    # The least p with demand * (fixed + (1 - fixed) / p) <= cap * target, if any p will do.
+    room = cap * target / demand - hot.fixed
+    if room <= 0:
         return Advice(
             tuple(lines),
             f"Spread the hot key(s) that land on {who}: ~{demand * hot.fixed:,.0f} records/s "
@@ -307,6 +299,7 @@ def _scale_skewed(
             cap,
             demand,
         )
+    need = max(n + 1, math.ceil((1.0 - hot.fixed) / room))
     share = hot.at(need)
     return Advice(
         tuple(lines),

@@ -171,11 +171,9 @@ def _stalled(
     ]
     if cycle:
         lines += [waits.line(n) for n in cycle]
-    else:
-        lines += [Waits(graph, summaries, rules).line(n) for n in blocked]
-    if cycle:
         lines.append("a cycle of waits: " + " -> ".join([*cycle, cycle[0]]))
     else:
+        lines += [Waits(graph, summaries, rules).line(n) for n in blocked]
         lines.append("the waits end nowhere in the graph: what holds them is outside it")
     tcp = obs.settings.flow_control == "tcp"
     advice = (
