@@ -170,11 +170,16 @@ def test_the_open_buffers_count_in_out_pool_usage_and_the_job_ends_without_leaks
     """The open buffers count (Flink's 0.10 for a light operator), more than finishing them."""
     usage: dict[str, float] = {}
     for mode in ("finish", "publish"):
-        text = JOB.format(extra="", records="", exchange="").replace(
-            'output_flush = "publish"', f'output_flush = "{mode}"'
+        # 5 records/s per subtask: a subpartition gets one every 400 ms and a flush every 100 ms,
+        # so a finished buffer leaves its subpartition without a segment most of the time
+        text = (
+            JOB.format(extra="", records="", exchange="")
+            .replace('output_flush = "publish"', f'output_flush = "{mode}"')
+            .replace("rate = 300", "rate = 5")
+            .replace("warmup_s = 0.3", "warmup_s = 1.0")
         )
         settings = Settings(runs_dir=tmp_path / mode)
-        ended = drain(run_scenario(parse_scenario(text), settings, duration_s=1.0))
+        ended = drain(run_scenario(parse_scenario(text), settings, duration_s=1.5))
         assert ended.leaks == ()
         source = {v.name: v for v in ended.reports[0].vertices}["source"]
         assert source.metrics.out_pool_usage is not None
