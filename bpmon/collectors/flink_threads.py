@@ -11,6 +11,11 @@ restarted task's old thread, or another job's vertex of the same name on another
 not counted. Helper threads that carry a task's name (``OutputFlusher for ...``, ``System Time
 Trigger for ...``) are left out by the profile's ``ignore`` list.
 
+A legacy source (a ``SourceFunction``) runs its loop on a thread of its own, ``"Legacy Source
+Thread - {task thread's name}"``, while its task thread only waits for mail: that thread's stack
+is the subtask's sample (blocked requesting a buffer when its output is full), never the task
+thread's.
+
 Each sample is classified by the ``flink-jvm`` profile. Since Flink 1.10 a task whose output is
 full is *suspended* in its mailbox, exactly as one without input: the profile lists that wait as
 ``suspended``. :class:`Tally` keeps those samples apart, and :meth:`Tally.counts` splits them
@@ -30,6 +35,8 @@ from bpmon.collectors.sampler import ThreadCounts
 
 _FRAME = re.compile(r"^\s*at (?:[\w.@-]*/{1,2})?(?P<frame>[^\s(]+)\(")
 _ATTEMPT = re.compile(r"#(\d+)$")
+LEGACY_SOURCE_THREAD = "Legacy Source Thread - "
+"""The prefix Flink gives a legacy source's own thread, before its task thread's name."""
 
 SubtaskKey = tuple[str, int]
 """A subtask as (vertex name, index from 0)."""
@@ -93,6 +100,12 @@ class Tally:
         mine = self.expected.get(task_manager, {})
         profile = self.classifier.profile
         matched = 0
+        threads = list(threads)
+        legacy = {
+            t.name.removeprefix(LEGACY_SOURCE_THREAD): t.frames
+            for t in threads
+            if t.name.startswith(LEGACY_SOURCE_THREAD)
+        }
         for t in threads:
             if profile.ignores(t.name):
                 continue
@@ -104,8 +117,9 @@ class Tally:
                 continue
             counts = self._counts.setdefault(key, _Counts())
             self.names[key] = t.name
-            state = self.classifier.classify(t.frames)
-            if state == "idle" and self.classifier.suspended(t.frames):
+            frames = legacy.get(t.name, t.frames)
+            state = self.classifier.classify(frames)
+            if state == "idle" and self.classifier.suspended(frames):
                 counts.suspended += 1
             elif state == "backpressured":
                 counts.backpressured += 1

@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 from cluster import Cluster  # type: ignore[import-not-found]  # noqa: E402
 
 FIXTURES = HERE / "fixtures"
-TOPOLOGIES = ("slow-sink", "hot-key")
+TOPOLOGIES = ("slow-sink", "hot-key", "legacy-slow-map")
 RUN_S = 15.0
 
 
@@ -90,9 +90,10 @@ def _dump(cluster: Cluster, tm: str, names: list[str]) -> dict[str, Any]:
 
 
 def main() -> int:
-    """Record every topology of :data:`TOPOLOGIES`."""
+    """Record every topology of :data:`TOPOLOGIES` (``--only``: some of them)."""
     parser = argparse.ArgumentParser(description="Re-record the Flink REST fixtures.")
     parser.add_argument("--url", help="a running test cluster (scripts/flink-cluster start)")
+    parser.add_argument("--only", nargs="*", default=list(TOPOLOGIES), choices=TOPOLOGIES)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cluster = Cluster(Path(tmp))
@@ -101,7 +102,7 @@ def main() -> int:
         else:
             cluster.start()
         try:
-            for topology in TOPOLOGIES:
+            for topology in args.only:
                 record(cluster, topology)
                 print(f"recorded {topology} in {FIXTURES / topology}")
         finally:

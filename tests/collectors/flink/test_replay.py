@@ -79,3 +79,27 @@ def test_a_disagreement_with_flinks_own_level_is_a_finding() -> None:
     assert [n.vertex for n in disagree] == ["light"]
     assert re.match(r"Flink's backpressure endpoint says HIGH \((0\.9\d|1\.00)", disagree[0].detail)
     assert disagree[0].detail.endswith("say OK (0.00)")
+
+
+def test_a_legacy_source_is_sampled_on_its_own_thread() -> None:
+    """Recorded: the SourceFunction's thread blocked requesting a buffer, its task thread
+    waiting for mail. The source is hard backpressured, not idle, and the slow map is named."""
+    with serving(recorded("legacy-slow-map")) as url:
+        target = FlinkTarget(url)
+        target.start()
+        observation = target.observe(samples=4, interval_ms=20)
+    [source] = observation.vertex("Source: numbers -> parse").subtasks
+    assert (source.samples, source.backpressured, source.idle) == (4, 4, 0)
+
+
+def test_the_service_names_the_slow_map_behind_a_legacy_source(tmp_path: Path) -> None:
+    with serving(recorded("legacy-slow-map")) as url:
+        ended = drain(
+            monitor_flink(url, samples=4, interval_ms=20, settings=Settings(runs_dir=tmp_path))
+        )
+    [report] = ended.reports
+    assert report.root_causes is not None
+    assert (report.root_causes[0].vertex, report.root_causes[0].kind) == (
+        "enrich",
+        "slow-operator",
+    )
