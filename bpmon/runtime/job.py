@@ -13,6 +13,7 @@ and hybrid partitions spill into is removed; :attr:`JobResult.leaks` says otherw
 
 from __future__ import annotations
 
+import random
 import shutil
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import RegionScheduler
-from bpmon.runtime.task import Task, subtask_rng
+from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario
 from bpmon.scenario.chained import chained_scenario
 
@@ -338,3 +339,8 @@ def bounded_vertices(scenario: Scenario) -> set[str]:
         elif all(edge.source in bounded for edge in op.inputs):
             bounded.add(op.name)
     return bounded
+
+
+def subtask_rng(seed: int, vertex: str, index: int) -> random.Random:
+    """The seeded random generator of one subtask: repeatable per scenario seed."""
+    return random.Random(f"{seed}/{vertex}/{index}")

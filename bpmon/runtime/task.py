@@ -21,7 +21,6 @@ triggered for; the barriers arriving at the inputs are handled by ``alignment.Ba
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,15 +34,11 @@ from bpmon.runtime.chain import NS_PER_US, Chain
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
-from bpmon.runtime.pacing import RateLimiter, ServiceTime
+from bpmon.runtime.pacing import SOURCE_CHUNK, RateLimiter, ServiceTime, chunk_size
 from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import SlotWait, TaskState
 from bpmon.runtime.subpartition import END_OF_PARTITION, Event
 from bpmon.scenario import OperatorSpec
-
-SOURCE_CHUNK = 64
-"""Records a source emits between two looks at its mailbox and its outputs (fewer when that many
-would fill more than about one buffer: see ``Task._chunk_size``)."""
 
 
 class CheckpointListener(Protocol):
@@ -107,7 +102,11 @@ class Task:
         self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep)
         self.chain = Chain(spec, index, self.service.charge) if spec.members else None
         """The operators of a chained task, applied in order (None: one operator)."""
-        self._chunk = self._chunk_size(spec, index)
+        self._chunk = chunk_size(
+            spec,
+            self.chain.cost_us() if self.chain else spec.cost_of(index),
+            self.outputs[0].partition.segment_size if self.outputs else None,
+        )
         self._transform = Transform(spec)
         self._fault = InjectedFault.of(spec.fail, index, self.name, clock)
         # Up to 1 s of records a stall held back are still owed, as Guava's limiter (which
@@ -141,24 +140,6 @@ class Task:
         for output in self.outputs:
             output.partition.hard_backpressure = self._hard_backpressure
         self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
-
-    def _chunk_size(self, spec: OperatorSpec, index: int) -> int:
-        """Input records processed between two checks of output availability (and mail).
-
-        Flink checks before every record; checking every few records costs far less in Python
-        and changes nothing as long as one chunk neither takes long (at most ~2 ms of service
-        time) nor writes more than about one buffer per output, so a backpressured task stops
-        where Flink's would and sees checkpoint barriers as soon.
-        """
-        limit = 256
-        cost_s = (self.chain.cost_us() if self.chain else spec.cost_of(index)) / 1e6
-        if cost_s > 0:
-            limit = min(limit, int(0.002 / cost_s))
-        out_bytes = spec.fanout * spec.selectivity * spec.record_bytes
-        if self.outputs and out_bytes > 0:
-            segment = self.outputs[0].partition.segment_size
-            limit = min(limit, int(segment / out_bytes))
-        return max(1, limit)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -405,12 +386,9 @@ class Task:
     # -- checkpoints ------------------------------------------------------------------------
 
     def _inject_barrier(self) -> None:
-        checkpoint_id = self._pending_trigger
-        self._pending_trigger = None
-        if checkpoint_id is None:
-            return
-        overtaken = self._forward_barrier(checkpoint_id)
-        self._acknowledge(checkpoint_id, 0.0, overtaken)
+        checkpoint_id, self._pending_trigger = self._pending_trigger, None
+        if checkpoint_id is not None:  # a source has no input to align
+            self._acknowledge(checkpoint_id, 0.0, self._forward_barrier(checkpoint_id))
 
     def _forward_barrier(self, checkpoint_id: int) -> int:
         barrier = self.barriers.barrier(checkpoint_id)
@@ -419,8 +397,3 @@ class Task:
     def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
         if self._checkpoint is not None:
             self._checkpoint.acknowledge(self, checkpoint_id, alignment_s, in_flight)
-
-
-def subtask_rng(seed: int, vertex: str, index: int) -> random.Random:
-    """The seeded random generator of one subtask: repeatable per scenario seed."""
-    return random.Random(f"{seed}/{vertex}/{index}")

@@ -33,8 +33,8 @@ from bpmon.runtime.metrics import (
     task_metrics,
     window_metrics,
 )
-from bpmon.runtime.pacing import Schedule
-from bpmon.runtime.task import SOURCE_CHUNK, Task
+from bpmon.runtime.pacing import SOURCE_CHUNK, Schedule
+from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario, parse_scenario
 
 StartJob = Callable[[Scenario], Job]
