@@ -64,13 +64,20 @@ class Cluster:
     """A standalone Flink cluster of ``task_managers`` TaskManagers in ``workdir``."""
 
     def __init__(
-        self, workdir: Path, *, task_managers: int = 1, port: int | None = None, slots: int = 8
+        self,
+        workdir: Path,
+        *,
+        task_managers: int = 1,
+        port: int | None = None,
+        slots: int = 8,
+        fetch_interval_ms: int = 1000,
     ) -> None:
         home = flink_home()
         if home is None:
             raise RuntimeError(missing_reason() or "Flink is not installed")
         self.home, self.workdir = home, workdir
         self.task_managers, self.slots = task_managers, slots
+        self.fetch_interval_ms = fetch_interval_ms
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._jar_id: str | None = None
@@ -87,7 +94,11 @@ class Cluster:
         }
 
     def write_config(self) -> None:
-        """Loopback only, free ports, small memory and buffers; metrics fetched every second."""
+        """Loopback only, free ports, small memory and buffers; metrics fetched every second.
+
+        ``fetch_interval_ms``: how stale a metric the REST API serves may be (Flink's metric
+        fetcher refreshes at most this often); the fidelity benchmark lowers it to time build-up.
+        """
         conf = self.workdir / "conf"
         for sub in ("conf", "log", "pid"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
@@ -109,7 +120,7 @@ class Cluster:
                     "rest.address: 127.0.0.1",
                     "rest.bind-address: 127.0.0.1",
                     f"rest.port: {self.port}",
-                    "metrics.fetcher.update-interval: 1000",
+                    f"metrics.fetcher.update-interval: {self.fetch_interval_ms}",
                     # 4 KB network buffers (32 KB by default): backpressure builds up in seconds
                     # with the test jobs' small records, not in a minute.
                     "taskmanager.memory.segment-size: 4kb",
@@ -210,22 +221,31 @@ class Cluster:
             self._jar_id = str(answer["filename"]).rsplit("/", 1)[-1]
         return self._jar_id
 
-    def submit(self, topology: str, timeout_s: float = 60.0) -> str:
-        """Run one test job; its id once every task runs and every vertex has metrics."""
+    def submit(self, topology: str, timeout_s: float = 60.0, *, wait: bool = True) -> str:
+        """Run one test job; its id once every task runs and every vertex has metrics.
+
+        ``wait=False``: its id as soon as Flink accepted it (then :meth:`wait_running`).
+        """
         run = {"entryClass": "BpmonFlinkJobs", "programArgsList": [topology]}
         answer = self._send(
             "POST", f"/jars/{self.upload()}/run", json.dumps(run).encode(), "application/json"
         )
         job = str(answer["jobid"])
+        if wait:
+            self.wait_running(job, timeout_s)
+        return job
+
+    def wait_running(self, job: str, timeout_s: float = 60.0) -> None:
+        """Wait until every task of ``job`` runs and every vertex has metrics."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             details = self.get(f"/jobs/{job}")
             vertices = details.get("vertices") or []
             running = vertices and all(v.get("status") == "RUNNING" for v in vertices)
             if running and all(self._has_metrics(job, v["id"]) for v in vertices):
-                return job
+                return
             time.sleep(0.5)
-        raise RuntimeError(f"job {topology} ({job}) did not start running in {timeout_s:g} s")
+        raise RuntimeError(f"job {job} did not start running in {timeout_s:g} s")
 
     def _has_metrics(self, job: str, vertex: str) -> bool:
         return bool(self.get(f"/jobs/{job}/vertices/{vertex}/metrics"))

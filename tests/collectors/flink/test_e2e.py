@@ -93,6 +93,30 @@ def test_slow_sink_is_a_slow_sink(
     assert (cause["vertex"], cause["kind"]) == ("store: Writer", "slow-sink")
 
 
+def test_a_legacy_source_is_sampled_on_its_own_thread(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """A SourceFunction blocks on its own thread; its task thread only waits for mail."""
+    report = monitor(bpmon_bin, flink_cluster, watched("legacy-slow-map", flink_job), tmp_path)
+    source = vertex(report, "Source: numbers -> parse")
+    assert source["level"] == "HIGH" and source["ratio"] >= 0.9, source
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("enrich", "slow-operator")
+
+
+def test_a_flatmap_of_big_records_borrows_overdraft_buffers(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """Ten 2 KB records per record in, behind a slow sink: the writer finishes its record on
+    overdraft buffers (out pool usage above 100%), the sink is named."""
+    report = monitor(bpmon_bin, flink_cluster, watched("flatmap", flink_job), tmp_path)
+    explode = vertex(report, "explode")
+    assert explode["level"] == "HIGH"
+    assert explode["out_pool_usage"] > 1.0, explode
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("store: Writer", "slow-sink")
+
+
 def test_healthy_job_has_no_root_cause(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:

@@ -1,21 +1,25 @@
 /*
  * Small Flink jobs with a controlled bottleneck, for bpmon's tests against a real cluster.
  *
- * Usage: BpmonFlinkJobs TOPOLOGY   (slow-map, hot-key, slow-sink, healthy, fan-in)
+ * Usage: BpmonFlinkJobs TOPOLOGY
+ *        (slow-map, hot-key, slow-sink, healthy, fan-in, flatmap, legacy-slow-map)
  *
  * slow-map:  numbers (4000/s) -> enrich (1 ms per record, 2 subtasks) -> sink
  * hot-key:   numbers (3000/s) -> keyBy (2/3 of records on one key) -> count (1.5 ms, 2) -> sink
  * slow-sink: numbers (1000/s) -> light (40 KB records) -> store (2 ms per record)
  * healthy:   numbers (200/s) -> enrich (0.2 ms, 2) -> sink
  * fan-in:    left + right (1500/s each) -> merge (0.5 ms) -> sink
+ * flatmap:   numbers (300/s) -> explode (10 records of 2 KB per record) -> store (1 ms per record)
+ * legacy-slow-map: slow-map read from a legacy SourceFunction (its own thread) instead
  *
- * Every job reads a rate-limited FLIP-27 generator source. Costs are paid by sleeping (a thread
+ * Every job but legacy-slow-map reads a rate-limited FLIP-27 generator source. Costs are paid by sleeping (a thread
  * that sleeps is busy for Flink's time accounting and for a stack sample, and leaves the shared
  * CPU to others). A parse map is chained to the source so a chained vertex is always present;
  * every other operator starts its own task (disableChaining), named as bpmon's tests expect.
  */
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -25,6 +29,8 @@ import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
+import org.apache.flink.util.Collector;
 
 public class BpmonFlinkJobs {
 
@@ -87,6 +93,65 @@ public class BpmonFlinkJobs {
         }
     }
 
+    /**
+     * Emits ``count`` records of ``size`` bytes per record in: a writer that cannot stop inside
+     * one input record, which is what Flink's overdraft buffers (FLIP-227) are for.
+     */
+    static final class Explode implements FlatMapFunction<Long, byte[]> {
+        private final int count;
+        private final int size;
+
+        Explode(int count, int size) {
+            this.count = count;
+            this.size = size;
+        }
+
+        @Override
+        public void flatMap(Long value, Collector<byte[]> out) {
+            for (int i = 0; i < count; i++) {
+                out.collect(new byte[size]);
+            }
+        }
+    }
+
+    /**
+     * A legacy source: its own thread emits ``rate`` numbers per second under the checkpoint
+     * lock and never asks whether its output is available, as the legacy datagen did.
+     */
+    static final class LegacyNumbers implements SourceFunction<Long> {
+        private final double rate;
+        private volatile boolean running = true;
+
+        LegacyNumbers(double rate) {
+            this.rate = rate;
+        }
+
+        @Override
+        public void run(SourceContext<Long> ctx) throws InterruptedException {
+            long began = System.nanoTime();
+            long emitted = 0;
+            long next = 0;
+            while (running) {
+                long due = (long) ((System.nanoTime() - began) / 1e9 * rate);
+                if (emitted >= due) {
+                    Thread.sleep(1);
+                    continue;
+                }
+                // held back for longer than a second: catch up on one second of records only
+                emitted = Math.max(emitted, due - (long) rate);
+                synchronized (ctx.getCheckpointLock()) {
+                    ctx.collect(next++);
+                }
+                emitted++;
+            }
+        }
+
+        @Override
+        public void cancel() {
+            running = false;
+        }
+    }
+
     static DataStream<Long> source(StreamExecutionEnvironment env, String name, double rate) {
         DataGeneratorSource<Long> gen =
                 new DataGeneratorSource<>(
@@ -131,6 +196,18 @@ public class BpmonFlinkJobs {
                 source(env, "left", 1500)
                         .union(source(env, "right", 1500))
                         .map(new SlowMap(500)).name("merge").disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            case "flatmap":
+                source(env, "numbers", 300)
+                        .flatMap(new Explode(10, 2000)).returns(byte[].class).name("explode")
+                        .disableChaining()
+                        .sinkTo(new SlowSink<byte[]>(1000)).name("store").disableChaining();
+                break;
+            case "legacy-slow-map":
+                env.addSource(new LegacyNumbers(4000), "numbers", Types.LONG)
+                        .map(new SlowMap(0)).name("parse")
+                        .map(new SlowMap(1000)).name("enrich").setParallelism(2).disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
             default:
