@@ -40,7 +40,8 @@ class LiveSnapshot:
 
     Attributes:
         elapsed_s: seconds since the watch began.
-        phase: ``warming up``, ``sampling``, ``waiting`` (between bursts) or ``running``.
+        phase: ``warming up``, ``settling`` (after the warm-up, while backpressure still builds),
+            ``sampling``, ``waiting`` (between bursts) or ``running``.
         vertices: per vertex and subtask, totalled as in a report; empty for a target that
             gives no metrics between bursts (py-spy).
         sampling: the burst in progress, when one is.

@@ -45,6 +45,7 @@ from bpmon.rules.engine import diagnose
 from bpmon.rules.levels import vertex_status
 from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
+from bpmon.settling import PoolTrend
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
 LIVE_EVERY_S = 0.25
@@ -89,6 +90,8 @@ class WatchPlan:
         interval_ms: planned delay between two samples.
         bursts: windows to sample; None watches until stopped.
         warmup_s: seconds to let the job run before the first burst.
+        settle_s: after the warm-up, at most this many seconds more while an output pool is
+            still filling (backpressure still building; :mod:`bpmon.settling`).
         every_s: seconds from the start of one burst to the start of the next (back to back
             when None or shorter than a burst).
         duration_s: the least total time the job runs (it keeps running after the last burst
@@ -99,6 +102,7 @@ class WatchPlan:
     interval_ms: float = 50.0
     bursts: int | None = 1
     warmup_s: float = 0.0
+    settle_s: float = 0.0
     every_s: float | None = None
     duration_s: float | None = None
 
@@ -166,6 +170,7 @@ def scenario_plan(
         interval_ms=monitor.interval_ms,
         bursts=bursts,
         warmup_s=monitor.warmup_s,
+        settle_s=monitor.settle_s,
         every_s=every_s,
         duration_s=scenario.duration_s if duration_s is None else duration_s,
     )
@@ -261,7 +266,7 @@ def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
     try:
         target.start()
         yield JobStarted(run_id, target.job, target.source, plan.bursts, plan.duration_s)
-        yield from loop.idle(plan.warmup_s, "warming up")
+        yield from loop.warm_up(plan.warmup_s, plan.settle_s)
         burst = 0
         while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
             began = loop.clock()
@@ -318,7 +323,7 @@ class _Loop:
         """Seconds since the loop began."""
         return self.clock() - self._t0
 
-    def idle(self, seconds: float, phase: str) -> Iterator[Event]:
+    def idle(self, seconds: float, phase: str) -> Iterator[LiveSnapshot]:
         """Let ``seconds`` pass, a live snapshot every quarter second."""
         deadline = self.clock() + max(0.0, seconds)
         while not self.stopped and (left := deadline - self.clock()) > 0:
@@ -326,6 +331,21 @@ class _Loop:
                 break
             self.target.wait(0)
             yield self.live(phase)
+
+    def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[Event]:
+        """The warm-up, then up to ``settle_s`` more while an output pool is still filling."""
+        trend = PoolTrend()
+        for event in self.idle(warmup_s, "warming up"):
+            trend.add(event.vertices)
+            yield event
+        deadline = self.clock() + max(0.0, settle_s)
+        while not self.stopped and self.clock() < deadline and not trend.settled():
+            if self.stop.wait(min(LIVE_EVERY_S, deadline - self.clock())):
+                break
+            self.target.wait(0)
+            event = self.live("settling")
+            trend.add(event.vertices)
+            yield event
 
     def sample(self, burst: int) -> Generator[Event, None, Observation]:
         """One burst, sampled on a thread of its own; live snapshots from this one meanwhile.

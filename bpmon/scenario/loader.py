@@ -50,7 +50,7 @@ TOP_KEYS = (
 """Keys of a scenario file; ``expect`` (the ground truth of examples) is ignored by the loader."""
 CHECKPOINT_KEYS = ("interval_ms", "mode")
 """Keys of the ``[checkpoints]`` table."""
-MONITOR_KEYS = ("warmup_s", "samples", "interval_ms")
+MONITOR_KEYS = ("warmup_s", "samples", "interval_ms", "settle_s")
 """Keys of the ``[monitor]`` table."""
 CLUSTER_KEYS = ("slots_per_task_manager", "managed_memory_mb", "slot_request_timeout_s")
 """Keys of the ``[cluster]`` table."""
@@ -276,8 +276,10 @@ def _read_monitor(top: Table) -> MonitorConfig:
     warmup_s = table.number("warmup_s", 0.0)
     samples = table.integer("samples", minimum=1)
     interval_ms = table.number("interval_ms", 0.0, above_minimum=True)
+    settle_s = table.number("settle_s", 0.0)
     return MonitorConfig(
         warmup_s=default.warmup_s if warmup_s is None else warmup_s,
         samples=default.samples if samples is None else samples,
         interval_ms=default.interval_ms if interval_ms is None else interval_ms,
+        settle_s=default.settle_s if settle_s is None else settle_s,
     )

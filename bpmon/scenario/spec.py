@@ -168,6 +168,8 @@ class MonitorConfig:
     warmup_s: float = 2.0
     samples: int = 100
     interval_ms: float = 50.0
+    settle_s: float = 10.0
+    """After the warm-up, how long bpmon may wait more while an output pool is still filling."""
 
 
 @dataclass(frozen=True, slots=True)

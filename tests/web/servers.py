@@ -26,6 +26,7 @@ duration_s = 5
 warmup_s = 0
 samples = 10
 interval_ms = 10
+settle_s = 0
 
 [[operators]]
 name = "src"

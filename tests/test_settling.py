@@ -1,0 +1,110 @@
+"""The warm-up waits while backpressure is still building (``[monitor] settle_s``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bpmon.events import LiveSnapshot
+from bpmon.model import Metrics, SubtaskStatus, VertexStatus
+from bpmon.scenario import parse_scenario
+from bpmon.service import Settings, run_scenario
+from bpmon.settling import WINDOW, PoolTrend
+
+
+def snapshot(*usages: float) -> list[VertexStatus]:
+    subtasks = tuple(
+        SubtaskStatus(index=i, metrics=Metrics(out_pool_usage=u)) for i, u in enumerate(usages)
+    )
+    return [VertexStatus(name="source", parallelism=len(usages), subtasks=subtasks)]
+
+
+def trend_of(*readings: tuple[float, ...]) -> PoolTrend:
+    trend = PoolTrend()
+    for usages in readings:
+        trend.add(snapshot(*usages))
+    return trend
+
+
+def test_a_pool_that_keeps_rising_is_filling_until_it_is_full() -> None:
+    rising = [(0.05 * i,) for i in range(WINDOW)]
+    assert trend_of(*rising).filling() == ["source[0] out"]
+    full = [(0.5 + 0.05 * i,) for i in range(WINDOW)]  # ends at 0.9
+    assert trend_of(*full).filling() == []
+
+
+def test_a_pool_that_moves_a_buffer_up_and_down_or_barely_rises_has_settled() -> None:
+    flicker = [(0.2 + 0.08 * (i % 2),) for i in range(WINDOW)]
+    assert trend_of(*flicker).settled()
+    slow = [(0.1 + 0.005 * i,) for i in range(WINDOW)]
+    assert trend_of(*slow).settled()
+
+
+def test_two_seconds_of_readings_are_needed_and_each_subtask_counts() -> None:
+    short = trend_of(*[(0.05 * i, 0.1) for i in range(WINDOW - 1)])
+    assert short.filling() == [] and not short.settled()
+    assert trend_of(*[(0.2, 0.1)] * WINDOW).settled()
+    second = [(0.1, 0.05 * i) for i in range(WINDOW)]
+    assert trend_of(*second).filling() == ["source[1] out"]
+
+
+def test_input_pools_count_too() -> None:
+    trend = PoolTrend()
+    for i in range(WINDOW):
+        metrics = Metrics(out_pool_usage=0.1, in_pool_usage=0.1 * i)
+        sub = SubtaskStatus(index=0, metrics=metrics)
+        trend.add([VertexStatus(name="enrich", parallelism=1, subtasks=(sub,))])
+    assert trend.filling() == ["enrich[0] in"]
+
+
+SLOW_FILL = """
+name = "slow-fill"
+duration_s = 30
+[network]
+output_flush = "publish"
+[monitor]
+warmup_s = 0.5
+samples = 20
+interval_ms = 25
+settle_s = {settle}
+[[operators]]
+name = "source"
+kind = "source"
+rate = 2000
+[[operators]]
+name = "slow"
+kind = "map"
+cost_us = 1000
+inputs = [{{ from = "source" }}]
+[[operators]]
+name = "sink"
+kind = "sink"
+inputs = [{{ from = "slow" }}]
+"""
+"""2,000 records/s into a map that takes 1,000: its 32 KiB buffers hold 327 records of 100 bytes,
+so the source's ten take about three seconds to fill, far longer than the warm-up."""
+
+
+def first_burst(settle: float, tmp_path: Path) -> tuple[str | None, list[str]]:
+    """The source's level in the first report, and the phases the live view went through."""
+    scenario = parse_scenario(SLOW_FILL.format(settle=settle))
+    phases: list[str] = []
+    events = run_scenario(scenario, Settings(runs_dir=tmp_path / str(settle)), duration_s=0.1)
+    level = None
+    for event in events:
+        if isinstance(event, LiveSnapshot) and event.phase not in phases:
+            phases.append(event.phase)
+        if hasattr(event, "report"):
+            level = {v.name: v.level for v in event.report.vertices}["source"]
+    return level, phases
+
+
+def test_the_first_burst_waits_for_the_pools_to_fill(tmp_path: Path) -> None:
+    level, phases = first_burst(10.0, tmp_path)
+    assert phases[:2] == ["warming up", "settling"], phases
+    assert level == "HIGH"
+
+
+def test_without_settling_the_burst_samples_the_job_halfway_there(tmp_path: Path) -> None:
+    level, phases = first_burst(0.0, tmp_path)
+    assert "settling" not in phases
+    assert level != "HIGH"
