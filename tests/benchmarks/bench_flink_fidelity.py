@@ -216,7 +216,6 @@ SCENARIOS["legacy-slow-map"] = (
 """The slow map read from a legacy ``SourceFunction`` (its own thread, hard backpressure)."""
 
 
-
 def pool_means(snapshot: Any, readings: int = 6, every_s: float = 1.05) -> list[tuple[Any, Any]]:
     """Per vertex, its out and in pool usage averaged over ``readings`` taken ``every_s`` apart
     (a vertex's usage is its fullest subtask's, as in a report).
