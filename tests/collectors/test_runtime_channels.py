@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from bpmon.collectors.channels import CHANNELS_PER_READING, ChannelTally
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.scenario import parse_scenario
 
@@ -49,3 +50,43 @@ def test_the_channels_into_the_slow_subtask_hold_the_backlog() -> None:
     fast = max(c.backlog + c.queued for c in into[0])
     assert slow >= 2.0 > fast, (slow, fast)
     assert all(0.0 <= c.blocked <= 1.0 and c.blocked == 0.0 for c in obs.channels)  # no alignment
+
+
+WIDE = """
+name = "wide"
+duration_s = 30
+[[operators]]
+name = "src"
+kind = "source"
+parallelism = {p}
+rate = 100
+[[operators]]
+name = "sink"
+kind = "sink"
+parallelism = {p}
+inputs = [{{ from = "src", partitioner = "rebalance" }}]
+"""
+
+
+def readings_per_channel(parallelism: int, calls: int) -> tuple[int, set[int]]:
+    """How often a tally read each channel of a ``p x p`` rebalance in ``calls`` calls."""
+    target = RuntimeTarget(parse_scenario(WIDE.format(p=parallelism)))
+    target.start()
+    try:
+        time.sleep(0.5)
+        tally = ChannelTally(target.runtime.tasks)
+        for _ in range(calls):
+            tally.read()
+    finally:
+        assert not target.stop().leaks
+    return tally.stride, {s.readings for s in tally._sums.values()}
+
+
+def test_a_small_job_is_read_on_every_sample() -> None:
+    assert readings_per_channel(4, 9) == (1, {9})  # 16 channels
+
+
+def test_a_wide_job_is_read_on_one_sample_in_stride() -> None:
+    """13 x 13 = 169 channels: more than 128, so every second call reads (calls 1, 3, 5, 7, 9)."""
+    assert CHANNELS_PER_READING < 13 * 13
+    assert readings_per_channel(13, 9) == (2, {5})
