@@ -52,6 +52,17 @@ def test_below_the_skew_ratio_with_a_much_higher_time_per_record_is_a_slow_subta
     assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
 
 
+def test_a_cold_subtask_whose_accounting_reads_far_below_its_samples_does_not_make_a_slow_one():
+    """Recorded on Flink 2.3's hot-key job: the cold subtask's accounting read 4% busy where its
+    samples read 22%, at 95 records/s of 1.5 ms each. By the accounting alone the hot subtask
+    spends 4.6x as long per record (slow-subtask); with the samples too, 1.5x: the 4.9x records
+    make it the hot key it is."""
+    cold = sub(1, busy=0.22, rin=95, drift=2 * (0.22 - 0.043))
+    assert cold.metrics.busy_ratio == pytest.approx(0.043)
+    cls = kind_of(sub(0, busy=1.0, rin=470), cold)
+    assert (cls.kind, cls.subtasks) == ("data-skew", (0,))
+
+
 def test_mild_unevenness_that_neither_rule_explains_is_a_slow_operator() -> None:
     # Busy subtask 0.98 vs 0.75 (below 80% of the busiest), records 1.2x, time per record 1.1x.
     cls = kind_of(sub(0, busy=0.98, rin=240), sub(1, busy=0.75, rin=200))
