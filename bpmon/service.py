@@ -90,7 +90,7 @@ class WatchPlan:
         interval_ms: planned delay between two samples.
         bursts: windows to sample; None watches until stopped.
         warmup_s: seconds to let the job run before the first burst.
-        settle_s: after the warm-up, at most this many seconds more while an output pool is
+        settle_s: after the warm-up, at most this many seconds more while a buffer pool is
             still filling (backpressure still building; :mod:`bpmon.settling`).
         every_s: seconds from the start of one burst to the start of the next (back to back
             when None or shorter than a burst).
@@ -323,27 +323,27 @@ class _Loop:
         """Seconds since the loop began."""
         return self.clock() - self._t0
 
-    def idle(self, seconds: float, phase: str) -> Iterator[LiveSnapshot]:
-        """Let ``seconds`` pass, a live snapshot every quarter second."""
+    def idle(
+        self, seconds: float, phase: str, until: Callable[[], bool] | None = None
+    ) -> Iterator[LiveSnapshot]:
+        """Let ``seconds`` pass (or less, once ``until()`` holds), a live snapshot every quarter
+        second."""
         deadline = self.clock() + max(0.0, seconds)
         while not self.stopped and (left := deadline - self.clock()) > 0:
+            if until is not None and until():
+                break
             if self.stop.wait(min(LIVE_EVERY_S, left)):
                 break
             self.target.wait(0)
             yield self.live(phase)
 
     def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[Event]:
-        """The warm-up, then up to ``settle_s`` more while an output pool is still filling."""
+        """The warm-up, then up to ``settle_s`` more while a buffer pool is still filling."""
         trend = PoolTrend()
         for event in self.idle(warmup_s, "warming up"):
             trend.add(event.vertices)
             yield event
-        deadline = self.clock() + max(0.0, settle_s)
-        while not self.stopped and self.clock() < deadline and not trend.settled():
-            if self.stop.wait(min(LIVE_EVERY_S, deadline - self.clock())):
-                break
-            self.target.wait(0)
-            event = self.live("settling")
+        for event in self.idle(settle_s, "settling", until=trend.settled):
             trend.add(event.vertices)
             yield event
 

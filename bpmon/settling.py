@@ -1,11 +1,11 @@
-"""Whether a job's backpressure is still building: output pools that keep filling.
+"""Whether a job's backpressure is still building: buffer pools that keep filling.
 
 A fixed warm-up can end while buffers are still piling up in front of a bottleneck: the first
 burst then samples a transient (a source not yet backpressured, a pool half full) and the
 diagnosis reads the wrong job. With Flink's flushing, an output buffer is handed on only when it
 is full, so how long a job takes to fill its pools depends on its rates, record sizes and
 buffer size, not on any fixed delay. :class:`PoolTrend` watches the live snapshots of a watch
-and says when no output pool is filling any more; the service waits for that, up to a limit,
+and says when no pool is filling any more; the service waits for that, up to a limit,
 after the warm-up (``[monitor] settle_s``).
 
 A subtask's output or input pool is *filling* when, over the last two seconds of snapshots, the

@@ -21,6 +21,7 @@ from typing import Any
 from bpmon.errors import ConfigError
 from bpmon.model import Report, RootCause
 from bpmon.scenario import Scenario
+from bpmon.scenario.compiled import CHAIN_SEPARATOR
 from bpmon.scenario.loader import build_scenario, check_runtime_support, read_toml_file
 
 SETTABLE: Mapping[str, type] = {
@@ -87,10 +88,6 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)
     return result
-
-
-CHAIN_SEPARATOR = " -> "
-"""How a chained vertex is named from its operators (Flink's ``"map -> filter"``)."""
 
 
 def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:

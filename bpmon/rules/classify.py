@@ -195,29 +195,25 @@ def _slower(hot_cost: float, rest_cost: float, rules: RulesConfig) -> bool:
 
 
 def _time_per_record(
-    subs: list[SubtaskWindow], busy_of: Callable[[SubtaskWindow], float | None] | None = None
+    subs: list[SubtaskWindow], busy_of: Callable[[SubtaskWindow], float | None] = busy_ratio
 ) -> float:
     """Seconds of busy time per input record over ``subs`` (inf when busy with no records).
 
-    Busy time comes from the time accounting when the target has it: it is continuous, while a
-    50 ms sample grid can alias with periodic work (a subtask woken by its producer's 100 ms
-    flusher may show no busy sample at all though it is 20% busy). ``busy_of`` reads it another
-    way: a slow instance must be slower by the samples blended in too, because a Flink
-    subtask's accounting over a short window can read a fifth of what its samples and its
-    records say (a hot-key job's cold subtask: 4% busy by the accounting, 22% sampled, at 95
-    records/s of 1.5 ms each), which alone would make the hot subtask look slow.
+    Busy time is by default the one the report shows (the time accounting, else the samples),
+    so the evidence's time per record can be recomputed from the report's own busy and
+    records-in figures. The accounting is continuous, while a 50 ms sample grid can alias with
+    periodic work (a subtask woken by its producer's 100 ms flusher may show no busy sample at
+    all though it is 20% busy). ``busy_of = blended_busy`` reads it with the samples blended in:
+    a slow instance must be slower that way too, because a Flink subtask's accounting over a
+    short window can read a fifth of what its samples and its records say (a hot-key job's cold
+    subtask: 4% busy by the accounting, 22% sampled, at 95 records/s of 1.5 ms each), which
+    alone would make the hot subtask look slow.
     """
-    busy = sum((busy_of(s) or 0.0) if busy_of else _busy_for_cost(s) for s in subs)
+    busy = sum(busy_of(s) or 0.0 for s in subs)
     records = sum(s.metrics.records_in_per_s or 0.0 for s in subs)
     if records <= 0:
         return float("inf") if busy > 0 else 0.0
     return busy / records
-
-
-def _busy_for_cost(sw: SubtaskWindow) -> float:
-    """The busy ratio the report shows (time accounting, else samples), so the evidence's time
-    per record can be recomputed from the report's own busy and records-in figures."""
-    return busy_ratio(sw) or 0.0
 
 
 def _ms(seconds: float) -> str:

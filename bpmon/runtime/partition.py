@@ -375,10 +375,6 @@ class ResultPartition:
             return 0
         return self.segment_size - builder.free - builder.published
 
-    def builder_segment(self, target: int) -> int | None:
-        """The segment of ``target``'s unfinished buffer, or None (tests count segments)."""
-        return self._builders[target].segment
-
     # -- teardown ---------------------------------------------------------------------------
 
     def release(self) -> None:

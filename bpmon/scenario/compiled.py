@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from bpmon.errors import ScenarioError
 from bpmon.scenario.spec import DEFAULT_SLOT_SHARING_GROUP, Exchange, Mode, Partitioner, Scenario
 
+CHAIN_SEPARATOR = " -> "
+"""How a chained vertex is named from its operators (Flink's ``"map -> filter"``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class CompiledEdge:
@@ -377,4 +380,4 @@ def _chains(
     members: dict[str, list[str]] = {}
     for name in order:
         members.setdefault(head[name], []).append(name)
-    return {name: " -> ".join(members[head[name]]) for name in order}
+    return {name: CHAIN_SEPARATOR.join(members[head[name]]) for name in order}
