@@ -52,7 +52,12 @@ def synthesize_history(
     parallelism: int = 4,
     seed: int = 0,
 ) -> SynthResult:
-    """Write a synthetic history (rows marked ``synthetic``) ending at the settings' clock."""
+    """Write a synthetic history (rows marked ``synthetic``) ending at the settings' clock.
+
+    The clock is taken to the hour, so the same command run twice within an hour makes the same
+    run ids and writes nothing the second time.
+    """
+    hour = settings.now().replace(minute=0, second=0, microsecond=0)
     plan = SynthPlan(
         runs=runs,
         jobs=jobs,
@@ -60,7 +65,7 @@ def synthesize_history(
         parallelism=parallelism,
         seed=seed,
         every=SYNTH_EVERY,
-        start=settings.now() - runs * SYNTH_EVERY,
+        start=hour - runs * SYNTH_EVERY,
     )
     return synthesize(HistoryStore(history_dir(settings)), plan)
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 
 from bpmon.cli import app
 from bpmon.history.store import HistoryStore
+from bpmon.history_service import synthesize_history
+from bpmon.service import Settings
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +93,23 @@ def test_history_synth_writes_rows_marked_synthetic(tmp_path: Path) -> None:
     assert set(rows.column("synthetic").to_pylist()) == {True}
     assert set(rows.column("job").to_pylist()) == {"synth-job-1", "synth-job-2"}
     assert all("synth" in r for r in rows.column("run_id").to_pylist())
-    code, out, _ = bpmon(
-        "history", "synth", "--runs", "3", "--jobs", "2", "--runs-dir", str(tmp_path)
-    )
-    assert "0 synthetic run(s)" in out and "6 already there" in out
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "written"),
+    [("12:00:01", "12:59:58", 0), ("12:59:59", "13:00:00", 6)],
+)
+def test_history_synth_twice_in_an_hour_writes_nothing_new(
+    tmp_path: Path, first: str, second: str, written: int
+) -> None:
+    def at(clock: str) -> Settings:
+        moment = datetime.fromisoformat(f"2026-11-23T{clock}+00:00")
+        return Settings(runs_dir=tmp_path, now=lambda: moment)
+
+    made = synthesize_history(at(first), runs=3, jobs=2)
+    assert (made.runs, made.present) == (6, 0)
+    again = synthesize_history(at(second), runs=3, jobs=2)
+    assert (again.runs - again.present, again.present) == (written, 6 - written)
 
 
 def test_history_help_shows_the_forms(bpmon_bin: Path) -> None:
