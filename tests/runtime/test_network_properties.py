@@ -36,8 +36,8 @@ from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.partition import ResultPartition
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event
+from bpmon.runtime.partition import ResultPartition, _SharedSegment
+from bpmon.runtime.subpartition import END_OF_PARTITION, Event, PipelinedSubpartition
 from bpmon.scenario import FlowControl, NetworkConfig
 
 SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None)
@@ -133,6 +133,7 @@ class NetworkMachine(RuleBasedStateMachine):
             max_buffers_per_channel=data.draw(st.integers(1, 5)),
             max_overdraft_buffers_per_gate=data.draw(st.integers(0, 3)),
             flow_control=self.flow_control,
+            output_flush=data.draw(st.sampled_from(["finish", "publish"])),
             task_managers=2,
         )
         if data.draw(st.booleans(), label="scarce"):  # a fixed, tight total instead of "enough"
@@ -389,12 +390,33 @@ class NetworkMachine(RuleBasedStateMachine):
         ]
 
     def _partition_segments(self, p: int) -> int:
-        """Where a partition's segments are: pool, builders, queues, the consumer's hands."""
+        """Where a partition's segments are: pool, builders, queues, the consumer's hands.
+
+        When flushes publish slices, several slices (queued, or held by a local reader) and the
+        open builder share one segment: the segments are then the distinct ones among them.
+        """
         partition = self.partitions[p]
-        builders = sum(1 for s in range(partition.num_subpartitions) if partition.builder_bytes(s))
-        queued = sum(sub.backlog for sub in partition.subpartitions)
-        held = sum(1 for *_, b in self.held if b.recycler is partition.pool)
-        return partition.pool.num_available + builders + queued + held
+        if not partition.slices:
+            builders = sum(
+                1 for s in range(partition.num_subpartitions) if partition.builder_bytes(s)
+            )
+            queued = sum(sub.backlog for sub in partition.subpartitions)
+            held = sum(1 for *_, b in self.held if b.recycler is partition.pool)
+            return partition.pool.num_available + builders + queued + held
+        segments = {b.segment for b in partition._builders if b.segment is not None}
+        for sub in partition.subpartitions:
+            assert isinstance(sub, PipelinedSubpartition)
+            segments.update(item.segment for item in sub._queue if isinstance(item, Buffer))
+        segments.update(b.segment for *_, b in self.held if self._from(b, partition))
+        return partition.pool.num_available + len(segments)
+
+    @staticmethod
+    def _from(buffer: Buffer, partition: ResultPartition) -> bool:
+        """Whether ``buffer`` (held by a local reader) is one of ``partition``'s, or a slice."""
+        recycler = buffer.recycler
+        return recycler is partition.pool or (
+            isinstance(recycler, _SharedSegment) and recycler.pool is partition.pool
+        )
 
     def _gate_segments(self, j: int) -> int:
         """Where a gate pool's segments are: pool, free floating, received floating buffers."""
@@ -414,7 +436,7 @@ class NetworkMachine(RuleBasedStateMachine):
             for (j, index), (p, s) in self.source.items():
                 stream, channel = self.streams[p, s], self.gates[j].channels[index]
                 sub = self.partitions[p].subpartitions[s]
-                where = self.partitions[p].builder_bytes(s) + sub.queued_bytes
+                where = self.partitions[p].unpublished_bytes(s) + sub.queued_bytes
                 where += stream.received_bytes
                 if isinstance(channel, RemoteInputChannel):
                     where += channel.queued_bytes
