@@ -14,6 +14,14 @@ it is not yet full (:data:`FULL`). Input pools count too: behind a remote channe
 receiver's buffers fill first, while the sender's output pool still looks calm. Means of three
 readings, because a pool that has settled still moves a buffer up and down from one reading to
 the next.
+
+A pool can also pause for seconds while backpressure still builds: behind a remote channel the
+receiver's buffers first fill with the small slices of early flushes, then hold more bytes as
+the sender's backlog makes later slices larger, and meanwhile the sender's output pool stays
+where it is. So a job is also still building while a subtask is *saturated and queued* (its
+input pool full and it busy at least :data:`BUSY`) and one of its producer vertices is *not yet
+held* (no subtask of it HIGH, every output pool below :data:`FULL`): the backlog in front of
+the bottleneck has not reached its producers yet.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ RISE = 0.08
 """Least rise over the window that counts as filling: about one buffer of a pool of 12."""
 FULL = 0.9
 """Usage from which a pool counts as full (the first vertex's backpressure has built)."""
+BUSY = 0.9
+"""Busy ratio from which a subtask with a full input pool counts as saturated."""
 
 
 class PoolTrend:
@@ -39,10 +49,13 @@ class PoolTrend:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, int, str], deque[float]] = {}
         self._snapshots = 0
+        self._unheld: list[str] = []
 
     def add(self, vertices: Iterable[VertexStatus]) -> None:
         """One live snapshot's vertices."""
         self._snapshots += 1
+        vertices = list(vertices)
+        self._unheld = _unheld(vertices)
         for vertex in vertices:
             for sub in vertex.subtasks:
                 pools = (("out", sub.metrics.out_pool_usage), ("in", sub.metrics.in_pool_usage))
@@ -53,7 +66,9 @@ class PoolTrend:
                     self._seen.setdefault(key, deque(maxlen=WINDOW)).append(usage)
 
     def filling(self) -> list[str]:
-        """The pools still filling, as ``vertex[index] out`` or ``in``; empty once settled."""
+        """What still builds: pools filling, as ``vertex[index] out`` or ``in``, and saturated
+        queued subtasks whose producers are not yet held, as ``vertex[index] queued``; empty
+        once settled."""
         out = []
         for (vertex, index, side), seen in self._seen.items():
             if len(seen) < WINDOW:
@@ -62,8 +77,38 @@ class PoolTrend:
             first, last = sum(values[:EDGE]) / EDGE, sum(values[-EDGE:]) / EDGE
             if last - first >= RISE and values[-1] < FULL:
                 out.append(f"{vertex}[{index}] {side}")
-        return out
+        return out + self._unheld
 
     def settled(self) -> bool:
         """Two seconds of snapshots were seen and no pool in them is filling."""
         return self._snapshots >= WINDOW and not self.filling()
+
+
+def _unheld(vertices: list[VertexStatus]) -> list[str]:
+    """Saturated, queued subtasks whose producers are not yet held, as ``vertex[index] queued``.
+
+    Read from the latest snapshot only: a subtask whose input pool is full and that is busy at
+    least :data:`BUSY`, with an input vertex none of whose subtasks is HIGH and whose output
+    pools are all below :data:`FULL`.
+    """
+    by_name = {v.name: v for v in vertices}
+    out = []
+    for vertex in vertices:
+        producers = [by_name[e.source] for e in vertex.inputs if e.source in by_name]
+        if not any(_not_yet_held(p) for p in producers):
+            continue
+        for sub in vertex.subtasks:
+            m = sub.metrics
+            queued = m.in_pool_usage is not None and m.in_pool_usage >= FULL
+            if queued and m.busy_ratio is not None and m.busy_ratio >= BUSY:
+                out.append(f"{vertex.name}[{sub.index}] queued")
+    return out
+
+
+def _not_yet_held(vertex: VertexStatus) -> bool:
+    """No subtask of ``vertex`` is HIGH and every output pool it reports is below :data:`FULL`."""
+    return all(
+        sub.level != "HIGH"
+        and (sub.metrics.out_pool_usage is None or sub.metrics.out_pool_usage < FULL)
+        for sub in vertex.subtasks
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bpmon.events import LiveSnapshot
-from bpmon.model import Metrics, SubtaskStatus, VertexStatus
+from bpmon.model import Edge, Level, Metrics, SubtaskStatus, VertexStatus
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, run_scenario
 from bpmon.settling import WINDOW, PoolTrend
@@ -54,6 +56,52 @@ def test_input_pools_count_too() -> None:
         sub = SubtaskStatus(index=0, metrics=metrics)
         trend.add([VertexStatus(name="enrich", parallelism=1, subtasks=(sub,))])
     assert trend.filling() == ["enrich[0] in"]
+
+
+def two_vertices(
+    producer_out: float, producer_level: Level, consumer_in: float, consumer_busy: float
+) -> list[VertexStatus]:
+    """parse -> enrich, one subtask each, with the pools, level and busy ratio given."""
+    parse = SubtaskStatus(
+        index=0, level=producer_level, metrics=Metrics(out_pool_usage=producer_out)
+    )
+    enrich = SubtaskStatus(
+        index=0, metrics=Metrics(in_pool_usage=consumer_in, busy_ratio=consumer_busy)
+    )
+    return [
+        VertexStatus(name="parse", parallelism=1, subtasks=(parse,)),
+        VertexStatus(
+            name="enrich", parallelism=1, inputs=(Edge("parse", "rebalance"),), subtasks=(enrich,)
+        ),
+    ]
+
+
+def steady(vertices: list[VertexStatus]) -> PoolTrend:
+    trend = PoolTrend()
+    for _ in range(WINDOW):
+        trend.add(vertices)
+    return trend
+
+
+def test_a_saturated_queued_consumer_whose_producer_is_not_held_yet_is_still_building() -> None:
+    """Flat pools, but the backlog in front of enrich has not reached parse yet."""
+    assert steady(two_vertices(0.42, "OK", 1.0, 0.98)).filling() == ["enrich[0] queued"]
+
+
+@pytest.mark.parametrize(
+    ("producer_out", "producer_level", "consumer_in", "consumer_busy"),
+    [
+        (0.95, "OK", 1.0, 0.98),  # the producer's pool is full: built
+        (0.42, "HIGH", 1.0, 0.98),  # the producer is backpressured: built
+        (0.42, "OK", 0.5, 0.98),  # the consumer keeps its queue short: keeping up
+        (0.42, "OK", 1.0, 0.6),  # the consumer waits on something else (a capped link)
+    ],
+)
+def test_a_consumer_that_is_not_saturated_and_queued_or_a_held_producer_has_settled(
+    producer_out: float, producer_level: Level, consumer_in: float, consumer_busy: float
+) -> None:
+    vertices = two_vertices(producer_out, producer_level, consumer_in, consumer_busy)
+    assert steady(vertices).settled()
 
 
 SLOW_FILL = """
