@@ -42,7 +42,7 @@ from bpmon.service import (
     shipped_examples,
     use_data_dir,
 )
-from bpmon.whatif import Change, changed, parse_change, recommended_change, verdict
+from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
 profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
@@ -175,15 +175,16 @@ def run(
             return
         view = Console(stderr=json_out)
         first = _watched(events, loaded.name, view)
-        change = recommended_change(first.reports[-1])
-        if change is None:
+        changes = recommended_changes(first.reports[-1])
+        if not changes:
             if not json_out:
                 render_text(first.reports[-1], view)
             _say_saved(first, json_out)
             raise ConfigError("--verify: the report recommends no parallelism to try")
-        again = changed(loaded, [change])
-        second = _watched(run_scenario(again, settings, duration_s=duration), str(change), view)
-        _show_comparison(first.reports[-1], second.reports[-1], [change], json_out, view)
+        again = changed(loaded, changes)
+        label = ", ".join(map(str, changes))
+        second = _watched(run_scenario(again, settings, duration_s=duration), label, view)
+        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
 
 
 @app.command()

@@ -296,8 +296,31 @@ class VertexStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class NextInSeries:
+    """A vertex in series after a bottleneck that would limit once the bottleneck keeps up.
+
+    Attributes:
+        vertex: its name.
+        parallelism: its subtasks now.
+        capacity_per_subtask: records/s one of its subtasks handles at 100% busy.
+        offered_rate: records/s it would be offered with nothing upstream blocked.
+        recommended_parallelism: the least that takes that at the utilisation target.
+    """
+
+    vertex: str
+    parallelism: int
+    capacity_per_subtask: float
+    offered_rate: float
+    recommended_parallelism: int
+
+
+@dataclass(frozen=True, slots=True)
 class RootCause:
-    """A bottleneck: the vertex, the kind of cause, how sure, why, and what to do."""
+    """A bottleneck: the vertex, the kind of cause, how sure, why, and what to do.
+
+    ``next_in_series`` names the vertices after it that would limit once it keeps up (sized
+    like it), so that raising it alone is known to move the backpressure, not remove it.
+    """
 
     vertex: str
     kind: CauseKind
@@ -308,6 +331,7 @@ class RootCause:
     capacity_per_subtask: float | None = None
     offered_rate: float | None = None
     recommended_parallelism: int | None = None
+    next_in_series: tuple[NextInSeries, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

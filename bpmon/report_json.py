@@ -29,6 +29,7 @@ from bpmon.model import (
     Level,
     LevelsFrom,
     Metrics,
+    NextInSeries,
     Report,
     RootCause,
     Source,
@@ -197,7 +198,7 @@ def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
 
 
 def _cause_to_dict(cause: RootCause) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "vertex": cause.vertex,
         "kind": cause.kind,
         "subtasks": list(cause.subtasks),
@@ -208,6 +209,18 @@ def _cause_to_dict(cause: RootCause) -> dict[str, Any]:
         "offered_rate": _number(cause.offered_rate, _RATE_DIGITS),
         "recommended_parallelism": cause.recommended_parallelism,
     }
+    if cause.next_in_series:  # left out when empty, like channels
+        doc["next_in_series"] = [
+            {
+                "vertex": n.vertex,
+                "parallelism": n.parallelism,
+                "capacity_per_subtask": _number(n.capacity_per_subtask, _RATE_DIGITS),
+                "offered_rate": _number(n.offered_rate, _RATE_DIGITS),
+                "recommended_parallelism": n.recommended_parallelism,
+            }
+            for n in cause.next_in_series
+        ]
+    return doc
 
 
 # --------------------------------------------------------------------------------------- reading
@@ -355,6 +368,16 @@ def _cause_from(f: _Fields) -> RootCause:
         capacity_per_subtask=f.optional_number("capacity_per_subtask"),
         offered_rate=f.optional_number("offered_rate"),
         recommended_parallelism=f.optional("recommended_parallelism", int),
+        next_in_series=tuple(
+            NextInSeries(
+                vertex=n.get("vertex", str),
+                parallelism=n.get("parallelism", int),
+                capacity_per_subtask=n.number("capacity_per_subtask"),
+                offered_rate=n.number("offered_rate"),
+                recommended_parallelism=n.get("recommended_parallelism", int),
+            )
+            for n in f.children("next_in_series", required=False)
+        ),
     )
 
 

@@ -3,7 +3,8 @@ backpressure.
 
 ``bpmon whatif SCENARIO --set enrich.parallelism=7`` runs the scenario as written and as
 changed, and shows both diagnoses side by side; ``bpmon run SCENARIO --verify`` applies bpmon's
-own recommendation (the top root cause's ``recommended_parallelism``) and re-runs. A change is
+own recommendation (the top root cause's ``recommended_parallelism``, and that of the vertices
+in series after it that would limit next) and re-runs. A change is
 made to the scenario's TOML document and the whole document is checked again by the loader, so a
 change that breaks a rule of the format (a ``slow_subtasks`` index beyond the new parallelism, a
 forward edge between unequal parallelisms) is the same one-line error as in a file.
@@ -145,11 +146,15 @@ def _top(causes: Sequence[RootCause] | None) -> str:
     return f"; root cause now {causes[0].kind} at {causes[0].vertex}"
 
 
-def recommended_change(report: Report) -> Change | None:
-    """The change bpmon recommends for the report's top root cause, if it sized one."""
+def recommended_changes(report: Report) -> list[Change]:
+    """The changes bpmon recommends for the report's top root cause, if it sized one: its
+    parallelism, and that of each vertex in series after it that would limit next."""
     if not report.root_causes:
-        return None
+        return []
     top = report.root_causes[0]
     if top.recommended_parallelism is None:
-        return None
-    return Change(top.vertex, "parallelism", top.recommended_parallelism)
+        return []
+    return [
+        Change(top.vertex, "parallelism", top.recommended_parallelism),
+        *(Change(n.vertex, "parallelism", n.recommended_parallelism) for n in top.next_in_series),
+    ]

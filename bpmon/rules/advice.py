@@ -130,7 +130,7 @@ def advise(
 ) -> Advice:
     """Capacity evidence and an actionable recommendation for a classified suspect."""
     vertex = obs.vertex(suspect.vertex)
-    demand = _whole(offered.get(vertex.name))
+    demand = whole_rate(offered.get(vertex.name))
     if cls.kind in ("slow-operator", "slow-sink"):
         return _scale(vertex, cls, demand, rules)
     if cls.kind == "data-skew":
@@ -140,7 +140,7 @@ def advise(
     return Advice((), _fixed_advice(cls.kind, vertex.name, ", ".join(suspect.pressing)))
 
 
-def _whole(rate: float | None) -> float | None:
+def whole_rate(rate: float | None) -> float | None:
     """A rate as the text quotes it, whole records/s: the JSON field then carries the same.
 
     A rate that rounds to 0 is no rate to size anything with: None.
@@ -175,7 +175,7 @@ def _scale(
     # cannot keep up: the vertex is sized from their capacity, not from the average.
     named = [s for s in vertex.subtasks if s.index in cls.subtasks]
     subset = bool(named) and len(named) < len(vertex.subtasks)
-    cap = _whole(
+    cap = whole_rate(
         capacity_per_subtask(named if subset else vertex.subtasks, rules.capacity.min_busy)
     )
     target = rules.capacity.utilisation_target
@@ -321,7 +321,7 @@ def _skew(
     edges = [e for e in vertex.inputs if e.partitioner == "hash"] or list(vertex.inputs)
     exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
     lines: list[str] = []
-    cap = _whole(capacity_per_subtask(hot, rules.capacity.min_busy))
+    cap = whole_rate(capacity_per_subtask(hot, rules.capacity.min_busy))
     total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     if cap is not None and demand and total > 0:
         share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
@@ -346,8 +346,8 @@ def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesC
     tms = sorted({s.task_manager for s in hot if s.task_manager is not None})
     where = f" (task manager {', '.join(str(t) for t in tms)})" if tms else ""
     lines: list[str] = []
-    cap_hot = _whole(capacity_per_subtask(hot, rules.capacity.min_busy))
-    cap_rest = _whole(capacity_per_subtask(rest, rules.capacity.min_busy))
+    cap_hot = whole_rate(capacity_per_subtask(hot, rules.capacity.min_busy))
+    cap_rest = whole_rate(capacity_per_subtask(rest, rules.capacity.min_busy))
     if cap_hot is not None and cap_rest is not None:
         lines.append(
             f"{who} handles ~{cap_hot:,.0f} records/s per subtask at 100% busy, "

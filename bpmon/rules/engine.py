@@ -37,6 +37,7 @@ from bpmon.rules.levels import (
 )
 from bpmon.rules.localize import Localization, localize
 from bpmon.rules.scheduling import scheduling_causes
+from bpmon.rules.series import evidence_line, next_in_series, recommendation_tail
 from bpmon.rules.stall import find_stalls
 
 
@@ -136,22 +137,29 @@ def _root_cause(
 ) -> RootCause:
     cls = classify(suspect, loc, obs, rules)
     advice = advise(suspect, cls, obs, offered, rules)
+    following = []
+    if advice.recommended_parallelism is not None:
+        named = frozenset(s.vertex for s in loc.suspects)
+        following = next_in_series(suspect.vertex, loc.graph, obs, offered, named, rules)
     evidence = (
         *cls.evidence,
         *_time_lines(suspect, obs, cls),
         *_pressure_lines(suspect, loc, obs, rules),
         *advice.evidence,
+        *(evidence_line(f) for f in following),
     )
+    recommendation = advice.recommendation + "".join(recommendation_tail(f) for f in following)
     return RootCause(
         vertex=suspect.vertex,
         kind=cls.kind,
         subtasks=cls.subtasks,
         confidence=round(_confidence(suspect, loc, obs, cls, rules), 2),
         evidence=evidence,
-        recommendation=advice.recommendation,
+        recommendation=recommendation,
         capacity_per_subtask=advice.capacity_per_subtask,
         offered_rate=advice.offered_rate,
         recommended_parallelism=advice.recommended_parallelism,
+        next_in_series=tuple(following),
     )
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 import tempfile
 import time
@@ -60,6 +61,7 @@ from bpmon.errors import BpmonError
 from bpmon.events import JobEnded, JobFailed, ReportReady
 from bpmon.model import Report
 from bpmon.scenario import InputSpec, Scenario, load_scenario
+from bpmon.scenario.network import OutputFlush
 
 END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
@@ -87,6 +89,8 @@ class Job:
     samples: int | None = None
     vertex: str | None = None
     parallelism: int | None = None
+    also: tuple[tuple[str, int], ...] = ()
+    """Further (vertex, parallelism) changes: the recommendation's ``next_in_series``."""
 
 
 def with_parallelism(scenario: Scenario, vertex: str, parallelism: int) -> Scenario:
@@ -109,6 +113,8 @@ def with_parallelism(scenario: Scenario, vertex: str, parallelism: int) -> Scena
     return replace(scenario, operators=tuple(operators))
 
 
+FLUSH_VARIABLE = "BPMON_BENCH_OUTPUT_FLUSH"
+"""Set by ``--output-flush`` (an environment variable, so ``--jobs 2``'s workers see it too)."""
 SATURATED_RERUNS = 2
 """Runs again when bpmon's runtime could not keep up (the machine was busy elsewhere)."""
 
@@ -139,6 +145,12 @@ def _run_once(job: Job) -> Run:
         scenario = replace(scenario, monitor=replace(scenario.monitor, samples=job.samples))
     if job.vertex is not None and job.parallelism is not None:
         scenario = with_parallelism(scenario, job.vertex, job.parallelism)
+    for vertex, parallelism in job.also:
+        scenario = with_parallelism(scenario, vertex, parallelism)
+    if flush := os.environ.get(FLUSH_VARIABLE):
+        mode: OutputFlush = "publish" if flush == "publish" else "finish"
+        network = replace(scenario.network, output_flush=mode)
+        scenario = replace(scenario, network=network)
     report, verdict_s = None, None
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bpmon-bench-") as runs:
@@ -214,8 +226,9 @@ def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
         if causes and causes[0].recommended_parallelism is not None:
             vertex = causes[0].vertex
             current = load_scenario(o.case.path).operator(vertex).parallelism
+            also = tuple((n.vertex, n.recommended_parallelism) for n in causes[0].next_in_series)
             pending.append(
-                Recommendation(o.case, vertex, current, causes[0].recommended_parallelism)
+                Recommendation(o.case, vertex, current, causes[0].recommended_parallelism, also)
             )
     for step in range(3):  # N, N-1, N-2
         todo = []
@@ -233,6 +246,7 @@ def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
                 VERIFY_SAMPLES,
                 pending[i].vertex,
                 pending[i].recommended - step,
+                pending[i].also,
             )
             for i in todo
         ]
@@ -247,7 +261,8 @@ def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
 
 
 def _verify_label(job: Job) -> str:
-    return f"{Path(job.path).stem} with {job.vertex}.parallelism={job.parallelism}"
+    changes = [(job.vertex, job.parallelism), *job.also]
+    return f"{Path(job.path).stem} with " + ", ".join(f"{v}.parallelism={p}" for v, p in changes)
 
 
 def main() -> None:
@@ -259,7 +274,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, choices=(1, 2), help="runs at once")
     parser.add_argument("--samples", type=int, help="samples per burst (default: the scenario's)")
     parser.add_argument("--no-verify", action="store_true", help="skip the re-runs")
+    parser.add_argument(
+        "--output-flush",
+        choices=("finish", "publish"),
+        help="run every scenario with this [network] output_flush (default: the scenario's)",
+    )
     args = parser.parse_args()
+    if args.output_flush:
+        os.environ[FLUSH_VARIABLE] = args.output_flush
     try:
         cases = load_corpus(args.only)
     except (CorpusError, BpmonError) as exc:

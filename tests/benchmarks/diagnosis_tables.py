@@ -60,6 +60,8 @@ class Recommendation:
     vertex: str
     current: int
     recommended: int
+    also: tuple[tuple[str, int], ...] = ()
+    """The vertices in series after it raised with it (``next_in_series``), at their advice."""
     results: tuple[bool | None, ...] = ()
 
     def next_step(self) -> int | None:

@@ -14,6 +14,7 @@ Written independently of the rules (it recomputes from the report, not from the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -197,6 +198,12 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
             rf"the others ~(?P<c2>{rate})",
             _instance_capacity,
         ),
+        (
+            rf"next in series: (?P<v>{v}) handles ~(?P<c>{rate}) records/s per subtask x "
+            rf"(?P<p>\d+) and would then be offered ~(?P<d>{rate}): it would limit next; "
+            r"(?P<n>\d+) subtasks would take it at (?P<u>\d+)%",
+            _next_in_series,
+        ),
     ]
     return [(re.compile(p), f) for p, f in table]
 
@@ -338,6 +345,38 @@ def _named_capacity(c: Check, cause: RootCause | None, m: re.Match[str], line: s
     c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"capacity field {cap}")
     again = _capacity(c.subtasks(m["v"], m["idx"], line))
     c.expect(again is not None and m["c"] == f"{again:,.0f}", line, f"recomputed {again}")
+
+
+def _next_in_series(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
+    """Capacity from the vertex's table; the offered rate from the cause's, times records out /
+    records in of each vertex on the single path to it; the parallelism from the two."""
+    vertex = c.vertex(m["v"])
+    cap = _capacity(vertex.subtasks)
+    c.expect(cap is not None and m["c"] == f"{cap:,.0f}", line, f"recomputed capacity {cap}")
+    c.expect(int(m["p"]) == vertex.parallelism, line, f"parallelism {vertex.parallelism}")
+    offered = cause.offered_rate if cause is not None else None
+    on_the_way = vertex
+    while offered is not None and len(on_the_way.inputs) == 1 and cause is not None:
+        on_the_way = c.vertex(on_the_way.inputs[0].source)
+        rin, rout = on_the_way.metrics.records_in_per_s, on_the_way.metrics.records_out_per_s
+        offered = offered * rout / rin if rin and rout is not None else None
+        if on_the_way.name == cause.vertex:
+            break
+    on_path = cause is not None and on_the_way.name == cause.vertex
+    c.expect(on_path, line, "not in series after the cause")
+    quoted = _rate(m["d"])
+    c.expect(offered is not None and abs(quoted - offered) <= 0.005 * offered + 1, line,
+             f"recomputed offered rate {offered}")  # fmt: skip
+    if cap is None or not on_path:
+        return
+    whole_cap = _rate(m["c"])
+    c.expect(whole_cap * vertex.parallelism < quoted, line, "it could take what it is offered")
+    need = math.ceil(quoted / (whole_cap * RULES.capacity.utilisation_target))
+    c.expect(int(m["n"]) == need, line, f"needed {need}")
+    c.expect(m["u"] == f"{quoted / (need * whole_cap) * 100:.0f}", line, "utilisation")
+    sentence = f"Then {m['v']} would limit next: give it {need} subtasks instead of "
+    sentence += f"{vertex.parallelism} as well."
+    c.expect(cause is not None and sentence in cause.recommendation, line, "recommendation")
 
 
 def _shares(vertex: VertexStatus, index: int) -> tuple[float, float]:

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from bpmon.model import Observation
 from bpmon.rules.advice import PENDING_GROWTH, capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
@@ -207,3 +208,42 @@ def test_a_mildly_hot_subtask_gets_the_least_parallelism_its_share_allows() -> N
     assert "4 subtasks instead of 3 would leave store[0] 36% of the ~1,500 records/s" in (
         cause.recommendation
     )
+
+
+def _in_series(next_busy: float) -> Observation:
+    """src (offering 3,000/s) -> op (2 x 1,000/s, saturated) -> next (1 subtask, 2,000/s in
+    at ``next_busy``) -> sink."""
+    return observation(
+        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(500)),
+               sub(1, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(500))),
+        vertex("op", sub(0, busy=1.0, rin=1000, rout=1000, timed=False),
+               sub(1, busy=1.0, rin=1000, rout=1000, timed=False), inputs=[edge("src")]),
+        vertex("next", sub(0, busy=next_busy, rin=2000, rout=2000, timed=False),
+               inputs=[edge("op")]),
+        vertex("sink", sub(0, busy=0.1, rin=2000, timed=False), inputs=[edge("next")]),
+    )  # fmt: skip
+
+
+def test_a_vertex_after_the_bottleneck_that_could_not_take_the_rate_is_named_next() -> None:
+    # next handles 2,000 / 0.8 = 2,500/s and would be offered 3,000/s once op keeps up:
+    # ceil(3000 / (2500 x 0.9)) = 2 subtasks, then at 3000 / 5000 = 60%.
+    report = diagnose(_in_series(0.8), RULES)
+    assert problems(report) == [] and report.root_causes
+    cause = report.root_causes[0]
+    assert (cause.vertex, cause.recommended_parallelism) == ("op", math.ceil(3000 / 900))
+    assert (
+        "next in series: next handles ~2,500 records/s per subtask x 1 and would then be "
+        "offered ~3,000: it would limit next; 2 subtasks would take it at 60%"
+    ) in cause.evidence
+    assert cause.recommendation.endswith(
+        "Then next would limit next: give it 2 subtasks instead of 1 as well."
+    )
+
+
+def test_a_vertex_after_the_bottleneck_with_room_for_the_rate_is_not_named() -> None:
+    report = diagnose(_in_series(0.6), RULES)  # 2,000 / 0.6 = 3,333/s: room for 3,000/s
+    assert problems(report) == [] and report.root_causes
+    cause = report.root_causes[0]
+    assert cause.vertex == "op"
+    assert not any(line.startswith("next in series") for line in cause.evidence)
+    assert "limit next" not in cause.recommendation
