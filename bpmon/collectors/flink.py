@@ -33,6 +33,7 @@ from bpmon.clock import utc_now
 from bpmon.collectors.flink_metrics import (
     MetricNames,
     flink_level,
+    pool_means,
     query_chunks,
     resolve_names,
     soft_share,
@@ -339,7 +340,10 @@ def _young(m: Metrics, place: Placement | None) -> Metrics:
 def _over_window(
     m: Metrics, before: dict[str, float], after: dict[str, float], names: MetricNames, index: int
 ) -> Metrics:
-    """Flink's gauges, replaced by the accounting between two readings where there is one."""
+    """Flink's gauges, replaced by the accounting between two readings where there is one;
+    pool usages as the mean of the two readings."""
+    out_pool, in_pool = pool_means(before, after, names, index)
+    m = replace(m, out_pool_usage=out_pool, in_pool_usage=in_pool)
     exact = window_accounting(before, after, names, index)
     if exact is None:
         return m

@@ -217,6 +217,23 @@ def window_accounting(
     )
 
 
+def pool_means(
+    before: Mapping[str, float], after: Mapping[str, float], names: MetricNames, index: int
+) -> tuple[float | None, float | None]:
+    """A subtask's output and input pool usage as the mean of the two readings (the last one
+    where the first is missing): a pool gauge is an instant, and a writer finishing a large
+    record on overdraft buffers reads above 1 at one fetch and 1 at the next."""
+
+    def mean(quantity: str) -> float | None:
+        name = names.names.get(quantity)
+        key = f"{index}.{name}"
+        if name is None or key not in after:
+            return None
+        return (before[key] + after[key]) / 2 if key in before else after[key]
+
+    return mean("out_pool"), mean("in_pool")
+
+
 def soft_share(m: Metrics) -> float | None:
     """Of the time a task spent suspended in its mailbox, the share it was soft backpressured.
 

@@ -12,6 +12,7 @@ import pytest
 from bpmon.collectors.flink_metrics import (
     MAX_QUERY_CHARS,
     flink_level,
+    pool_means,
     query_chunks,
     resolve_names,
     soft_share,
@@ -233,3 +234,16 @@ def test_the_windows_accounting_comes_from_the_running_totals() -> None:
     assert m.records_in_per_s == pytest.approx(128.3)
     assert m.records_out_per_s is None  # no numRecordsOut in either reading
     assert window_accounting(before, before, chosen, 0) is None  # the same fetch twice
+
+
+def test_pool_usage_is_the_mean_of_the_two_readings() -> None:
+    """A writer finishing a big record on overdraft buffers reads 1.5 at one fetch, 1.0 at the
+    next: the window shows 1.25; a subtask missing from the first reading shows the last."""
+    out = "Shuffle.Netty.Output.Buffers.outPoolUsage"
+    chosen = resolve_names(
+        ["0.busyTimeMsPerSecond", "0.idleTimeMsPerSecond", "0.backPressuredTimeMsPerSecond",
+         f"0.{out}"], "explode", "w",
+    )  # fmt: skip
+    assert pool_means({f"0.{out}": 1.5}, {f"0.{out}": 1.0}, chosen, 0) == (1.25, None)
+    assert pool_means({}, {f"0.{out}": 1.0}, chosen, 0) == (1.0, None)
+    assert pool_means({}, {}, chosen, 0) == (None, None)
