@@ -205,8 +205,10 @@ inputs = [{{ from = "explode" }}]
 """Per topology: the vertex names in Flink's order, and the same job as a bpmon scenario.
 
 ``hot-key``: Flink's key function sends 2/3 of the records to one key and spreads the rest over
-34 keys: ``skew = 0.6`` sends 0.6 + 0.4 / 2 = 80% to one subtask, about what Flink's hashing of
-the other keys adds."""
+334 keys, 51% of them on subtask 0: 2/3 + 1/3 x 0.51 = 84% of the records on subtask 0, where
+``skew = 0.6`` sends 0.6 + 0.4 / 2 = 80%. The job's hot key is one that Flink's key groups route
+to subtask 0, where bpmon's ``skew`` puts it, so the hot subtask is the same one in both, and its
+channel from the source is local in both."""
 SCENARIOS["legacy-slow-map"] = (
     SCENARIOS["slow-map"][0],
     SCENARIOS["slow-map"][1]
