@@ -78,7 +78,7 @@ def live_table(title: str, snapshot: LiveSnapshot) -> Group:
         table.add_row(*_cells(vertex))
     phase = snapshot.phase
     if phase == "settling":
-        phase = "settling: buffer pools still filling, backpressure still building"
+        phase = "settling: backpressure still building"
     if snapshot.sampling is not None:
         s = snapshot.sampling
         phase = f"sampling burst {s.burst + 1}: {s.done}/{s.samples} samples"

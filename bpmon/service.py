@@ -90,8 +90,8 @@ class WatchPlan:
         interval_ms: planned delay between two samples.
         bursts: windows to sample; None watches until stopped.
         warmup_s: seconds to let the job run before the first burst.
-        settle_s: after the warm-up, at most this many seconds more while a buffer pool is
-            still filling (backpressure still building; :mod:`bpmon.settling`).
+        settle_s: after the warm-up, at most this many seconds more while backpressure is
+            still building (a pool filling, a queued bottleneck; :mod:`bpmon.settling`).
         every_s: seconds from the start of one burst to the start of the next (back to back
             when None or shorter than a burst).
         duration_s: the least total time the job runs (it keeps running after the last burst
@@ -338,7 +338,7 @@ class _Loop:
             yield self.live(phase)
 
     def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[Event]:
-        """The warm-up, then up to ``settle_s`` more while a buffer pool is still filling."""
+        """The warm-up, then up to ``settle_s`` more while backpressure is still building."""
         trend = PoolTrend()
         for event in self.idle(warmup_s, "warming up"):
             trend.add(event.vertices)

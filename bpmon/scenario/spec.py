@@ -169,7 +169,7 @@ class MonitorConfig:
     samples: int = 100
     interval_ms: float = 50.0
     settle_s: float = 10.0
-    """After the warm-up, how long bpmon may wait more while a buffer pool is still filling."""
+    """After the warm-up, how long bpmon may wait more while backpressure is still building."""
 
 
 @dataclass(frozen=True, slots=True)
