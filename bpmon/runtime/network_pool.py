@@ -81,16 +81,23 @@ class NetworkBufferPool:
         """``count`` segments outside any local pool (a remote channel's exclusive buffers)."""
         self._check_required(count, owner, "exclusive buffers of a remote input channel")
         self._required += count
+        # The free segments first: redistributing lets a pool below its new size take one, and
+        # Flink's request would then wait (up to its exclusive-buffers timeout) for it back.
+        taken = [self._free.pop() for _ in range(min(count, len(self._free)))]
         self._redistribute()  # pools above their new size hand back what they do not use
-        if count > len(self._free):
+        while len(taken) < count and self._free:
+            taken.append(self._free.pop())
+        if len(taken) < count:
             self._required -= count
+            for segment in taken:
+                self.recycle_segment(segment)
             self._redistribute()
             raise InsufficientBuffersError(
                 f"{self.name}: {owner} needs {count} exclusive buffers but only "
                 f"{len(self._free)} of {self.total_segments} are free now; raise "
                 f"network.total_buffers"
             )
-        return [self._free.pop() for _ in range(count)]
+        return taken
 
     def recycle_unpooled(self, segments: list[int]) -> None:
         """Give back segments from :meth:`request_unpooled`."""
