@@ -91,7 +91,8 @@ class WatchPlan:
         bursts: windows to sample; None watches until stopped.
         warmup_s: seconds to let the job run before the first burst.
         settle_s: after the warm-up, at most this many seconds more while backpressure is
-            still building (a pool filling, a queued bottleneck; :mod:`bpmon.settling`).
+            still building (a pool filling, backpressure rising, a queued bottleneck;
+            :mod:`bpmon.settling`).
         every_s: seconds from the start of one burst to the start of the next (back to back
             when None or shorter than a burst).
         duration_s: the least total time the job runs (it keeps running after the last burst

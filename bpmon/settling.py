@@ -15,13 +15,20 @@ receiver's buffers fill first, while the sender's output pool still looks calm. 
 readings, because a pool that has settled still moves a buffer up and down from one reading to
 the next.
 
+A subtask's *backpressure* is building the same way: its backpressured share of time (the live
+view's, over a sliding window) risen by :data:`RISE` over the window and not yet :data:`FULL`.
+With Flink's flushing a writer keeps filling its open buffer, so a source can read a full output
+pool and still be only LOW for seconds, until its open buffers fill and it waits for new ones.
+
 A pool can also pause for seconds while backpressure still builds: behind a remote channel the
 receiver's buffers first fill with the small slices of early flushes, then hold more bytes as
 the sender's backlog makes later slices larger, and meanwhile the sender's output pool stays
 where it is. So a job is also still building while a subtask is *saturated and queued* (its
-input pool full and it busy at least :data:`BUSY`) and one of its producer vertices is *not yet
-held* (no subtask of it HIGH, every output pool below :data:`FULL`): the backlog in front of
-the bottleneck has not reached its producers yet.
+input pool full and it busy at least :data:`BUSY`) and none of its producer vertices is *held*
+yet (no subtask of any of them HIGH): the backlog in front of the bottleneck has not reached its
+producers yet. Once one producer is held, the others count through their own pools and
+backpressure: an input with room to spare (a light side of a join) never holds, and must not
+keep the wait going. A producer that stays LOW (a small excess) keeps it going until the limit.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ BUSY = 0.9
 
 
 class PoolTrend:
-    """The last :data:`WINDOW` readings of every subtask's output and input pool usage."""
+    """The last :data:`WINDOW` readings of every subtask's output and input pool usage and of its
+    backpressured share of time."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, int, str], deque[float]] = {}
@@ -58,7 +66,11 @@ class PoolTrend:
         self._unheld = _unheld(vertices)
         for vertex in vertices:
             for sub in vertex.subtasks:
-                pools = (("out", sub.metrics.out_pool_usage), ("in", sub.metrics.in_pool_usage))
+                pools = (
+                    ("out", sub.metrics.out_pool_usage),
+                    ("in", sub.metrics.in_pool_usage),
+                    ("backpressure", sub.ratio),
+                )
                 for side, usage in pools:
                     if usage is None:
                         continue
@@ -66,9 +78,9 @@ class PoolTrend:
                     self._seen.setdefault(key, deque(maxlen=WINDOW)).append(usage)
 
     def filling(self) -> list[str]:
-        """What still builds: pools filling, as ``vertex[index] out`` or ``in``, and saturated
-        queued subtasks whose producers are not yet held, as ``vertex[index] queued``; empty
-        once settled."""
+        """What still builds: pools filling, as ``vertex[index] out`` or ``in``, backpressure
+        rising, as ``vertex[index] backpressure``, and saturated queued subtasks whose producers
+        are not yet held, as ``vertex[index] queued``; empty once settled."""
         out = []
         for (vertex, index, side), seen in self._seen.items():
             if len(seen) < WINDOW:
@@ -88,27 +100,39 @@ def _unheld(vertices: list[VertexStatus]) -> list[str]:
     """Saturated, queued subtasks whose producers are not yet held, as ``vertex[index] queued``.
 
     Read from the latest snapshot only: a subtask whose input pool is full and that is busy at
-    least :data:`BUSY`, with an input vertex none of whose subtasks is HIGH and whose output
-    pools are all below :data:`FULL`.
+    least :data:`BUSY`, none of whose pipelined input vertices has a subtask HIGH (a producer
+    across a hybrid or blocking exchange is never held: it spills, or writes its file).
     """
     by_name = {v.name: v for v in vertices}
     out = []
     for vertex in vertices:
-        producers = [by_name[e.source] for e in vertex.inputs if e.source in by_name]
-        if not any(_not_yet_held(p) for p in producers):
+        # only pipelined inputs: a hybrid or blocking producer spills or writes files instead
+        producers = [
+            by_name[e.source]
+            for e in vertex.inputs
+            if e.source in by_name and e.exchange == "pipelined"
+        ]
+        if not producers or not all(_not_yet_held(p) for p in producers):
             continue
-        for sub in vertex.subtasks:
-            m = sub.metrics
-            queued = m.in_pool_usage is not None and m.in_pool_usage >= FULL
-            if queued and m.busy_ratio is not None and m.busy_ratio >= BUSY:
-                out.append(f"{vertex.name}[{sub.index}] queued")
+        out += [f"{name} queued" for name in saturated([vertex])]
     return out
 
 
-def _not_yet_held(vertex: VertexStatus) -> bool:
-    """No subtask of ``vertex`` is HIGH and every output pool it reports is below :data:`FULL`."""
-    return all(
-        sub.level != "HIGH"
-        and (sub.metrics.out_pool_usage is None or sub.metrics.out_pool_usage < FULL)
+def saturated(vertices: Iterable[VertexStatus]) -> list[str]:
+    """Subtasks that cannot keep up, as ``vertex[index]``: busy at least :data:`BUSY` with an
+    input pool at least :data:`FULL` (a queue that grew until it filled its buffers)."""
+    return [
+        f"{vertex.name}[{sub.index}]"
+        for vertex in vertices
         for sub in vertex.subtasks
-    )
+        if (sub.metrics.in_pool_usage or 0.0) >= FULL and (sub.metrics.busy_ratio or 0.0) >= BUSY
+    ]
+
+
+def _not_yet_held(vertex: VertexStatus) -> bool:
+    """No subtask of ``vertex`` is HIGH.
+
+    Its output pools are not asked: with Flink's flushing a pool reads full while its writers
+    still fill their open buffers, seconds before the first of them waits for a new one.
+    """
+    return all(sub.level != "HIGH" for sub in vertex.subtasks)
