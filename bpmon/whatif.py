@@ -24,6 +24,7 @@ from bpmon.model import Report, RootCause
 from bpmon.scenario import Scenario
 from bpmon.scenario.compiled import CHAIN_SEPARATOR
 from bpmon.scenario.loader import build_scenario, check_runtime_support, read_toml_file
+from bpmon.settling import saturated
 
 SETTABLE: Mapping[str, type] = {
     "parallelism": int,
@@ -136,6 +137,14 @@ def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict
     if high:
         now = _top(after.root_causes)
         return Verdict(False, f"not removed: with {what}, {', '.join(high)} still HIGH{now}")
+    if queued := saturated(after.vertices):
+        # nothing HIGH yet, but a queue grows: with Flink's flushing and a small excess,
+        # backpressure takes longer to reach the producers than the re-run waited
+        return Verdict(
+            False,
+            f"not removed: with {what}, {', '.join(queued)} cannot keep up (busy at least 90% "
+            "with its input buffers full): backpressure is still building",
+        )
     worst = max((v.ratio or 0.0 for v in after.vertices), default=0.0)
     return Verdict(True, f"removed: with {what}, no vertex is HIGH (worst ratio {worst:.2f})")
 
@@ -147,14 +156,18 @@ def _top(causes: Sequence[RootCause] | None) -> str:
 
 
 def recommended_changes(report: Report) -> list[Change]:
-    """The changes bpmon recommends for the report's top root cause, if it sized one: its
-    parallelism, and that of each vertex in series after it that would limit next."""
-    if not report.root_causes:
+    """The changes bpmon recommends, if it sized the top root cause: the top cause's
+    parallelism, then every other root cause's (a second bottleneck in series, or in another
+    part of the job: the backpressure is gone only once each keeps up), each followed by that of
+    the vertices in series after it that would limit next; one change per vertex, the first."""
+    causes = report.root_causes or ()
+    if not causes or causes[0].recommended_parallelism is None:
         return []
-    top = report.root_causes[0]
-    if top.recommended_parallelism is None:
-        return []
-    return [
-        Change(top.vertex, "parallelism", top.recommended_parallelism),
-        *(Change(n.vertex, "parallelism", n.recommended_parallelism) for n in top.next_in_series),
-    ]
+    changes: dict[str, Change] = {}
+    for cause in causes:
+        sized = [(cause.vertex, cause.recommended_parallelism)]
+        sized += [(n.vertex, n.recommended_parallelism) for n in cause.next_in_series]
+        for vertex, parallelism in sized:
+            if parallelism is not None and vertex not in changes:
+                changes[vertex] = Change(vertex, "parallelism", parallelism)
+    return list(changes.values())

@@ -1,14 +1,27 @@
-"""``whatif`` changes to a scenario's TOML: operators, and chained vertices named like Flink's."""
+"""``whatif``: changes to a scenario's TOML (operators, chained vertices named like Flink's), and
+the verdict on a re-run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from bpmon.errors import ConfigError
+from bpmon.model import (
+    Edge,
+    Level,
+    Metrics,
+    Report,
+    RootCause,
+    SubtaskStatus,
+    VertexStatus,
+    Window,
+)
 from bpmon.scenario import load_scenario
-from bpmon.whatif import Change, changed, parse_change
+from bpmon.whatif import Change, changed, parse_change, verdict
 
 CHAINED = """
 name = "chained"
@@ -61,3 +74,34 @@ def test_other_keys_name_one_operator_of_a_chain(chained: Path) -> None:
 def test_an_unknown_vertex_lists_the_operators(chained: Path) -> None:
     with pytest.raises(ConfigError, match=r"no operator 'a -> c'; known: source, a, b, sink"):
         changed(load_scenario(chained), [Change("a -> c", "parallelism", 3)])
+
+
+# --- the verdict on a re-run -------------------------------------------------------------------
+
+START = datetime(2026, 11, 23, tzinfo=UTC)
+WINDOW = Window(START, START + timedelta(seconds=5), 100, 50.0)
+
+
+def _report(busy: float, in_pool: float, level: Level = "OK") -> Report:
+    """source -> enrich (one subtask) with enrich's busy ratio and input pool as given."""
+    source = VertexStatus("source", 1, level, 0.9 if level == "HIGH" else 0.0)
+    sub = SubtaskStatus(0, "OK", 0.0, Metrics(busy_ratio=busy, in_pool_usage=in_pool))
+    enrich = VertexStatus(
+        "enrich", 1, "OK", 0.0, Metrics(busy_ratio=busy), (Edge("source"),), (sub,)
+    )
+    return Report("run", "job", "runtime", WINDOW, (source, enrich), ())
+
+
+def test_a_re_run_whose_bottleneck_still_queues_has_not_removed_the_backpressure() -> None:
+    """Nothing HIGH yet, but enrich is saturated with its input buffers full: with Flink's
+    flushing the backpressure may simply not have reached the source within the re-run."""
+    before = replace(_report(1.0, 1.0, "HIGH"), root_causes=(RootCause("enrich", "slow-operator"),))
+    change = [Change("enrich", "parallelism", 4)]
+    queued = verdict(before, _report(0.99, 1.0), change)
+    assert not queued.removed
+    assert queued.summary == (
+        "not removed: with enrich.parallelism=4, enrich[0] cannot keep up (busy at least 90% "
+        "with its input buffers full): backpressure is still building"
+    )
+    assert verdict(before, _report(0.99, 0.3), change).removed  # busy, but its queue stays short
+    assert verdict(before, _report(0.5, 1.0), change).removed  # a full queue it works off

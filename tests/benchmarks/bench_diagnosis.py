@@ -62,6 +62,7 @@ from bpmon.events import JobEnded, JobFailed, ReportReady
 from bpmon.model import Report
 from bpmon.scenario import InputSpec, Scenario, load_scenario
 from bpmon.scenario.network import OutputFlush
+from bpmon.whatif import recommended_changes
 
 END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
@@ -223,10 +224,12 @@ def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
     pending: list[Recommendation] = []
     for o in outcomes:
         causes = (o.report.root_causes or ()) if o.report is not None else ()
-        if causes and causes[0].recommended_parallelism is not None:
+        if o.report is not None and causes and causes[0].recommended_parallelism is not None:
             vertex = causes[0].vertex
             current = load_scenario(o.case.path).operator(vertex).parallelism
-            also = tuple((n.vertex, n.recommended_parallelism) for n in causes[0].next_in_series)
+            # what `bpmon run --verify` applies besides the top cause: the vertices in series
+            # after it, and every other root cause (with those after it)
+            also = tuple((c.vertex, int(c.value)) for c in recommended_changes(o.report)[1:])
             pending.append(
                 Recommendation(o.case, vertex, current, causes[0].recommended_parallelism, also)
             )
