@@ -4,7 +4,8 @@ The scenarios are the shipped examples (``bpmon/scenarios/``) and the acceptance
 file (``tests/scenarios/``, one more per shape with other figures). Each scenario file states its
 ground truth in ``[expect]`` (the bottleneck vertex, the kind of cause and the subtasks to name).
 Here the whole chain runs for real through the service facade: runtime -> stack sampler and
-metrics -> rules engine -> runs store. One burst is taken after the scenario's own warm-up; the
+metrics -> rules engine -> runs store. One burst is taken after the scenario's own warm-up and
+settling (as ``bpmon run`` does: backpressure takes seconds to build with Flink's flushing); the
 burst is shortened to 60 x 50 ms (3 s instead of Flink's 5 s) so the whole corpus fits in about two
 minutes. Every job must end without leaking a buffer or a thread.
 """
@@ -38,7 +39,11 @@ INTERVAL_MS = 50.0
 def watch_once(scenario: Scenario, runs_dir: Path) -> tuple[Report, JobEnded]:
     """Run ``scenario``, take one shortened burst after its warm-up, stop it; report and end."""
     plan = WatchPlan(
-        samples=SAMPLES, interval_ms=INTERVAL_MS, bursts=1, warmup_s=scenario.monitor.warmup_s
+        samples=SAMPLES,
+        interval_ms=INTERVAL_MS,
+        bursts=1,
+        warmup_s=scenario.monitor.warmup_s,
+        settle_s=scenario.monitor.settle_s,
     )
     *_, ended = watch(RuntimeTarget(scenario), plan, Settings(runs_dir=runs_dir))
     assert isinstance(ended, JobEnded), ended

@@ -10,11 +10,11 @@ buffer being built for its subpartition while it fits; one larger than the free 
 buffer, which is finished, and continues in new ones (it travels with the buffer its last byte
 lands in). Buffers are finished when full and before an event. The output flusher
 (:meth:`ResultPartition.flush_all`, called by the task every ``buffer_timeout_ms``, so an idle task
-still flushes) finishes every partly filled buffer by default (``output_flush = "finish"``). With
-``output_flush = "publish"`` it does what Flink's does on a pipelined partition: it makes the bytes
-written so far readable as a *slice* of the open buffer and the writer keeps filling the same
-segment, so the open buffer keeps its segment (and counts in ``outPoolUsage``) until it is full,
-and more data is in flight (backpressure builds later). Each slice is read,
+still flushes) does by default (``output_flush = "publish"``) what Flink's does on a pipelined
+partition: it makes the bytes written so far readable as a *slice* of the open buffer and the
+writer keeps filling the same segment, so the open buffer keeps its segment (and counts in
+``outPoolUsage``) until it is full. With ``output_flush = "finish"`` it finishes every partly
+filled buffer instead: less data is in flight, and backpressure builds sooner. Each slice is read,
 sent (one credit, one receiver buffer) and recycled like a buffer; a slice not yet read takes the
 bytes of later flushes too (Flink's reader slices at read time, so one unread flush is one buffer).
 The segment returns to the pool once the writer finished the buffer and every slice of it was

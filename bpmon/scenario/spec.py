@@ -168,8 +168,9 @@ class MonitorConfig:
     warmup_s: float = 2.0
     samples: int = 100
     interval_ms: float = 50.0
-    settle_s: float = 10.0
-    """After the warm-up, how long bpmon may wait more while backpressure is still building."""
+    settle_s: float = 30.0
+    """After the warm-up, how long bpmon may wait more while backpressure is still building (with
+    Flink's flushing and a small excess, 20-30 s)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ from bpmon.scenario import Scenario, parse_scenario
 StartJob = Callable[[Scenario], Job]
 StopJob = Callable[[Job], JobResult]
 
-WARMUP_S = 3.0
+WARMUP_S = 6.0
+"""Backpressure builds for a few seconds with Flink's flushing; the readings come after it."""
 READINGS = 5
 
 JOB = """

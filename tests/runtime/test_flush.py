@@ -2,8 +2,8 @@
 
 Flink's output flusher does not finish a partly filled buffer: the reader gets a slice of the bytes
 written so far, the writer goes on filling the same segment until it is full, and the segment goes
-back to the pool once the buffer is finished and every slice of it was recycled. The default,
-``"finish"``, finishes the buffer on each flush (less data in flight).
+back to the pool once the buffer is finished and every slice of it was recycled. That is the
+default; ``"finish"`` finishes the buffer on each flush instead (less data in flight).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_bytes_flushed_twice_before_a_read_arrive_as_one_buffer(make_env: Env) -
 
 
 def test_finish_mode_seals_the_buffer_on_every_flush(make_env: Env) -> None:
-    env = make_env(task_managers=1, segment_size=1000)
+    env = make_env(task_managers=1, segment_size=1000, output_flush="finish")
     partition = env.create_partition(0, 1, "p")
     gate = env.create_gate(0, [(partition, 0)], "g")
     partition.writer(100)(1, 0)

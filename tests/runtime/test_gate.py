@@ -32,7 +32,8 @@ def test_channels_are_served_round_robin(make_env: Env) -> None:
 
 
 def test_local_channel_hands_the_producers_buffer_and_recycles_it_there(make_env: Env) -> None:
-    env = make_env(task_managers=1)
+    # a finished buffer (under "publish" a slice is read instead: tests/runtime/test_flush.py)
+    env = make_env(task_managers=1, output_flush="finish")
     producer = env.create_partition(0, 1, "p")
     gate = env.create_gate(0, [(producer, 0)], "g")
     producer.writer(100)("r", 0)

@@ -11,8 +11,10 @@ the two task managers, and no other exchange. Two jobs show both halves:
   exchange cross the same connection (tm-0 -> tm-1), so subtask 2's full receiver starves
   subtask 0 and backpressures ``events (1/3)``, which credit-based flow control does not.
 
-All jobs run at once after one shared warm-up; what is asserted is which state each subtask spent
-most of the measured span in and whether records moved, never how fast.
+Both flush as Flink before 1.5 did (``output_flush = "finish"``: the partly filled buffer is sent
+on), and the credit twin keeps that, so that only the flow control differs. All jobs run at once
+after one shared warm-up; what is asserted is which state each subtask spent most of the measured
+span in and whether records moved, never how fast.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ ISSUE_JOB = """
 name = "two-exchanges"
 [network]
 flow_control = "tcp"
+output_flush = "finish"
 task_managers = 2
 [[operators]]
 name = "source"
@@ -66,6 +69,7 @@ name = "forward-head-of-line"
 seed = 3
 [network]
 flow_control = "tcp"
+output_flush = "finish"
 task_managers = 2
 [[operators]]
 name = "events"
