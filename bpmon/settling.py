@@ -66,12 +66,12 @@ class PoolTrend:
         self._unheld = _unheld(vertices)
         for vertex in vertices:
             for sub in vertex.subtasks:
-                pools = (
+                series = (
                     ("out", sub.metrics.out_pool_usage),
                     ("in", sub.metrics.in_pool_usage),
                     ("backpressure", sub.ratio),
                 )
-                for side, usage in pools:
+                for side, usage in series:
                     if usage is None:
                         continue
                     key = (vertex.name, sub.index, side)
@@ -106,7 +106,6 @@ def _unheld(vertices: list[VertexStatus]) -> list[str]:
     by_name = {v.name: v for v in vertices}
     out = []
     for vertex in vertices:
-        # only pipelined inputs: a hybrid or blocking producer spills or writes files instead
         producers = [
             by_name[e.source]
             for e in vertex.inputs

@@ -24,7 +24,7 @@ from bpmon.model import Report, RootCause
 from bpmon.scenario import Scenario
 from bpmon.scenario.compiled import CHAIN_SEPARATOR
 from bpmon.scenario.loader import build_scenario, check_runtime_support, read_toml_file
-from bpmon.settling import saturated
+from bpmon.settling import BUSY, saturated
 
 SETTABLE: Mapping[str, type] = {
     "parallelism": int,
@@ -142,8 +142,8 @@ def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict
         # backpressure takes longer to reach the producers than the re-run waited
         return Verdict(
             False,
-            f"not removed: with {what}, {', '.join(queued)} cannot keep up (busy at least 90% "
-            "with its input buffers full): backpressure is still building",
+            f"not removed: with {what}, {', '.join(queued)} cannot keep up (busy at least "
+            f"{BUSY:.0%} with its input buffers full): backpressure is still building",
         )
     worst = max((v.ratio or 0.0 for v in after.vertices), default=0.0)
     return Verdict(True, f"removed: with {what}, no vertex is HIGH (worst ratio {worst:.2f})")

@@ -17,10 +17,9 @@ same checks run on the shipped examples (``bpmon/scenarios``) and on the accepta
 All jobs of a corpus run at once and share one warm-up: with 32 KiB buffers, credit and Flink's
 flushing (a flush publishes the bytes written so far; the writer keeps filling the buffer) a slow
 operator needs several seconds, up to a quarter of a minute, before every buffer upstream of it is
-full. The metrics
-then cover exactly the three seconds during which the output pools are sampled (``window_metrics``):
-a backpressured rate-limited source catches up in bursts of up to a second of records, so a shorter
-span may catch it between two bursts.
+full. The metrics then cover exactly the three seconds during which the output pools are sampled
+(``window_metrics``): a backpressured rate-limited source catches up in bursts of up to a second of
+records, so a shorter span may catch it between two bursts.
 
 What is asserted survives a loaded 2-core machine: which state each subtask spent most of that
 span in (busy, idle or backpressured), whether a healthy source kept its schedule,
