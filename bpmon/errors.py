@@ -14,7 +14,9 @@ still catch them naturally::
     │                                     a blocking runtime call was woken by cancellation
     ├── CollectorError (RuntimeError)     a collector cannot read its target
     │   ├── TargetNotFoundError (LookupError)    no such process, run or job
-    │   └── PermissionDeniedError (PermissionError)
+    │   ├── PermissionDeniedError (PermissionError)
+    │   └── UnavailableError              not now: a timeout, HTTP 5xx, a job restarting
+    ├── JobOverError                      the watched job ended by itself (not a failure)
     └── HistoryError (RuntimeError)       a stored report or history file is unreadable
 
 A traceback reaching the user is a bug: anything expected is one of these.
@@ -71,6 +73,22 @@ class TargetNotFoundError(CollectorError, LookupError):
 
 class PermissionDeniedError(CollectorError, PermissionError):
     """The operating system refused access to the target (ptrace)."""
+
+
+class UnavailableError(CollectorError):
+    """The target cannot be read for now, and may answer again: a timeout, an HTTP 5xx, a Flink
+    job that is ``RESTARTING`` or ``CREATED``.
+
+    A watch until stopped keeps going: it waits (with backoff) and tries again, and its next
+    report says how long the gap was and why. A watch of a planned number of bursts gives up
+    once the gap is longer than its patience.
+    """
+
+
+class JobOverError(BpmonError):
+    """The watched job ended by itself: a bounded job finished, a Flink job was cancelled or
+    finished, the watched process exited. Not a failure: the watch ends ``ended``, with the
+    bursts taken so far; the message says how the job ended."""
 
 
 class HistoryError(BpmonError, RuntimeError):

@@ -62,7 +62,12 @@ class Target(Protocol):
         progress: Progress | None = None,
         stop: StopSignal | None = None,
     ) -> Observation:
-        """One window: a burst of stack samples and the metrics over the same window."""
+        """One window: a burst of stack samples and the metrics over the same window.
+
+        Raises the errors of :meth:`wait` in the same cases: a window that could not be read
+        because the target is unavailable for now raises :class:`~bpmon.errors.UnavailableError`
+        rather than giving a half-read observation.
+        """
         ...
 
     def snapshot(self) -> Observation | None:
@@ -70,7 +75,14 @@ class Target(Protocol):
         ...
 
     def wait(self, seconds: float) -> None:
-        """Let ``seconds`` pass; raises :class:`~bpmon.errors.JobError` once the job failed."""
+        """Let ``seconds`` pass, then say how the job is.
+
+        Raises:
+            JobError: the job failed (the watch ends ``failed``).
+            JobOverError: the job ended by itself (the watch ends ``ended``).
+            UnavailableError: the job cannot be read for now (restarting, a timeout, HTTP 5xx):
+                the watch waits and tries again.
+        """
         ...
 
     def stop(self) -> Ending:
