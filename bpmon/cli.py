@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 import bpmon
-from bpmon.errors import BpmonError, ConfigError, JobError
+from bpmon.errors import BpmonError, ConfigError, JobError, SaveError
 from bpmon.events import Event, JobEnded, JobFailed, LiveSnapshot
 from bpmon.liveview import LiveView
 from bpmon.model import Report
@@ -47,8 +47,8 @@ from bpmon.whatif import Change, changed, parse_change, recommended_changes, ver
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
 profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
 target cannot be read (no such process or Flink job, ptrace denied, py-spy failed, Flink
-unreachable); 6 a stored report is unreadable (it is left as it is); 130 interrupted (the job was
-stopped cleanly)."""
+unreachable); 6 a stored report is unreadable (it is left as it is); 7 the report was printed but
+could not be saved; 130 interrupted (the job was stopped cleanly)."""
 
 app = typer.Typer(
     name="bpmon",
@@ -346,7 +346,8 @@ def monitor(
 @app.command()
 def serve(
     host: Annotated[
-        str, typer.Option(help="Address to listen on; beyond loopback a token is required.")
+        str,
+        typer.Option(help="Address to listen on; beyond loopback a token is required."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8484,
     run_: Annotated[
@@ -384,15 +385,44 @@ def serve(
     metrics_public: Annotated[
         bool, typer.Option("--metrics-public", help="Serve /metrics without the token.")
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME",
+            help="Also answer requests whose Host is NAME (the name Prometheus or a browser "
+            "uses); repeatable. Always answered: localhost, loopback addresses and the --host "
+            "address. With a token on 0.0.0.0 or ::, any Host is answered unless this is given.",
+        ),
+    ] = None,
+    certfile: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Serve HTTPS with this PEM certificate (chain)."),
+    ] = None,
+    keyfile: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="The unencrypted PEM key of --certfile."),
+    ] = None,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
 ) -> None:
     """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
 
-    Watches the --run scenarios, the --monitor-pid process and the --monitor-flink job meanwhile,
-    a burst every
-    --every seconds, and serves every run in --runs-dir. Ctrl-C or SIGTERM stops every
-    watched job cleanly. A token comes from --token-file or $BPMON_TOKEN.
+    Watches the --run scenarios, the --monitor-pid process and the
+    --monitor-flink job, a burst every --every seconds, and serves every run
+    in --runs-dir. API docs: /docs and /redoc (no CDN needed).
+
+    Access: a token comes from --token-file or $BPMON_TOKEN. /healthz needs
+    none and names jobs only to a caller with it (503 while a watch is
+    stuck). A request whose Host is not answered gets 421 (a guard against
+    DNS rebinding): add names with --allow-host.
+
+    Stop: Ctrl-C or SIGTERM stops every watched job; the process is gone
+    within 5 s whatever its threads do. Past that, or at a second signal,
+    it prints every thread's stack and exits 1.
+
+    Exit codes: 0 stopped cleanly; 1 something did not stop cleanly, or the
+    stop was forced; 2 bad set-up (one line, nothing started).
     """
     with _errors():
         _serve(
@@ -409,6 +439,9 @@ def serve(
             every_s=every,
             token_file=token_file,
             metrics_public=metrics_public,
+            allow_hosts=tuple(allow_host or ()),
+            certfile=certfile,
+            keyfile=keyfile,
         )
 
 
@@ -472,11 +505,20 @@ def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:
 
 
 def _say_saved(ended: JobEnded, json_out: bool) -> None:
-    folder = ended.paths[0].parent if ended.paths else None
-    typer.echo(
-        f"run {ended.run_id}: saved in {folder}; `bpmon diagnose {ended.run_id}` shows it again",
-        err=json_out,
-    )
+    """Where the run was saved; SaveError (exit 7) when a report could not be, after it was
+    printed."""
+    if ended.paths:
+        folder = ended.paths[0].parent
+        typer.echo(
+            f"run {ended.run_id}: saved in {folder}; `bpmon diagnose {ended.run_id}` shows it "
+            "again",
+            err=json_out,
+        )
+    if ended.save_errors:
+        unsaved = len(ended.save_errors)
+        raise SaveError(
+            f"{unsaved} report(s) printed above could not be saved: {ended.save_errors[0]}"
+        )
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ still catch them naturally::
     │   ├── PermissionDeniedError (PermissionError)
     │   └── UnavailableError              not now: a timeout, HTTP 5xx, a job restarting
     ├── JobOverError                      the watched job ended by itself (not a failure)
-    └── HistoryError (RuntimeError)       a stored report or history file is unreadable
+    ├── HistoryError (RuntimeError)       a stored report or history file is unreadable
+    └── SaveError (OSError)               a diagnosis was made but could not be saved
 
 A traceback reaching the user is a bug: anything expected is one of these.
 """
@@ -95,3 +96,10 @@ class HistoryError(BpmonError, RuntimeError):
     """A stored report or history file cannot be read; nothing stored is changed."""
 
     exit_code = 6
+
+
+class SaveError(BpmonError, OSError):
+    """A report was made (and shown) but could not be saved: the disk is full, the runs
+    directory became read-only, another writer holds that burst. The message names the file."""
+
+    exit_code = 7

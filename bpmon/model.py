@@ -364,8 +364,13 @@ _LEVEL_ORDER: tuple[Level, ...] = ("OK", "LOW", "HIGH")
 
 def worst_level(report: Report) -> Level | None:
     """The highest level among the report's vertices; None when none has one."""
-    levels = [v.level for v in report.vertices if v.level is not None]
-    return max(levels, key=_LEVEL_ORDER.index) if levels else None
+    return worst_of(v.level for v in report.vertices)
+
+
+def worst_of(levels: Iterable[Level | None]) -> Level | None:
+    """The highest of ``levels`` (None ignored); None when there is none."""
+    known = [level for level in levels if level is not None]
+    return max(known, key=_LEVEL_ORDER.index) if known else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +387,8 @@ class RunInfo:
         bursts: how many burst reports the folder holds.
         worst_level: the highest vertex level of the first burst (None: not diagnosed).
         root_causes: the first burst's root causes (None: not diagnosed).
+        last_burst: the number of the newest burst (``bursts - 1`` unless old ones were
+            pruned).
     """
 
     run_id: str
@@ -393,3 +400,4 @@ class RunInfo:
     bursts: int
     worst_level: Level | None
     root_causes: tuple[RootCause, ...] | None
+    last_burst: int = 0

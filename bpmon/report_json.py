@@ -86,7 +86,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "vertices": [_vertex_to_dict(v) for v in report.vertices],
     }
     if report.root_causes is not None:
-        doc["root_causes"] = [_cause_to_dict(c) for c in report.root_causes]
+        doc["root_causes"] = [root_cause_to_dict(c) for c in report.root_causes]
     doc["findings"] = [
         {"kind": f.kind, "vertex": f.vertex, "detail": f.detail} for f in report.findings
     ]
@@ -197,7 +197,8 @@ def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
     return doc
 
 
-def _cause_to_dict(cause: RootCause) -> dict[str, Any]:
+def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
+    """One root cause as the report's JSON writes it (``spec/report.md``)."""
     doc: dict[str, Any] = {
         "vertex": cause.vertex,
         "kind": cause.kind,
@@ -349,6 +350,11 @@ def _subtask_from(f: _Fields) -> SubtaskStatus:
         disagreement=f.get("disagreement", bool, False),
         **_metrics_from(f),
     )
+
+
+def root_cause_from_dict(doc: object, where: str = "root_cause") -> RootCause:
+    """One root cause from its JSON object; HistoryError names a bad field and value."""
+    return _cause_from(_Fields(doc, where))
 
 
 def _cause_from(f: _Fields) -> RootCause:

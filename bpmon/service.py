@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import random
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -26,34 +25,36 @@ from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.target import Target
 from bpmon.datafiles import set_data_dir, shipped_doc
-from bpmon.errors import ConfigError, HistoryError, JobError
+from bpmon.errors import (
+    ConfigError,
+    HistoryError,
+    JobError,
+    JobOverError,
+    SaveError,
+    UnavailableError,
+)
 from bpmon.events import (
     BurstSampled,
     Event,
     JobEnded,
     JobFailed,
     JobStarted,
-    LiveSnapshot,
     ReportReady,
-    Sampling,
+    Trouble,
 )
 from bpmon.history.runs import RunStore, new_run_id
 from bpmon.history.store import keep_in_history
-from bpmon.model import Observation, Report, RunInfo, VertexStatus
+from bpmon.model import Finding, Observation, Report, RunInfo
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.engine import diagnose
-from bpmon.rules.levels import vertex_status
+from bpmon.runloop import BurstOverrunError, LoopPlan, RunLoop, Setbacks, StoppedError
 from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
-from bpmon.settling import PoolTrend
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
-LIVE_EVERY_S = 0.25
-"""How often a live snapshot is taken while a job runs (the CLI's table refreshes at 4 Hz)."""
-LIVE_EVERY_SAMPLES = 5
-"""While sampling, a live snapshot follows every fifth sample (4 Hz at 50 ms intervals)."""
-SAMPLER_STOP_S = 2.0
-"""The longest a burst interrupted mid-way takes to stop (one py-spy dump at most)."""
+PATIENCE_S = 60.0
+"""How long a watch of a planned number of bursts waits for an unavailable target (a watch until
+stopped waits for ever)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,8 @@ class WatchPlan:
             when None or shorter than a burst).
         duration_s: the least total time the job runs (it keeps running after the last burst
             until then); None stops right after the last burst.
+        patience_s: how long the target may stay unavailable (a timeout, HTTP 5xx, a Flink
+            job restarting) before the watch gives up; None waits for ever.
     """
 
     samples: int = 100
@@ -106,6 +109,7 @@ class WatchPlan:
     settle_s: float = 0.0
     every_s: float | None = None
     duration_s: float | None = None
+    patience_s: float | None = PATIENCE_S
 
     def __post_init__(self) -> None:
         if self.samples < 1 or not self.interval_ms > 0:
@@ -119,11 +123,6 @@ class WatchPlan:
             raise ConfigError(f"--duration {self.duration_s}: must be a positive number of seconds")
         if self.every_s is not None and not self.every_s > 0:
             raise ConfigError(f"--every {self.every_s}: must be a positive number of seconds")
-
-    @property
-    def burst_s(self) -> float:
-        """The planned length of one burst."""
-        return self.samples * self.interval_ms / 1000
 
 
 def resolve_scenario(name_or_path: str, *, allow_unsupported: bool = False) -> Scenario:
@@ -174,7 +173,13 @@ def scenario_plan(
         settle_s=monitor.settle_s,
         every_s=every_s,
         duration_s=scenario.duration_s if duration_s is None else duration_s,
+        patience_s=_patience(bursts),
     )
+
+
+def _patience(bursts: int | None) -> float | None:
+    """A watch until stopped waits for ever for an unavailable target; a planned one, a minute."""
+    return None if bursts is None else PATIENCE_S
 
 
 def run_scenario(
@@ -185,13 +190,14 @@ def run_scenario(
     duration_s: float | None = None,
     every_s: float | None = None,
     stop: threading.Event | None = None,
+    live: bool = True,
 ) -> Iterator[Event]:
     """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`.
 
     With ``bursts=None`` the job runs until stopped, a burst every ``every_s`` seconds.
     """
     plan = scenario_plan(scenario, bursts=bursts, duration_s=duration_s, every_s=every_s)
-    return watch(RuntimeTarget(scenario), plan, settings, stop=stop)
+    return watch(RuntimeTarget(scenario), plan, settings, stop=stop, live=live)
 
 
 def monitor_process(
@@ -206,11 +212,18 @@ def monitor_process(
     pause: bool = False,
     settings: Settings | None = None,
     stop: threading.Event | None = None,
+    live: bool = True,
 ) -> Iterator[Event]:
     """Diagnose an external Python process through py-spy (``docs/topology.md``)."""
-    plan = WatchPlan(samples=samples, interval_ms=interval_ms, bursts=bursts, every_s=every_s)
+    plan = WatchPlan(
+        samples=samples,
+        interval_ms=interval_ms,
+        bursts=bursts,
+        every_s=every_s,
+        patience_s=_patience(bursts),
+    )
     target = ProcessTarget(pid, collector_profile=collector_profile, topology=topology, pause=pause)
-    return watch(target, plan, settings, stop=stop)
+    return watch(target, plan, settings, stop=stop, live=live)
 
 
 def monitor_flink(
@@ -224,15 +237,22 @@ def monitor_flink(
     every_s: float | None = None,
     settings: Settings | None = None,
     stop: threading.Event | None = None,
+    live: bool = True,
 ) -> Iterator[Event]:
     """Diagnose a running job of the Flink cluster at ``url`` (its REST address) by id or name.
 
     The job is found and its graph read here, so an unreachable cluster or an unknown job is an
     error at once (:class:`~bpmon.errors.CollectorError`).
     """
-    plan = WatchPlan(samples=samples, interval_ms=interval_ms, bursts=bursts, every_s=every_s)
+    plan = WatchPlan(
+        samples=samples,
+        interval_ms=interval_ms,
+        bursts=bursts,
+        every_s=every_s,
+        patience_s=_patience(bursts),
+    )
     target = FlinkTarget(url, job, collector_profile=collector_profile)
-    return watch(target, plan, settings, stop=stop)
+    return watch(target, plan, settings, stop=stop, live=live)
 
 
 def watch(
@@ -241,163 +261,128 @@ def watch(
     settings: Settings | None = None,
     *,
     stop: threading.Event | None = None,
+    live: bool = True,
 ) -> Iterator[Event]:
     """The run loop: start ``target``, sample it as ``plan`` says, diagnose and save every burst.
 
-    The rules are read here, before anything starts, so a bad rules file is an error at once.
-    The returned stream yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times
-    a second, :class:`BurstSampled` and :class:`ReportReady` per burst, and last
+    The rules are read and the runs directory checked writable here, before anything starts, so
+    a bad rules file or a read-only ``--runs-dir`` is an error at once. The returned stream
+    yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times a second (``live``;
+    else a bare heartbeat about once a second), :class:`BurstSampled` and :class:`ReportReady`
+    per burst, :class:`Trouble` for a burst that could not be taken or saved, and last
     :class:`JobEnded` (or :class:`JobFailed`). The target is stopped however the stream ends:
     exhausted, closed by the consumer (``close()``), interrupted (Ctrl-C) or through ``stop``.
 
+    A watch until stopped (``plan.bursts`` None) keeps no report: each goes to disk and to the
+    consumer, and :attr:`JobEnded.reports` is empty. A target unavailable for now is tried again
+    with backoff (``plan.patience_s`` bounds the gap); a job that ends by itself (finished,
+    cancelled) ends the watch as :class:`JobEnded` with its ``reason``.
+
     Raises:
-        BpmonError: bad settings at once; an unreadable target while watching. A failed runtime
-            job is not raised: it ends the stream with :class:`JobFailed`.
+        BpmonError: bad settings at once; an unreadable target while watching (after the
+            patience, for one unavailable for now). A failed runtime job is not raised: it ends
+            the stream with :class:`JobFailed`.
     """
     settings = settings or Settings()
-    loop = _Loop(target, plan, settings.rules(), stop or threading.Event())
-    return _watch(loop, settings.store(), settings.new_run_id(target.job))
+    rules = settings.rules()
+    store = settings.store()
+    store.check_writable()
+    loop_plan = LoopPlan(plan.samples, plan.interval_ms)
+    loop = RunLoop(target, loop_plan, rules, stop or threading.Event(), live=live)
+    return _watch(loop, plan, store, settings.new_run_id(target.job))
 
 
-def _watch(loop: _Loop, store: RunStore, run_id: str) -> Iterator[Event]:
-    target, plan = loop.target, loop.plan
-    reports: list[Report] = []
-    paths: list[Path] = []
+@dataclass
+class _Outcome:
+    """What a watch has done so far: the reports it keeps (a planned number of bursts only),
+    how many bursts it diagnosed, what could not be saved, and how it ended."""
+
+    keep: bool
+    reports: list[Report] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+    bursts: int = 0
+    save_errors: list[str] = field(default_factory=list)
     failure: str | None = None
+    reason: str | None = None
+
+    def ended(self, run_id: str, leaks: tuple[str, ...]) -> JobEnded:
+        args = (run_id, tuple(self.reports), tuple(self.paths), leaks, self.bursts, self.reason)
+        if self.failure is not None:
+            return JobFailed(*args, tuple(self.save_errors), error=self.failure)
+        return JobEnded(*args, tuple(self.save_errors))
+
+
+def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str) -> Iterator[Event]:
+    target = loop.target
+    outcome = _Outcome(keep=plan.bursts is not None)
     try:
         target.start()
         yield JobStarted(run_id, target.job, target.source, plan.bursts, plan.duration_s)
         yield from loop.warm_up(plan.warmup_s, plan.settle_s)
-        burst = 0
-        while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
-            began = loop.clock()
-            observation = yield from loop.sample(burst)
-            observation = replace(observation, run_id=run_id)
-            yield BurstSampled(run_id, burst, observation)
-            report = diagnose(observation, loop.rules)
-            if observation.notes:  # the collector's own findings (a Flink burst's sampling)
-                report = replace(report, findings=(*report.findings, *observation.notes))
-            paths.append(save_report(store, report, burst))
-            reports.append(report)
-            yield ReportReady(run_id, burst, report, paths[-1])
-            burst += 1
-            if plan.every_s is not None and (plan.bursts is None or burst < plan.bursts):
-                yield from loop.idle(plan.every_s - (loop.clock() - began), "waiting")
+        yield from _bursts(loop, plan, store, run_id, outcome)
         if plan.duration_s is not None:
             yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
     except JobError as exc:
-        failure = str(exc)
-    except _StoppedError:
+        outcome.failure = str(exc)
+    except JobOverError as exc:
+        outcome.reason = str(exc)
+    except StoppedError:
         pass  # asked to stop mid-burst: the unfinished burst is dropped, the rest is kept
     finally:
         loop.end()
         ending = target.stop()
-    ended = (run_id, tuple(reports), tuple(paths), ending.leaks)
-    yield JobFailed(*ended, error=failure) if failure is not None else JobEnded(*ended)
+    yield outcome.ended(run_id, ending.leaks)
 
 
-class _StoppedError(Exception):
-    """The watch was asked to stop in the middle of a burst."""
-
-
-class _Loop:
-    """The waiting and sampling of :func:`watch`, yielding live snapshots as it goes."""
-
-    def __init__(
-        self, target: Target, plan: WatchPlan, rules: RulesConfig, stop: threading.Event
-    ) -> None:
-        self.target, self.plan, self.rules, self.stop = target, plan, rules, stop
-        self.clock = time.monotonic
-        self._t0 = self.clock()
-        self._ended = False
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the watch must end: asked through ``stop``, or over."""
-        return self._ended or self.stop.is_set()
-
-    def end(self) -> None:
-        """Mark the watch as over."""
-        self._ended = True
-
-    def elapsed(self) -> float:
-        """Seconds since the loop began."""
-        return self.clock() - self._t0
-
-    def idle(
-        self, seconds: float, phase: str, until: Callable[[], bool] | None = None
-    ) -> Iterator[LiveSnapshot]:
-        """Let ``seconds`` pass (or less, once ``until()`` holds), a live snapshot every quarter
-        second."""
-        deadline = self.clock() + max(0.0, seconds)
-        while not self.stopped and (left := deadline - self.clock()) > 0:
-            if until is not None and until():
-                break
-            if self.stop.wait(min(LIVE_EVERY_S, left)):
-                break
-            self.target.wait(0)
-            yield self.live(phase)
-
-    def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[Event]:
-        """The warm-up, then up to ``settle_s`` more while backpressure is still building."""
-        trend = PoolTrend()
-        for event in self.idle(warmup_s, "warming up"):
-            trend.add(event.vertices)
-            yield event
-        for event in self.idle(settle_s, "settling", until=trend.settled):
-            trend.add(event.vertices)
-            yield event
-
-    def sample(self, burst: int) -> Generator[Event, None, Observation]:
-        """One burst, sampled on a thread of its own; live snapshots from this one meanwhile.
-
-        A snapshot is taken (and drawn by the consumer) right after every fifth sample, when the
-        sampler has most of an interval before its next deadline: never on the sampler's thread,
-        and never at a moment when holding the interpreter would make a sample late.
-        """
-        done = [0]
-        tick = threading.Event()
-
-        def progress(taken: int, total: int) -> None:
-            done[0] = taken
-            if taken % LIVE_EVERY_SAMPLES == 0:
-                tick.set()
-
-        result: list[Observation] = []
-        errors: list[BaseException] = []
-        halt = threading.Event()
-
-        def run() -> None:
-            try:
-                plan = self.plan
-                result.append(self.target.observe(plan.samples, plan.interval_ms, progress, halt))
-            except BaseException as exc:  # handed to the loop's thread, raised there
-                errors.append(exc)
-            finally:
-                tick.set()
-
-        sampler = threading.Thread(target=run, name="bpmon-sampler", daemon=True)
-        sampler.start()
+def _bursts(
+    loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str, outcome: _Outcome
+) -> Iterator[Event]:
+    """Sample, diagnose and save bursts until the plan is done or the watch is stopped."""
+    setbacks = Setbacks(loop.target.job, plan.patience_s)
+    burst = 0
+    while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
+        began = loop.clock()
         try:
-            while sampler.is_alive():
-                tick.wait(LIVE_EVERY_S * 2)  # a slow sampler (py-spy) still shows progress
-                tick.clear()
-                if self.stopped:
-                    raise _StoppedError
-                if sampler.is_alive():
-                    yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
-        finally:  # closed or interrupted mid-burst: the sampler stops too
-            halt.set()
-            sampler.join(SAMPLER_STOP_S)
-        if errors:
-            raise errors[0]
-        return result[0]
+            observation = yield from loop.sample(burst)
+        except UnavailableError as exc:
+            delay = setbacks.unavailable(exc)
+            yield Trouble(run_id, burst, "unavailable", f"{exc}; trying again in {delay:g} s")
+            yield from loop.idle(delay, "unavailable")
+            continue
+        except BurstOverrunError as exc:
+            setbacks.overran(exc)
+            yield Trouble(run_id, burst, "overrun", str(exc))
+            continue
+        observation = replace(observation, run_id=run_id)
+        yield BurstSampled(run_id, burst, observation)
+        report = _diagnosed(observation, loop.rules, setbacks.findings())
+        yield _saved(store, report, burst, outcome)
+        burst += 1
+        if plan.every_s is not None and (plan.bursts is None or burst < plan.bursts):
+            yield from loop.idle(plan.every_s - (loop.clock() - began), "waiting")
 
-    def live(self, phase: str, sampling: Sampling | None = None) -> LiveSnapshot:
-        """The target's metrics now, with levels from the time accounting."""
-        snapshot = self.target.snapshot()
-        vertices = () if snapshot is None else observation_levels(snapshot, self.rules)
-        return LiveSnapshot(self.elapsed(), phase, vertices, sampling)
+
+def _diagnosed(observation: Observation, rules: RulesConfig, notes: Sequence[Finding]) -> Report:
+    """The report of a window, with the collector's own findings (a Flink burst's sampling) and
+    the watch's (a gap before it) after the diagnosis's."""
+    report = diagnose(observation, rules)
+    extra = (*observation.notes, *notes)
+    return replace(report, findings=(*report.findings, *extra)) if extra else report
+
+
+def _saved(store: RunStore, report: Report, burst: int, outcome: _Outcome) -> ReportReady:
+    """Save a burst's report and keep what the watch keeps; a failed save is said, not raised."""
+    outcome.bursts += 1
+    if outcome.keep:
+        outcome.reports.append(report)
+    try:
+        path = save_report(store, report, burst)
+    except (HistoryError, SaveError) as exc:
+        outcome.save_errors.append(str(exc))
+        return ReportReady(report.run_id, burst, report, None, str(exc))
+    if outcome.keep:
+        outcome.paths.append(path)
+    return ReportReady(report.run_id, burst, report, path)
 
 
 def save_report(store: RunStore, report: Report, burst: int = 0) -> Path:
@@ -458,8 +443,3 @@ def format_doc(name: str) -> str:
 def shipped_examples() -> Sequence[str]:
     """The names of the example scenarios bpmon ships."""
     return example_names()
-
-
-def observation_levels(observation: Observation, rules: RulesConfig) -> tuple[VertexStatus, ...]:
-    """The report lines of an observation, without a diagnosis (levels and totals only)."""
-    return tuple(vertex_status(v, rules.levels) for v in observation.vertices)

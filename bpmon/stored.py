@@ -1,146 +1,295 @@
-"""The runs directory seen as jobs: each job's latest stored report and the history of its bursts.
+"""The runs directory seen as jobs: each job's latest stored report and its recent bursts.
 
-The server answers ``/api/v1/jobs`` and every Prometheus scrape from this index, so it must be
-cheap to ask: it looks at the runs directory at most every ``ttl_s`` seconds, and then reads only
-the bursts it has not read yet (a stored report is never rewritten, see :mod:`bpmon.history.runs`).
-A run whose reports cannot be read is left out of the jobs and named in
-:attr:`StoredJobs.errors`; its files are left untouched.
+The server answers ``/api/v1/jobs`` and every Prometheus scrape from this index, so asking must
+be cheap and must never wait long, whatever the size of the runs directory:
+
+- **it reads manifests, not reports**: each run folder's ``bursts.jsonl``
+  (:mod:`bpmon.history.manifest`) is read from where the last reading stopped, so a burst is read
+  once, and a restart over weeks of bursts reads lines, not reports. Only each job's newest
+  report is read whole. A report without its manifest line (a run saved before manifests, a
+  process killed between the two writes) is read once and its line added (should its writer
+  add the same line a moment later, the duplicate is harmless).
+- **it keeps what it shows**: per run, the last :data:`HISTORY_LIMIT` bursts in short; per job,
+  the last :data:`HISTORY_LIMIT` of its runs' bursts and its newest report.
+- **it refreshes beside the requests**: a reading older than ``ttl_s`` starts a refresh on a
+  thread of its own; the caller waits for it at most ``wait_s`` (usually it is done by then)
+  and otherwise gets the previous reading. Only one refresh runs at a time.
+
+A run whose manifest or newest report cannot be read is named in :attr:`StoredJobs.errors`; its
+files are left untouched.
 
 May import: the service and the model (the service layer).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bpmon import service
 from bpmon.errors import HistoryError, TargetNotFoundError
-from bpmon.model import Level, Report, RootCause
+from bpmon.history import manifest
+from bpmon.history.manifest import BurstSummary, Position
+from bpmon.history.runs import burst_file_name, burst_numbers, read_report
+from bpmon.model import Report
+from bpmon.service import Settings
+
+__all__ = ["HISTORY_LIMIT", "BurstSummary", "StoredJob", "StoredJobs"]
 
 HISTORY_LIMIT = 1000
 """The most bursts kept per job (the newest)."""
 STORED_TTL_S = 2.0
 """How long a reading of the runs directory is served before it is read again."""
-SETTLE_S = 2.0
-"""A run folder changed this recently is read again whatever its time says (coarse clocks)."""
+REFRESH_WAIT_S = 1.0
+"""The longest a caller waits for a refresh before it is given the previous reading."""
 
-
-@dataclass(frozen=True, slots=True)
-class BurstSummary:
-    """One burst of a job in its history: when, the level of each vertex, the root causes.
-
-    Attributes:
-        run_id: the run the burst belongs to.
-        burst: the burst's number in its run (0 first).
-        time: the end of the burst's window (UTC).
-        levels: ``(vertex, level)`` for every vertex, in the report's order.
-        root_causes: the diagnosis (None: not diagnosed).
-    """
-
-    run_id: str
-    burst: int
-    time: datetime
-    levels: tuple[tuple[str, Level | None], ...]
-    root_causes: tuple[RootCause, ...] | None
-
-    @classmethod
-    def of(cls, run_id: str, burst: int, report: Report) -> BurstSummary:
-        """The summary of burst ``burst`` of run ``run_id``."""
-        return cls(
-            run_id=run_id,
-            burst=burst,
-            time=report.window.end,
-            levels=tuple((v.name, v.level) for v in report.vertices),
-            root_causes=report.root_causes,
-        )
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class StoredJob:
-    """A job as the runs directory holds it: its newest report and every burst, oldest first."""
+    """A job as the runs directory holds it: its newest report and recent bursts, oldest first."""
 
     job: str
     latest: Report
     history: tuple[BurstSummary, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _StoredRun:
-    """One run folder as last read: its bursts so far, or why it cannot be read."""
+class _Covered:
+    """Which burst numbers of a run are known, as ranges (a run's bursts are consecutive)."""
+
+    def __init__(self) -> None:
+        self._ranges: list[list[int]] = []
+
+    def __contains__(self, n: int) -> bool:
+        return any(lo <= n <= hi for lo, hi in self._ranges)
+
+    def add(self, n: int) -> bool:
+        """Mark ``n`` known; False when it was already."""
+        if n in self:
+            return False
+        for r in self._ranges:
+            if n == r[1] + 1:
+                r[1] = n
+                return True
+            if n == r[0] - 1:
+                r[0] = n
+                return True
+        self._ranges.append([n, n])
+        return True
+
+
+@dataclass(eq=False)
+class _Run:
+    """One run folder as read so far (owned by the refresh, never shared)."""
 
     run_id: str
-    mtime_ns: int
-    history: tuple[BurstSummary, ...] = ()
-    latest: Report | None = None
-    error: str | None = None
+    mtime_ns: int = -1
+    position: Position | None = None
+    recent: dict[int, BurstSummary] = field(default_factory=dict)
+    covered: _Covered = field(default_factory=_Covered)
+    checked: bool = False
+    bad_lines: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Why parts of the run could not be read: manifest lines, reports."""
+        return self.bad_lines + self.unreadable
+
+    def add(self, summary: BurstSummary) -> None:
+        self.covered.add(summary.burst)
+        self.recent[summary.burst] = summary
+        if len(self.recent) > HISTORY_LIMIT * 5 // 4:  # trim now and then, not every time
+            keep = sorted(self.recent)[-HISTORY_LIMIT:]
+            self.recent = {b: self.recent[b] for b in keep}
+
+    @property
+    def newest(self) -> BurstSummary | None:
+        return self.recent[max(self.recent)] if self.recent else None
+
+    @property
+    def oldest(self) -> BurstSummary | None:
+        return self.recent[min(self.recent)] if self.recent else None
 
 
 class StoredJobs:
-    """An index of the runs directory by job, refreshed at most every ``ttl_s`` seconds.
-
-    A refresh lists the run folders and reads only what is new: the bursts added to a folder
-    whose modification time moved (a report is written under a temporary name and renamed into
-    its folder, which moves the folder's time), and folders not seen before. A folder changed
-    within the last SETTLE_S seconds is looked at again on every refresh, for file systems whose
-    times are coarse.
+    """An index of the runs directory by job, refreshed beside the callers (module docstring).
 
     Args:
         settings: where the runs directory is.
-        ttl_s: how long one reading is served (0 reads the directory on every call).
+        ttl_s: how long one reading is served (0: a refresh is started on every call).
         clock: a monotonic clock in seconds (tests pass their own).
+        wait_s: the longest a call waits for a refresh in progress.
     """
 
     def __init__(
         self,
-        settings: service.Settings,
+        settings: Settings,
         *,
         ttl_s: float = STORED_TTL_S,
         clock: Callable[[], float] = time.monotonic,
+        wait_s: float = REFRESH_WAIT_S,
     ) -> None:
         self.settings = settings
-        self.ttl_s = ttl_s
+        self.ttl_s, self.wait_s = ttl_s, wait_s
         self._clock = clock
         self._lock = threading.Lock()
         self._read_at: float | None = None
-        self._runs: dict[str, _StoredRun] = {}
-        self._jobs: dict[str, StoredJob] = {}
+        self._refreshed = threading.Event()
+        self._refreshed.set()
+        self._runs: dict[str, _Run] = {}
+        self._reports: dict[tuple[str, int], Report] = {}
+        self._jobs: Mapping[str, StoredJob] = {}
+        self._errors: tuple[str, ...] = ()
 
     def jobs(self) -> Mapping[str, StoredJob]:
-        """Every stored job by name (read again when the last reading is older than ttl_s)."""
+        """Every stored job by name, as of the last refresh (started here when it is stale)."""
+        done = self._start_if_stale()
+        if done is not None:
+            done.wait(self.wait_s)
         with self._lock:
-            now = self._clock()
-            if self._read_at is None or now - self._read_at >= self.ttl_s:
-                self._refresh()
-                self._read_at = now
             return self._jobs
 
     @property
     def errors(self) -> tuple[str, ...]:
-        """The unreadable runs of the last reading, one line each (their files untouched)."""
+        """The unreadable runs and lines of the last reading, one line each (files untouched)."""
         with self._lock:
-            return tuple(r.error for r in self._runs.values() if r.error is not None)
+            return self._errors
 
-    def _refresh(self) -> None:
-        runs: dict[str, _StoredRun] = {}
-        changed = False
-        settled = time.time_ns() - int(SETTLE_S * 1e9)
+    def _start_if_stale(self) -> threading.Event | None:
+        with self._lock:
+            now = self._clock()
+            if self._read_at is not None and now - self._read_at < self.ttl_s:
+                return None
+            if not self._refreshed.is_set():
+                return self._refreshed  # one in progress: wait for that one
+            self._read_at = now
+            self._refreshed = done = threading.Event()
+        threading.Thread(
+            target=self._refresh, args=(done,), name="bpmon-stored", daemon=True
+        ).start()
+        return done
+
+    def _refresh(self, done: threading.Event) -> None:
+        try:
+            jobs, errors = self._read()
+            with self._lock:
+                self._jobs, self._errors = jobs, errors
+        except Exception as exc:  # a bug: keep serving the last reading, and say so
+            _log.exception("reading the runs directory %s failed", self.settings.runs_dir)
+            with self._lock:
+                self._errors = (f"{self.settings.runs_dir}: {type(exc).__name__}: {exc}",)
+        finally:
+            done.set()
+
+    # ------------------------------------------------------------- the refresh (one at a time)
+
+    def _read(self) -> tuple[dict[str, StoredJob], tuple[str, ...]]:
+        runs: dict[str, _Run] = {}
         for folder, mtime_ns in _run_folders(self.settings.runs_dir):
-            old = self._runs.get(folder.name)
-            if old is not None and old.mtime_ns == mtime_ns and mtime_ns < settled:
-                runs[folder.name] = old
-                continue
-            run = _read_run(folder, mtime_ns, old, self.settings)
-            changed = changed or old is None or run.history != old.history
+            run = self._runs.get(folder.name) or _Run(folder.name)
+            if run.mtime_ns != mtime_ns or not run.checked:
+                _catch_up(run, folder, mtime_ns)
             runs[folder.name] = run
-        if changed or runs.keys() != self._runs.keys():
-            self._jobs = _by_job(runs.values())
         self._runs = runs
+        errors = [p for run in runs.values() for p in run.problems]
+        used: set[tuple[str, int]] = set()
+        jobs = self._by_job(runs.values(), errors, used)
+        self._reports = {k: r for k, r in self._reports.items() if k in used}
+        return jobs, tuple(errors)
+
+    def _by_job(
+        self, runs: Iterable[_Run], errors: list[str], used: set[tuple[str, int]]
+    ) -> dict[str, StoredJob]:
+        grouped: dict[str, list[tuple[datetime, str, _Run]]] = {}
+        for run in runs:
+            oldest = run.oldest
+            if oldest is not None:
+                start = oldest.start or oldest.time
+                grouped.setdefault(oldest.job, []).append((start, run.run_id, run))
+        jobs: dict[str, StoredJob] = {}
+        for job, group in grouped.items():
+            group.sort(key=lambda item: item[:2])
+            latest = self._newest_report(group, errors, used)
+            if latest is None:
+                continue
+            history: list[BurstSummary] = []
+            for _, _, run in reversed(group):
+                history[:0] = [run.recent[b] for b in sorted(run.recent)]
+                if len(history) >= HISTORY_LIMIT:
+                    break
+            jobs[job] = StoredJob(job, latest, tuple(history[-HISTORY_LIMIT:]))
+        return jobs
+
+    def _newest_report(
+        self,
+        group: list[tuple[datetime, str, _Run]],
+        errors: list[str],
+        used: set[tuple[str, int]],
+    ) -> Report | None:
+        """The newest readable report of a job's runs (newest run first)."""
+        for _, run_id, run in reversed(group):
+            newest = run.newest
+            if newest is None:
+                continue
+            key = (run_id, newest.burst)
+            report = self._reports.get(key)
+            if report is None:
+                folder = self.settings.runs_dir / run_id
+                try:
+                    report = read_report(folder / burst_file_name(newest.burst))
+                except (HistoryError, TargetNotFoundError) as exc:
+                    errors.append(str(exc))
+                    continue
+                self._reports[key] = report
+            used.add(key)
+            return report
+        return None
+
+
+def _catch_up(run: _Run, folder: Path, mtime_ns: int) -> None:
+    """Read what is new in a run folder: its manifest from the last position, then, the first
+    time and whenever the folder changed without a new line, any report that has no line."""
+    try:
+        lines = manifest.read(folder, run.position)
+    except HistoryError as exc:
+        run.unreadable = (str(exc),)
+        return
+    if lines.restarted:  # pruned: start over
+        run.recent, run.covered, run.bad_lines = {}, _Covered(), ()
+    for summary in lines.summaries:
+        run.add(summary)
+    run.position, run.bad_lines = lines.position, run.bad_lines + lines.bad
+    if not run.checked or not lines.summaries:
+        run.unreadable = _add_missing(run, folder)
+        run.checked = True
+    run.mtime_ns = mtime_ns
+
+
+def _add_missing(run: _Run, folder: Path) -> tuple[str, ...]:
+    """Read the reports that have no manifest line and add their lines."""
+    problems = []
+    for burst in burst_numbers(folder):
+        if burst in run.covered:
+            continue
+        try:
+            report = read_report(folder / burst_file_name(burst))
+        except (HistoryError, TargetNotFoundError) as exc:
+            problems.append(str(exc))
+            continue
+        summary = BurstSummary.of(run.run_id, burst, report)
+        run.add(summary)
+        try:
+            manifest.append(folder, summary)
+        except OSError as exc:  # a read-only runs directory: read again at the next restart
+            problems.append(f"{folder}: cannot add to its manifest: {exc.strerror or exc}")
+    return tuple(problems)
 
 
 def _run_folders(root: Path) -> list[tuple[Path, int]]:
@@ -153,39 +302,8 @@ def _run_folders(root: Path) -> list[tuple[Path, int]]:
     for entry in entries:
         if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
             continue
-        folders.append((Path(entry.path), entry.stat().st_mtime_ns))
-    return folders
-
-
-def _read_run(
-    folder: Path, mtime_ns: int, old: _StoredRun | None, settings: service.Settings
-) -> _StoredRun:
-    """The run in ``folder``: the bursts read before, then every later one on disk."""
-    history = list(old.history) if old is not None and old.error is None else []
-    latest = old.latest if history and old is not None else None
-    while True:
         try:
-            report = service.load_report(str(folder), settings, burst=len(history))
-        except TargetNotFoundError:  # no further burst (or not a run folder at all)
-            break
-        except HistoryError as exc:
-            return _StoredRun(folder.name, mtime_ns, error=str(exc))
-        history.append(BurstSummary.of(folder.name, len(history), report))
-        latest = report
-    return _StoredRun(folder.name, mtime_ns, tuple(history), latest)
-
-
-def _by_job(runs: Iterable[_StoredRun]) -> dict[str, StoredJob]:
-    grouped: dict[str, list[tuple[datetime, str, _StoredRun]]] = {}
-    for run in runs:
-        if run.latest is not None and run.history:
-            start = run.history[0].time
-            grouped.setdefault(run.latest.job, []).append((start, run.run_id, run))
-    jobs: dict[str, StoredJob] = {}
-    for job, group in grouped.items():
-        group.sort(key=lambda item: item[:2])
-        history = tuple(s for _, _, r in group for s in r.history)[-HISTORY_LIMIT:]
-        latest = group[-1][2].latest
-        assert latest is not None
-        jobs[job] = StoredJob(job, latest, history)
-    return jobs
+            folders.append((Path(entry.path), entry.stat().st_mtime_ns))
+        except OSError:  # removed meanwhile (a prune)
+            continue
+    return folders

@@ -1,11 +1,17 @@
 """Jobs watched continuously, for ``bpmon serve``: one background thread per watch.
 
-A :class:`Watches` registry starts watches (a scenario on bpmon's runtime, or a process read with
-py-spy) through the service's run loop with ``bursts=None``, a burst every ``every_s`` seconds,
-and consumes each watch's events on a thread of its own. Per job it keeps the latest report, the
-history of its bursts and the watch's state, and hands every new report to the job's readers
-(the server's event streams) through :mod:`bpmon.subscriptions`, so a slow reader never holds a
-watch up. Jobs only in the runs directory are served too, from :class:`~bpmon.stored.StoredJobs`.
+A :class:`Watches` registry starts watches (a scenario on bpmon's runtime, a process read with
+py-spy, a Flink job) through the service's run loop with ``bursts=None``, a burst every
+``every_s`` seconds, and consumes each watch's events on a thread of its own. Per job it keeps
+the latest report, the last :data:`~bpmon.stored.HISTORY_LIMIT` bursts in short and the watch's
+state — nothing that grows with the watch's age — and hands every new report to the job's
+readers (the server's event streams) through :mod:`bpmon.subscriptions`, so a slow reader never
+holds a watch up. Jobs only in the runs directory are served too, from
+:class:`~bpmon.stored.StoredJobs`.
+
+A watch is *stuck* (:meth:`Watches.stuck`) when its thread has shown no sign of life for
+:data:`STUCK_AFTER_S` (the run loop beats at least once a second) or its last burst was
+abandoned as overrun and no report followed; ``/healthz`` says so.
 
 Stopping a watch sets its stop event and joins its thread: the run loop then stops the target,
 every runtime thread ends and every buffer is returned (``JobEnded.leaks`` says otherwise).
@@ -20,14 +26,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bpmon import service
 from bpmon.errors import BpmonError, ConfigError, TargetNotFoundError
-from bpmon.events import BurstSampled, Event, JobEnded, JobFailed, JobStarted, ReportReady
+from bpmon.events import (
+    BurstSampled,
+    Event,
+    JobEnded,
+    JobFailed,
+    JobStarted,
+    ReportReady,
+    Trouble,
+)
 from bpmon.model import Report, Source
 from bpmon.scenario import Scenario
 from bpmon.stored import HISTORY_LIMIT, BurstSummary, StoredJob, StoredJobs
@@ -38,6 +53,8 @@ JobState = Literal["running", "ended", "failed", "stored"]
 
 JOIN_TIMEOUT_S = 30.0
 """The longest a stop waits for a watch's thread (a burst in progress is finished first)."""
+STUCK_AFTER_S = 60.0
+"""A running watch whose thread has shown no sign of life this long is stuck."""
 
 _log = logging.getLogger(__name__)
 
@@ -50,15 +67,21 @@ class AlreadyWatchedError(ConfigError):
 class JobView:
     """One job as the server shows it: state, latest report and the history of its bursts.
 
+    ``run_id`` and ``latest`` always belong together: the run a report came from (a running
+    watch before its first report: its own run, and no report yet).
+
     Attributes:
         job: the job name.
         state: ``running``, ``ended``, ``failed`` (watched here) or ``stored``.
         source: what was watched (None for a watch that has no report yet and no stored run).
-        run_id: the run of the watch, or of the latest stored report.
+        run_id: the run of ``latest``; for a running watch without a report, its own run.
         latest: the newest report (None before the first burst of a job never seen before).
         history: the job's bursts, oldest first: stored runs, then this watch's.
         error: why the watch failed.
         leaks: what did not end cleanly when the watch stopped.
+        trouble: while running, the last setback since the last report (the target
+            unavailable, a burst abandoned, a report not saved).
+        reason: how the job ended when it ended by itself (finished, cancelled, exited).
     """
 
     job: str
@@ -69,6 +92,8 @@ class JobView:
     history: tuple[BurstSummary, ...]
     error: str | None = None
     leaks: tuple[str, ...] = ()
+    trouble: str | None = None
+    reason: str | None = None
 
     @property
     def watched(self) -> bool:
@@ -91,6 +116,10 @@ class _Watch:
     history: deque[BurstSummary] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT))
     leaks: tuple[str, ...] = ()
     thread: threading.Thread | None = None
+    beat: float = field(default_factory=time.monotonic)
+    trouble: str | None = None
+    overrun: bool = False
+    reason: str | None = None
 
 
 class Watches:
@@ -120,6 +149,7 @@ class Watches:
         self._counters = {"bursts_total": 0, "diagnoses_total": 0, "errors_total": 0}
         self._counters["watches_started_total"] = 0
         self._closed = False
+        self._clock: Callable[[], float] = time.monotonic
 
     # ------------------------------------------------------------------------------- starting
 
@@ -133,7 +163,12 @@ class Watches:
         try:
             stop = threading.Event()
             events = service.run_scenario(
-                scenario, self.settings, bursts=None, every_s=self._every(every_s), stop=stop
+                scenario,
+                self.settings,
+                bursts=None,
+                every_s=self._every(every_s),
+                stop=stop,
+                live=False,
             )
             return self._begin(events, stop)
         finally:
@@ -162,6 +197,7 @@ class Watches:
             every_s=self._every(every_s),
             settings=self.settings,
             stop=stop,
+            live=False,
         )
         return self._begin(events, stop)
 
@@ -179,6 +215,7 @@ class Watches:
             every_s=self._every(every_s),
             settings=self.settings,
             stop=stop,
+            live=False,
         )
         return self._begin(events, stop)
 
@@ -233,6 +270,8 @@ class Watches:
             _close(watch.events)
 
     def _record(self, watch: _Watch, event: Event) -> None:
+        with self._lock:
+            watch.beat = self._clock()
         if isinstance(event, BurstSampled):
             with self._lock:
                 self._counters["bursts_total"] += 1
@@ -241,13 +280,22 @@ class Watches:
             with self._lock:
                 watch.latest = event.report
                 watch.history.append(summary)
+                watch.trouble, watch.overrun = event.save_error, False
                 self._counters["diagnoses_total"] += 1
+                if event.save_error is not None:
+                    self._counters["errors_total"] += 1
             self.subscribers.notify(
                 Notice(watch.job, "running", event.run_id, event.burst, event.report)
             )
+        elif isinstance(event, Trouble):
+            with self._lock:
+                watch.trouble = f"{event.kind}: {event.detail}"
+                watch.overrun = watch.overrun or event.kind == "overrun"
+                self._counters["errors_total"] += 1
+            _log.warning("bpmon: watch of job %r: %s: %s", watch.job, event.kind, event.detail)
         elif isinstance(event, JobEnded):
             with self._lock:
-                watch.leaks = event.leaks
+                watch.leaks, watch.reason = event.leaks, event.reason
             if isinstance(event, JobFailed):
                 self._finish(watch, "failed", event.error)
             else:
@@ -273,25 +321,28 @@ class Watches:
         self._join([watch])
         return self.job(job)
 
-    def stop_all(self) -> tuple[str, ...]:
+    def stop_all(self, deadline_s: float = JOIN_TIMEOUT_S) -> tuple[str, ...]:
         """Stop every watch (all at once, then wait for each) and refuse new ones.
 
-        Returns what did not end cleanly, job by job (empty when everything stopped cleanly).
+        Waits ``deadline_s`` in all for the watches' threads; a thread still running then is
+        named among the leaks (a daemon thread: it does not hold the process). Returns what did
+        not end cleanly, job by job (empty when everything stopped cleanly).
         """
         with self._lock:
             self._closed = True
             watches = list(self._watches.values())
-        self._join(watches)
+        self._join(watches, deadline_s)
         self.close_streams()
         with self._lock:
             return tuple(f"{w.job}: {leak}" for w in watches for leak in w.leaks)
 
-    def _join(self, watches: list[_Watch]) -> None:
+    def _join(self, watches: list[_Watch], deadline_s: float = JOIN_TIMEOUT_S) -> None:
         for watch in watches:
             watch.stop.set()
+        deadline = self._clock() + deadline_s
         for watch in watches:
             if watch.thread is not None:
-                watch.thread.join(JOIN_TIMEOUT_S)
+                watch.thread.join(max(0.0, deadline - self._clock()))
                 if watch.thread.is_alive():
                     with self._lock:
                         watch.leaks += (f"thread {watch.thread.name} did not stop",)
@@ -327,6 +378,21 @@ class Watches:
         with self._lock:
             return sorted(job for job, w in self._watches.items() if w.state == "running")
 
+    def stuck(self) -> list[str]:
+        """The running watches that are stuck, by name, each with why (no disk access): no
+        sign of life for :data:`STUCK_AFTER_S`, or a burst abandoned and no report since."""
+        now = self._clock()
+        found = []
+        with self._lock:
+            for job, w in sorted(self._watches.items()):
+                if w.state != "running":
+                    continue
+                if now - w.beat > STUCK_AFTER_S:
+                    found.append(f"{job}: no sign of life for {now - w.beat:.0f} s")
+                elif w.overrun:
+                    found.append(f"{job}: {w.trouble}")
+        return found
+
     def latest(self) -> list[Report]:
         """The latest report of every job that has one (for ``/metrics``)."""
         return [v.latest for v in self.jobs() if v.latest is not None]
@@ -337,19 +403,29 @@ class Watches:
             return {name: float(value) for name, value in self._counters.items()}
 
     def _view(self, watch: _Watch, stored: StoredJob | None) -> JobView:
-        """A watched job's view (the lock held): its stored past, then this watch's bursts."""
+        """A watched job's view (the lock held): its stored past, then this watch's bursts.
+
+        Before its first report a running watch shows its own run and no report; an ended one
+        shows the newest stored run instead (its own run has no report to show).
+        """
         past = () if stored is None else stored.history
         history = tuple(s for s in past if s.run_id != watch.run_id) + tuple(watch.history)
-        latest = watch.latest if watch.latest is not None or stored is None else stored.latest
+        run_id: str | None = watch.run_id
+        latest = watch.latest
+        if latest is None and watch.state != "running":
+            run_id = None if stored is None else stored.latest.run_id
+            latest = None if stored is None else stored.latest
         return JobView(
             job=watch.job,
             state=watch.state,
             source=watch.source,
-            run_id=watch.run_id,
+            run_id=run_id,
             latest=latest,
             history=history[-HISTORY_LIMIT:],
             error=watch.error,
             leaks=watch.leaks,
+            trouble=watch.trouble if watch.state == "running" else None,
+            reason=watch.reason,
         )
 
 

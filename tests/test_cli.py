@@ -372,7 +372,7 @@ def test_diagnose_of_a_corrupt_report_names_the_file_and_leaves_it_as_it_was(
     assert out.code != 0
     assert f"{CORRUPT_RUN}/report.json" in out.message
     assert (folder / "report.json").read_bytes() == CORRUPT_BYTES
-    assert [p.name for p in folder.iterdir()] == ["report.json"]
+    assert [p.name for p in folder.iterdir()] == ["report.json"]  # nothing added beside it
 
 
 @pytest.mark.slow
@@ -498,7 +498,8 @@ def test_run_json_names_the_root_cause_of_the_expect_table(demo_run: DemoRun) ->
 def test_run_saves_the_report_it_prints_under_its_run_id(demo_run: DemoRun) -> None:
     runs = sorted(p.name for p in demo_run.runs_dir.iterdir())
     assert runs == [demo_run.doc["run_id"], "history"]  # history/: the Parquet dataset
-    assert [p.name for p in demo_run.report_file.parent.iterdir()] == ["report.json"]
+    saved = sorted(p.name for p in demo_run.report_file.parent.iterdir())
+    assert saved == ["bursts.jsonl", "report.json"]  # bursts.jsonl: the run's manifest
     assert json.loads(demo_run.report_file.read_text()) == demo_run.doc
 
 

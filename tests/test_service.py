@@ -172,7 +172,13 @@ def test_a_watch_starts_samples_saves_and_stops_without_leaks(tmp_path: Path) ->
     assert {r.run_id for r in ended.reports} == {started.run_id}
     folder = tmp_path / started.run_id
     assert list(ended.paths) == [folder / "report.json", folder / "report-1.json"]
-    assert sorted(p.name for p in folder.iterdir()) == ["report-1.json", "report.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "bursts.jsonl",
+        "report-1.json",
+        "report.json",
+    ]
+    lines = (folder / "bursts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["burst"] for line in lines] == [0, 1]
 
 
 def test_the_job_runs_its_duration_after_the_last_burst(tmp_path: Path) -> None:
@@ -226,7 +232,9 @@ def test_a_stop_event_ends_the_watch_with_what_it_has(tmp_path: Path) -> None:
             stop.set()
         last = event
     assert isinstance(last, JobEnded) and reports >= 1
-    assert len(last.reports) == reports and last.leaks == ()
+    assert last.bursts == reports and last.leaks == ()
+    assert last.reports == ()  # a watch until stopped keeps no report: they went to disk
+    assert len(list(tmp_path.glob("*/report*.json"))) == reports
     assert task_threads() == []
 
 

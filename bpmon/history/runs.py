@@ -6,25 +6,38 @@ Layout (``spec/report.md`` documents the JSON)::
         20261122T101500Z-slow-enrich-3f9a/
             report.json        burst 0
             report-1.json      burst 1 (a monitor that took several bursts)
+            bursts.jsonl       one line per burst: the manifest (:mod:`bpmon.history.manifest`)
 
-Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a reader never
-sees half a report and a crash leaves no torn file. A stored report is never overwritten by a
-different one, and a corrupt file is reported with its path and left exactly as it is.
+Writes are atomic and exclusive: a report is written to a temporary file in the same folder,
+synced, then *linked* to its name, which fails if the name exists — so a reader never sees half
+a report, a crash leaves no torn file, and of two writers of the same burst exactly one wins
+(the other is told, and its file is left as it is). A corrupt file is reported with its path
+and left exactly as it is. Runs are listed from their manifests, not by reading every report.
+
+Retention (:meth:`RunStore.prune`) removes the bursts whose window ended before a cutoff, and a
+run folder once all its bursts are gone; temporary files a crash left behind are removed once
+they are an hour old (:meth:`RunStore.remove_stale_temp`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import random
 import re
+import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bpmon.errors import ConfigError, HistoryError, TargetNotFoundError
-from bpmon.model import Report, RunInfo, worst_level
+from bpmon.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
+from bpmon.history import manifest
+from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
+from bpmon.model import Report, RunInfo
 from bpmon.report_json import report_from_json, report_to_json
 
 REPORT_FILE = "report.json"
@@ -33,9 +46,14 @@ REPORT_FILE = "report.json"
 LIST_HINT = "`bpmon history` lists the stored runs"
 """How a user sees the runs, quoted when a run cannot be found."""
 
+STALE_TEMP_S = 3600.0
+"""A temporary file this old was left by a writer that died: no save takes an hour."""
+
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _BURST_FILE = re.compile(r"report(?:-([1-9][0-9]*))?\.json")
+_TEMP_FILE = re.compile(r"\..*\.tmp")
 _JOB_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
+_log = logging.getLogger("bpmon.history")
 
 
 def new_run_id(job: str, now: datetime, rng: random.Random) -> str:
@@ -66,28 +84,57 @@ class RunStore:
 
     # ---------------------------------------------------------------------------------- writing
 
+    def check_writable(self) -> None:
+        """Make sure reports can be saved here, before a job starts (the folder is created).
+
+        Raises:
+            ConfigError: the folder cannot be created or written (exit code 2).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=self.root, prefix=".write-check-", suffix=".tmp")
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            raise ConfigError(
+                f"--runs-dir {self.root}: reports cannot be saved there ({_reason(exc)}); "
+                "choose another --runs-dir (or $BPMON_RUNS_DIR) or make it writable"
+            ) from None
+
     def save(self, report: Report, burst: int = 0) -> Path:
-        """Store ``report`` as burst ``burst`` of its run; return the file written.
+        """Store ``report`` as burst ``burst`` of its run, and its line in the run's manifest;
+        return the file written.
 
         Saving the same report again is a no-op; a different report where one is already
-        stored raises HistoryError (the stored file is left untouched).
+        stored (another writer of the same run) raises SaveError and leaves the stored file
+        untouched. A manifest line that cannot be written is a warning, not a failure: the
+        report is what counts, and a reader adds the missing line.
+
+        Raises:
+            SaveError: the report could not be written (the message names the file).
+            ConfigError: the run id cannot name a folder.
         """
         run_dir = self.root / _checked_run_id(report.run_id)
         target = run_dir / burst_file_name(burst)
         text = report_to_json(report) + "\n"
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            if target.exists():
+            if not _create_exclusively(target, text):
                 if target.read_bytes() == text.encode("utf-8"):
                     return target
-                raise HistoryError(
+                raise SaveError(
                     f"{target} already holds another report of run {report.run_id}: save it "
                     f"as burst={self._next_burst(run_dir)} or under a new run id; "
                     "the file is left untouched"
                 )
-            _write_atomically(target, text)
+        except SaveError:
+            raise
         except OSError as exc:
-            raise HistoryError(f"cannot write {target}: {_reason(exc)}") from None
+            raise SaveError(f"cannot write {target}: {_reason(exc)}") from None
+        try:
+            manifest.append(run_dir, BurstSummary.of(report.run_id, burst, report))
+        except OSError as exc:
+            _log.warning("bpmon: warning: %s: %s", run_dir / MANIFEST_FILE, _reason(exc))
         return target
 
     def _next_burst(self, run_dir: Path) -> int:
@@ -106,9 +153,9 @@ class RunStore:
         if path.is_dir():
             run_dir, path = path, path / burst_file_name(burst)
             if not path.is_file():
-                found = ", ".join(burst_file_name(b) for b in _bursts(run_dir)) or "no report"
                 raise TargetNotFoundError(
-                    f"run {run_dir.name} has no burst {burst}: {run_dir} holds {found}"
+                    f"run {run_dir.name} has no burst {burst}: {run_dir} holds "
+                    f"{_held(_bursts(run_dir))}"
                 )
         return read_report(path)
 
@@ -140,9 +187,7 @@ class RunStore:
 
     def _latest(self, count: int = 3) -> str:
         """`` (latest: a, b, c)`` from the folder names, or `` (no runs stored yet)``."""
-        names = sorted(
-            (p.name for p in self._run_dirs() if (p / REPORT_FILE).is_file()), reverse=True
-        )
+        names = sorted((p.name for p in self._run_dirs() if _bursts(p)), reverse=True)
         if not names:
             return " (no runs stored yet)"
         return " (latest: " + ", ".join(names[:count]) + ")"
@@ -157,24 +202,85 @@ class RunStore:
         return [p for p in entries if p.is_dir() and not p.name.startswith(".")]
 
     def list_runs(self, on_corrupt: Callable[[HistoryError], None] | None = None) -> list[RunInfo]:
-        """Every stored run, newest first.
+        """Every stored run, newest first, from the run folders' manifests.
 
-        A run whose ``report.json`` cannot be read is skipped and passed to ``on_corrupt``
-        (its error names the file); folders without a ``report.json`` are not runs.
+        A run is described by its first stored burst; one whose first burst has no manifest
+        line (a run saved before manifests) has that report read instead, and a run whose
+        report cannot be read is skipped and passed to ``on_corrupt`` (its error names the
+        file). Folders without a report are not runs.
         """
         runs: list[RunInfo] = []
         for run_dir in self._run_dirs():
-            if not (run_dir / REPORT_FILE).is_file():
+            bursts = _bursts(run_dir)
+            if not bursts:
                 continue
             try:
-                report = read_report(run_dir / REPORT_FILE)
+                first = self.summary(run_dir, bursts[0])
             except HistoryError as exc:
                 if on_corrupt is not None:
                     on_corrupt(exc)
                 continue
-            runs.append(_run_info(run_dir, report))
+            runs.append(_run_info(run_dir, first, bursts))
         runs.sort(key=lambda r: (r.start, r.run_id), reverse=True)
         return runs
+
+    def summary(self, run_dir: Path, burst: int) -> BurstSummary:
+        """Burst ``burst`` of the run in ``run_dir`` in short: its manifest line, else its
+        report read (HistoryError when it cannot be)."""
+        oldest = manifest.first(run_dir)
+        if oldest is not None and oldest.burst == burst:
+            return oldest
+        if oldest is not None:
+            for line in manifest.read(run_dir).summaries:
+                if line.burst == burst:
+                    return line
+        report = read_report(run_dir / burst_file_name(burst))
+        return BurstSummary.of(run_dir.name, burst, report)
+
+    # -------------------------------------------------------------------------------- retention
+
+    def prune(self, before: datetime) -> tuple[int, int]:
+        """Remove every burst whose window ended before ``before``, and every run left empty.
+
+        A run's manifest is rewritten without the removed bursts; a burst that can be neither
+        found in the manifest nor read is judged by its file's modification time. Stale
+        temporary files go too. Returns (runs removed, bursts removed).
+        """
+        cutoff = before.replace(tzinfo=UTC) if before.tzinfo is None else before
+        runs_removed = bursts_removed = 0
+        for run_dir in self._run_dirs():
+            bursts = _bursts(run_dir)
+            if not bursts:
+                continue
+            ends = _burst_ends(run_dir, bursts)
+            old = [b for b in bursts if ends[b] < cutoff]
+            if len(old) == len(bursts):
+                shutil.rmtree(run_dir, ignore_errors=True)
+                runs_removed += 1
+                bursts_removed += len(old)
+                continue
+            for b in old:
+                with contextlib.suppress(FileNotFoundError):
+                    (run_dir / burst_file_name(b)).unlink()
+            if old:
+                manifest.rewrite(run_dir, _not_in(frozenset(old)))
+                bursts_removed += len(old)
+        self.remove_stale_temp()
+        return runs_removed, bursts_removed
+
+    def remove_stale_temp(self, older_than_s: float = STALE_TEMP_S) -> int:
+        """Delete the temporary files that dead writers left in the run folders; returns how
+        many. A file younger than ``older_than_s`` may still be written: it is left."""
+        horizon = time.time() - older_than_s
+        removed = 0
+        for run_dir in self._run_dirs():
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(run_dir):
+                    if _TEMP_FILE.fullmatch(entry.name) and entry.stat().st_mtime < horizon:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry.path)
+                            removed += 1
+        return removed
 
 
 def read_report(path: Path) -> Report:
@@ -191,28 +297,67 @@ def read_report(path: Path) -> Report:
         raise HistoryError(f"{path}: {exc}; the file is left untouched") from None
 
 
-def _run_info(run_dir: Path, report: Report) -> RunInfo:
+def _run_info(run_dir: Path, first: BurstSummary, bursts: list[int]) -> RunInfo:
     return RunInfo(
         run_id=run_dir.name,
         path=run_dir,
-        job=report.job,
-        source=report.source,
-        start=report.window.start,
-        end=report.window.end,
-        bursts=len(_bursts(run_dir)),
-        worst_level=worst_level(report),
-        root_causes=report.root_causes,
+        job=first.job,
+        source=first.source,
+        start=first.start or first.time,
+        end=first.time,
+        bursts=len(bursts),
+        worst_level=first.worst_level,
+        root_causes=first.root_causes,
+        last_burst=bursts[-1],
     )
 
 
+def _burst_ends(run_dir: Path, bursts: list[int]) -> dict[int, datetime]:
+    """When each burst's window ended: its manifest line, its report, else its file's time."""
+    ends = {line.burst: line.time for line in manifest.read(run_dir).summaries}
+    for b in bursts:
+        if b in ends:
+            continue
+        path = run_dir / burst_file_name(b)
+        try:
+            ends[b] = read_report(path).window.end
+        except (HistoryError, TargetNotFoundError):
+            with contextlib.suppress(OSError):
+                ends[b] = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    return {b: ends.get(b, datetime.max.replace(tzinfo=UTC)) for b in bursts}
+
+
+def _not_in(gone: frozenset[int]) -> Callable[[BurstSummary], bool]:
+    """Keeps the manifest lines of bursts not in ``gone``."""
+    return lambda line: line.burst not in gone
+
+
+def _held(bursts: list[int]) -> str:
+    """What a run folder holds, in a few words: ``report.json, report-1.json`` or a range."""
+    if not bursts:
+        return "no report"
+    if len(bursts) <= 4:
+        return ", ".join(burst_file_name(b) for b in bursts)
+    return f"{len(bursts)} bursts, {bursts[0]} to {bursts[-1]}"
+
+
 def _bursts(run_dir: Path) -> list[int]:
-    """The burst numbers stored in ``run_dir``, ascending."""
+    """The burst numbers stored in ``run_dir``, ascending (none when it cannot be listed)."""
     found = []
-    for p in run_dir.iterdir():
-        match = _BURST_FILE.fullmatch(p.name)
-        if match:
-            found.append(int(match.group(1) or 0))
+    try:
+        with os.scandir(run_dir) as entries:
+            for entry in entries:
+                match = _BURST_FILE.fullmatch(entry.name)
+                if match:
+                    found.append(int(match.group(1) or 0))
+    except OSError:
+        return []
     return sorted(found)
+
+
+def burst_numbers(run_dir: Path) -> list[int]:
+    """The burst numbers stored in the run folder ``run_dir``, ascending."""
+    return _bursts(run_dir)
 
 
 def _checked_run_id(run_id: str) -> str:
@@ -224,20 +369,35 @@ def _checked_run_id(run_id: str) -> str:
     return run_id
 
 
-def _write_atomically(target: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``target``, sync it, then rename it over."""
+def _create_exclusively(target: Path, text: str) -> bool:
+    """Write ``text`` as ``target`` unless it exists; False (nothing written) when it does.
+
+    The text goes to a temporary file beside ``target``, synced, then linked to the name: the
+    link fails if the name exists, so two writers cannot replace each other's file and a
+    reader never sees a half-written one. Where links are not supported, an existence check
+    and a rename do the same, without the guarantee against a concurrent writer.
+    """
     fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
+        try:
+            os.link(temp_name, target)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            if target.exists():
+                return False
+            os.replace(temp_name, target)
+    finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_name)
-        raise
     sync_folder(target.parent)
+    return True
 
 
 def sync_folder(folder: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import ConfigError, HistoryError, TargetNotFoundError
+from bpmon.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
 from bpmon.history.runs import RunStore, new_run_id
 from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
@@ -70,14 +70,18 @@ def test_save_then_load_by_run_id_folder_and_file(tmp_path: Path) -> None:
     assert store.load(original.run_id) == original
     assert store.load(path.parent) == original
     assert store.load(str(path)) == original
-    assert files_in(tmp_path / "runs") == ["20261122T101500Z-slow-enrich-3f9a/report.json"]
+    assert files_in(tmp_path / "runs") == [
+        "20261122T101500Z-slow-enrich-3f9a/bursts.jsonl",
+        "20261122T101500Z-slow-enrich-3f9a/report.json",
+    ]
 
 
 def test_saving_the_same_report_twice_is_harmless(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
     first = store.save(report("r1"))
     assert store.save(report("r1")) == first
-    assert files_in(tmp_path) == ["r1/report.json"]
+    assert files_in(tmp_path) == ["r1/bursts.jsonl", "r1/report.json"]
+    assert len((tmp_path / "r1" / "bursts.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_different_report_never_overwrites_a_stored_one(tmp_path: Path) -> None:
@@ -85,11 +89,11 @@ def test_a_different_report_never_overwrites_a_stored_one(tmp_path: Path) -> Non
     path = store.save(report("r1"))
     before = path.read_bytes()
     other = replace(report("r1"), job="another-job")
-    with pytest.raises(HistoryError, match=r"burst=1") as caught:
+    with pytest.raises(SaveError, match=r"burst=1") as caught:
         store.save(other)
     assert str(path) in str(caught.value)
     assert path.read_bytes() == before
-    assert files_in(tmp_path) == ["r1/report.json"]
+    assert files_in(tmp_path) == ["r1/bursts.jsonl", "r1/report.json"]
 
 
 def test_later_bursts_go_to_numbered_files(tmp_path: Path) -> None:
@@ -138,7 +142,7 @@ def test_a_corrupt_report_is_named_and_left_untouched(tmp_path: Path, content: b
     assert "the file is left untouched" in message
     assert "\n" not in message
     assert path.read_bytes() == content
-    with pytest.raises(HistoryError):
+    with pytest.raises(SaveError):
         store.save(report("r1"))  # nor does saving over it replace it
     assert path.read_bytes() == content
 
@@ -155,15 +159,21 @@ def test_list_runs_is_newest_first_and_skips_corrupt_runs(tmp_path: Path) -> Non
         (VertexStatus("stage", 1),),
     )
     store.save(newest)
-    broken = store.save(report("d-broken"))
+    broken = tmp_path / "d-broken" / "report.json"  # saved before manifests, then torn
+    broken.parent.mkdir()
     broken.write_text("{not json", encoding="utf-8")
+    torn = store.save(report("e-torn-later"))  # its manifest line still describes it
+    torn.write_text("{not json", encoding="utf-8")
     (tmp_path / "not-a-run").mkdir()
     (tmp_path / "stray.txt").write_text("hello", encoding="utf-8")
 
     problems: list[HistoryError] = []
     runs = store.list_runs(on_corrupt=problems.append)
 
-    assert [r.run_id for r in runs] == ["a-newest", "b-middle", "c-oldest"]
+    assert [r.run_id for r in runs] == ["a-newest", "e-torn-later", "b-middle", "c-oldest"]
+    runs = [r for r in runs if r.run_id != "e-torn-later"]  # listed; reading it says it is torn
+    with pytest.raises(HistoryError, match="e-torn-later"):
+        store.load("e-torn-later")
     assert (runs[0].job, runs[0].source, runs[0].worst_level, runs[0].root_causes) == (
         "other",
         "pyspy",
@@ -178,7 +188,7 @@ def test_list_runs_is_newest_first_and_skips_corrupt_runs(tmp_path: Path) -> Non
     assert len(problems) == 1
     assert str(broken) in str(problems[0])
     assert broken.read_text(encoding="utf-8") == "{not json"
-    assert store.list_runs() == runs  # without a callback, corrupt runs are still skipped
+    assert [r for r in store.list_runs() if r.run_id != "e-torn-later"] == runs
 
 
 def test_an_absent_root_has_no_runs(tmp_path: Path) -> None:
@@ -190,5 +200,11 @@ def test_writes_leave_no_temporary_files(tmp_path: Path) -> None:
     for k in range(5):
         store.save(report("r1", T0 + timedelta(seconds=k)), burst=k)
     store.save(report("r2"))
-    expected = [f"r1/report-{k}.json" for k in range(1, 5)] + ["r1/report.json", "r2/report.json"]
+    expected = [
+        "r1/bursts.jsonl",
+        *[f"r1/report-{k}.json" for k in range(1, 5)],
+        "r1/report.json",
+        "r2/bursts.jsonl",
+        "r2/report.json",
+    ]
     assert files_in(tmp_path) == expected
