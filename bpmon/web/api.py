@@ -4,7 +4,8 @@
 - ``POST /jobs`` (``{"scenario": "demo"}``) starts watching a shipped example, ``DELETE
   /jobs/{job}`` stops a watch;
 - ``GET /jobs/{job}``: the latest report and the history of the job's bursts;
-- ``GET /jobs/{job}/events``: server-sent events, one per new report (:mod:`bpmon.web.stream`);
+- ``GET /jobs/{job}/events``: server-sent events, one per new report, and how the watch ended
+  (:mod:`bpmon.web.stream`);
 - ``GET /runs``: the stored runs, newest first; ``GET /runs/{run_id}``: one stored report,
   byte for byte what ``bpmon diagnose RUN --format json`` prints.
 
@@ -39,7 +40,7 @@ from bpmon.web.runs import (
     run_to_dict,
     timestamp,
 )
-from bpmon.web.stream import job_events
+from bpmon.web.stream import is_over, job_events
 
 router = APIRouter(prefix="/api/v1", tags=["bpmon"])
 
@@ -151,13 +152,18 @@ def stop_job(job: str, request: Request) -> JSONResponse:
     "/jobs/{job}/events",
     summary="Server-sent events: one per new report of the job",
     response_class=StreamingResponse,
+    responses={204: {"description": "The job's last event was seen already: do not reconnect."}},
 )
-async def stream_job(job: str, request: Request) -> StreamingResponse:
-    """``text/event-stream``: ``event: report`` with each new report, ``event: state`` when the
-    watch ends; keep-alive comments in between."""
+async def stream_job(job: str, request: Request) -> Response:
+    """``text/event-stream``: ``event: report`` with each new report, keep-alive comments in
+    between, and ``event: state`` when the watch ends (or at once when it has ended, or when the
+    job is only stored), then the stream ends. A reconnect that saw that last event gets 204."""
     watches = _watches(request)
-    if await run_in_threadpool(watches.job, job) is None:
+    view = await run_in_threadpool(watches.job, job)
+    if view is None:
         raise HTTPException(404, f"no job {job!r}; {NOT_A_JOB}")
+    if is_over(view, request.headers.get("last-event-id")):
+        return Response(status_code=204)
     stream = job_events(watches, job, request.app.state.keepalive_s)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
