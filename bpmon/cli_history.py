@@ -6,10 +6,13 @@
     bpmon history RUN                          the bursts of one run
     bpmon history import DIR                   the Parquet history built from report.json folders
     bpmon history synth --runs N --jobs K      a synthetic history (tests, benchmarks)
+    bpmon history compact                      the Parquet history's parts merged now
+    bpmon history prune [--keep-days N]        days older than keep_days deleted
 
 A word after ``history`` that is not a subcommand is taken as a RUN (:class:`_HistoryGroup`);
-run ids start with a timestamp, so none is named ``import`` or ``synth``. Options given before
-the word (``bpmon history --runs-dir D RUN``) hold for the subcommand too.
+run ids start with a timestamp, so none is named ``import``, ``synth``, ``compact`` or
+``prune``. Options given before the word (``bpmon history --runs-dir D RUN``) hold for the
+subcommand too.
 
 May import: the service layer and the model (a surface), typer, rich.
 """
@@ -27,12 +30,15 @@ from typer.core import TyperGroup
 
 from bpmon.analysis import Analysis, analysis_to_json
 from bpmon.cli import RulesFile, _errors
-from bpmon.errors import ConfigError
+from bpmon.errors import ConfigError, HistoryError
 from bpmon.history_service import (
     DEFAULT_MASTER,
+    Pruning,
     analyze_history,
+    compact_history,
     import_history,
     parse_since,
+    prune_history,
     synthesize_history,
     write_analysis_tables,
 )
@@ -54,9 +60,10 @@ class _HistoryGroup(TyperGroup):
 history_app = typer.Typer(
     cls=_HistoryGroup,
     invoke_without_command=True,
-    subcommand_metavar="[RUN] | import DIR | synth",
+    subcommand_metavar="[RUN] | import DIR | synth | compact | prune",
     help="List the stored runs, newest first, or the bursts of one run (`bpmon history RUN`); "
-    "`import` and `synth` build the Parquet history `bpmon analyze` reads.",
+    "`import` and `synth` build the Parquet history `bpmon analyze` reads, `compact` and "
+    "`prune` keep it small.",
 )
 
 RunsDirOption = Annotated[
@@ -174,6 +181,79 @@ def synth(
             f"{Path(settings.runs_dir) / 'history'}: jobs synth-job-1..{jobs}, rows marked "
             "synthetic = true"
         )
+
+
+@history_app.command("compact")
+def compact(ctx: typer.Context, runs_dir: RunsDirOption = None) -> None:
+    """Merge the Parquet history's part files now: one per job, day and table.
+
+    Appends already compact as they go (in tiers) and `bpmon serve` compacts past days every
+    hour; this merges everything at once, today included. Safe while bpmon writes or reads.
+    """
+    with _errors():
+        settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
+        done = compact_history(settings)
+        where = Path(settings.runs_dir) / "history"
+        extra = [
+            f"{done.temporary:,} leftover temporary file(s) removed" if done.temporary else "",
+            f"{done.deferred:,} replaced part(s) left while a reader reads (never read again)"
+            if done.deferred
+            else "",
+        ]
+        typer.echo(
+            f"compacted {done.days:,} job-day(s) of {where}: {done.files_before:,} files before, "
+            f"{done.files_after:,} after ({done.merged:,} parts merged into {done.written:,})"
+            + "".join(f"; {e}" for e in extra if e)
+        )
+        if done.problems:
+            for line in done.problems:
+                typer.echo(f"bpmon: error: {line}", err=True)
+            raise typer.Exit(HistoryError.exit_code)
+
+
+@history_app.command("prune")
+def prune(
+    ctx: typer.Context,
+    keep_days: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-days",
+            help="Days to keep (0: everything; default: [history] keep_days of the rules, 30).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be removed, remove nothing.")
+    ] = False,
+    runs_dir: RunsDirOption = None,
+    rules: RulesFile = None,
+) -> None:
+    """Delete the history older than --keep-days: the Parquet history's days, and the run
+    folders and burst reports."""
+    with _errors():
+        settings = Settings(runs_dir=_runs_dir(ctx, runs_dir), rules_path=rules)
+        typer.echo(_pruned(prune_history(settings, keep_days, dry_run=dry_run), settings))
+
+
+def _pruned(done: Pruning, settings: Settings) -> str:
+    """What a prune did, in one line (a dry run: what it would do)."""
+    where = Path(settings.runs_dir)
+    if done.cutoff is None or done.dataset is None:
+        return f"nothing pruned in {where}: keep_days = 0 keeps everything"
+    cutoff = f"{done.cutoff:%Y-%m-%d %H:%M} UTC"
+    days = done.dataset.days
+    listed = ", ".join(f"{d.job} {d.day}" for d in days[:3]) + (" ..." if len(days) > 3 else "")
+    dataset = f"{len(days):,} job-day(s) of the Parquet history ({done.dataset.files:,} files)"
+    dataset += f": {listed}" if days else ""
+    if done.dry_run:
+        return (
+            f"would remove from {where} what is older than {cutoff} (keep_days {done.keep_days}):"
+            f" {dataset}; and the run folders and burst reports older than that (not counted "
+            "in a dry run)"
+        )
+    return (
+        f"removed from {where} what is older than {cutoff} (keep_days {done.keep_days}): "
+        f"{dataset}; {done.runs:,} run folder(s) and {done.bursts:,} burst report(s)"
+    )
 
 
 ANALYSIS_FORMATS = ("text", "md", "json", "html")

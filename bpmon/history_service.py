@@ -1,9 +1,12 @@
-"""The service's history: import, synthesise and analyse the Parquet history of a runs directory.
+"""The service's history: import, synthesise, analyse, compact and prune the Parquet history.
 
 Surfaces (``bpmon history``, ``bpmon analyze``, the server) call these functions and get model
 values back (:class:`~bpmon.analysis.Analysis`, plain results); they never import
 :mod:`bpmon.history`, pyarrow or pyspark. Spark is imported only when an analysis runs, and not
 at all when there is nothing to analyse, so an empty history is answered at once.
+
+:func:`maintain` is what a long-running server calls now and then (at start, then hourly): it
+compacts what needs it and prunes what ``[history] keep_days`` no longer keeps, never raising.
 
 May import: the service, the history layer, the rules' values, the model.
 """
@@ -12,15 +15,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from bpmon.analysis import Analysis, Thresholds
-from bpmon.errors import ConfigError
+from bpmon.errors import BpmonError, ConfigError, HistoryError
+from bpmon.history.compaction import Compaction, compact
 from bpmon.history.export import write_aggregates
 from bpmon.history.importer import ImportResult, import_runs
-from bpmon.history.store import HISTORY_DIR, HistoryStore, Scan
+from bpmon.history.retention import Pruned, prune_days
+from bpmon.history.rows import utc
+from bpmon.history.runs import RunStore
+from bpmon.history.store import HISTORY_DIR, HistoryStore, Scan, require_pyarrow
 from bpmon.history.synth import SynthPlan, SynthResult, synthesize
 from bpmon.rules.config import RulesConfig
 from bpmon.service import Settings
@@ -106,48 +113,48 @@ def analyze_history(
     say = progress or (lambda _: None)
     limits = thresholds(settings.rules())
     store = HistoryStore(history_dir(settings))
-    everything = store.scan()
-    scan = everything.only(job, None if since is None else since.date())
-    empty = Analysis(
-        generated_at=settings.now(),
-        history=str(store.root),
-        job=job,
-        since=since,
-        master=None,
-        spark_version=None,
-        seconds=0.0,
-        subtask_rows=0,
-        cause_rows=0,
-        thresholds=limits,
-        skipped=everything.skipped,
-    )
-    if not scan.subtasks:
-        return replace(empty, notes=(_nothing(store, everything, job, since),))
-    from bpmon.history.analytics import analyze
-    from bpmon.history.spark import spark_session
-
-    with spark_session(master, ui=ui, progress=say) as spark:
-        found = analyze(
-            spark,
-            scan,
+    with store.reading() as everything:  # no compaction deletes a part Spark is to read
+        scan = everything.only(job, None if since is None else since.date())
+        empty = Analysis(
+            generated_at=settings.now(),
             history=str(store.root),
             job=job,
             since=since,
-            limits=limits,
-            master=master,
-            progress=say,
-            began=began,
-            generated_at=settings.now(),
+            master=None,
+            spark_version=None,
+            seconds=0.0,
+            subtask_rows=0,
+            cause_rows=0,
+            thresholds=limits,
+            skipped=everything.skipped,
         )
-    if not found.jobs:
-        return replace(empty, notes=(_nothing(store, everything, job, since),))
-    single = [j.job for j in found.jobs if j.runs == 1]
-    notes = tuple(
-        f"job {name!r} has a single run: regressions and trends compare runs of a job, so run "
-        "it again (every run is added to the history)"
-        for name in single
-    )
-    return replace(found, notes=notes)
+        if not scan.subtasks:
+            return replace(empty, notes=(_nothing(store, everything, job, since),))
+        from bpmon.history.analytics import analyze
+        from bpmon.history.spark import spark_session
+
+        with spark_session(master, ui=ui, progress=say) as spark:
+            found = analyze(
+                spark,
+                scan,
+                history=str(store.root),
+                job=job,
+                since=since,
+                limits=limits,
+                master=master,
+                progress=say,
+                began=began,
+                generated_at=settings.now(),
+            )
+        if not found.jobs:
+            return replace(empty, notes=(_nothing(store, everything, job, since),))
+        single = [j.job for j in found.jobs if j.runs == 1]
+        notes = tuple(
+            f"job {name!r} has a single run: regressions and trends compare runs of a job, so run "
+            "it again (every run is added to the history)"
+            for name in single
+        )
+        return replace(found, notes=notes)
 
 
 def _nothing(store: HistoryStore, scan: Scan, job: str | None, since: datetime | None) -> str:
@@ -197,3 +204,134 @@ def parse_since(text: str, now: datetime) -> datetime:
                 "or an age (7d, 12h, 30m)"
             ) from None
     return moment.replace(tzinfo=now.tzinfo) if moment.tzinfo is None else moment
+
+
+COMPACT_WAIT_S = 30.0
+"""How long ``bpmon history compact`` waits for another compaction (an append's) to end."""
+
+
+def compact_history(settings: Settings) -> Compaction:
+    """Merge every job-day of the history into one part per table now.
+
+    Raises:
+        MissingDependencyError: pyarrow is not installed.
+        HistoryError: another process kept compacting or pruning the history for 30 s.
+    """
+    pq = require_pyarrow()
+    root = history_dir(settings)
+    done = compact(pq, root, today=None, wait_s=COMPACT_WAIT_S)
+    if done.busy:
+        raise HistoryError(_busy(root, "compacting"))
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Pruning:
+    """What a prune removed (or, in a dry run, would remove).
+
+    Attributes:
+        keep_days: the days kept (0: everything, nothing was pruned).
+        cutoff: what was older than this was removed (None when keep_days is 0).
+        dataset: the job-days of the Parquet history removed.
+        runs: run folders removed (None in a dry run: not counted).
+        bursts: burst reports removed (None in a dry run).
+        dry_run: nothing was removed.
+    """
+
+    keep_days: int
+    cutoff: datetime | None
+    dataset: Pruned | None
+    runs: int | None
+    bursts: int | None
+    dry_run: bool
+
+
+def prune_history(
+    settings: Settings, keep_days: int | None = None, *, dry_run: bool = False
+) -> Pruning:
+    """Delete the history's days, run folders and burst reports older than ``keep_days`` days.
+
+    ``keep_days`` None takes ``[history] keep_days`` from the rules; 0 keeps everything.
+
+    Raises:
+        ConfigError: ``keep_days`` is negative, or the rules file is bad.
+        MissingDependencyError: pyarrow is not installed and there is a dataset to prune.
+        HistoryError: the history or the runs cannot be deleted, or another process kept the
+            history busy for 30 s.
+    """
+    days = settings.rules().history.keep_days if keep_days is None else keep_days
+    if days < 0:
+        raise ConfigError(f"--keep-days {days}: expected 0 (keep everything) or more days")
+    if days == 0:
+        return Pruning(0, None, None, 0, 0, dry_run)
+    cutoff = utc(settings.now()) - timedelta(days=days)
+    root = history_dir(settings)
+    try:
+        dataset = prune_days(root, cutoff.date(), dry_run=dry_run)
+        if dataset.busy:
+            raise HistoryError(_busy(root, "compacting or reading"))
+        if dry_run:
+            return Pruning(int(days), cutoff, dataset, None, None, True)
+        runs, bursts = RunStore(Path(settings.runs_dir)).prune(before=cutoff)
+    except OSError as exc:
+        raise HistoryError(f"cannot prune {settings.runs_dir}: {exc.strerror or exc}") from None
+    return Pruning(int(days), cutoff, dataset, runs, bursts, False)
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """What :func:`maintain` did.
+
+    Attributes:
+        compaction: the compaction of the history (None: no history, or no pyarrow).
+        pruning: the prune (None when it could not run: see ``problems``).
+        problems: one line per thing not done (a job-day not compacted, a prune that failed),
+            each naming what and why; everything else was done.
+        seconds: how long it took.
+    """
+
+    compaction: Compaction | None
+    pruning: Pruning | None
+    problems: tuple[str, ...]
+    seconds: float
+
+
+def maintain(settings: Settings) -> Maintenance:
+    """Compact what needs it and prune per ``[history] keep_days``; never raises.
+
+    For a server to call at start and then every hour or so: past days are merged into one
+    part per job and table, today's parts in tiers (appends already do most of it), leftovers
+    of killed writers are removed, and days older than ``keep_days`` are pruned (the Parquet
+    days and the run folders). With nothing to do it lists folders and opens no file. Nothing
+    waits: a history busy with another compaction is left for the next call.
+    """
+    began = time.monotonic()
+    problems: list[str] = []
+    compaction = None
+    root = history_dir(settings)
+    if root.is_dir():
+        try:
+            compaction = compact(require_pyarrow(), root, today=utc(settings.now()).date())
+            problems += compaction.problems
+        except Exception as exc:  # a server's housekeeping never raises
+            problems.append(f"{root}: not compacted ({_reason(exc)})")
+    pruning = None
+    try:
+        pruning = prune_history(settings)
+    except Exception as exc:  # named, and tried again at the next call
+        problems.append(f"{settings.runs_dir}: not pruned ({_reason(exc)})")
+    return Maintenance(compaction, pruning, tuple(problems), time.monotonic() - began)
+
+
+def _busy(root: Path, what: str) -> str:
+    return (
+        f"another bpmon kept {root} busy ({what}) for {COMPACT_WAIT_S:.0f} s: try again when it "
+        "is done"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, BpmonError):
+        return str(exc)
+    text = (str(exc).splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -3,7 +3,9 @@
 The run folders are the source of truth and the dataset an index over them, so importing is how
 a history is started for runs made before it existed, copied from another machine, or completed
 after a writer was killed between saving a report and appending it. Importing is idempotent: a
-report whose part is already in the dataset is counted as present and nothing is written.
+report whose window is already in the dataset (in a part of its own or in a compacted part) is
+counted as present and nothing is written. Appends compact as they go (``compaction.py``), so
+importing thousands of reports leaves a few files per job-day, not thousands.
 
 May import: the model layer, bpmon.history.
 """
@@ -27,7 +29,8 @@ class ImportResult:
         runs: run folders read.
         added: reports appended to the dataset.
         present: reports already in it (nothing written).
-        skipped: one line per unreadable run folder or report file (each left as it is).
+        skipped: one line per unreadable run folder or report file (each left as it is), or
+            per report with a value the history cannot hold.
     """
 
     runs: int
@@ -71,6 +74,12 @@ def import_runs(
                 raise HistoryError(
                     f"cannot write to {history.root}: {exc.strerror or exc}"
                 ) from None
+            except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
+                # pyarrow refused a value (ArrowInvalid is a ValueError): this report only
+                skipped.append(
+                    f"{folder} burst {burst}: a value does not fit the history's schema "
+                    f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}); not added"
+                )
         if progress is not None and number % 100 == 0:
             progress(f"imported {number:,} of {len(folders):,} runs")
     return ImportResult(len(folders), added, present, tuple(skipped))

@@ -31,6 +31,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "confidence.saturation": _NON_NEGATIVE,
     "confidence.agreement": _NON_NEGATIVE,
     "history.hot_ratio": _AT_LEAST_ONE,
+    "history.keep_days": _NON_NEGATIVE,
 }
 """Inclusive bounds of the numeric parameters that are not ratios in [0, 1]."""
 
@@ -113,12 +114,14 @@ class StallRules:
 
 @dataclass(frozen=True, slots=True)
 class HistoryRules:
-    """``[history]``: what ``bpmon analyze`` calls a regression, a run's cause, and skew."""
+    """``[history]``: what ``bpmon analyze`` calls a regression, a run's cause, and skew; and
+    how many days of history are kept (``keep_days``; 0 keeps everything)."""
 
     capacity_drop: float = 0.20
     cause_share: float = 0.50
     hot_ratio: float = 1.5
     hot_share: float = 0.50
+    keep_days: int = 30
 
 
 _TABLES: dict[str, type] = {
@@ -188,6 +191,12 @@ def _check_order(rules: RulesConfig) -> None:
         raise ConfigError(
             f"bottleneck.busy_min = {bn.busy_min} must not exceed bottleneck.saturated_busy = "
             f"{bn.saturated_busy} (defaults 0.70 and 0.90)"
+        )
+    keep = rules.history.keep_days
+    if keep != int(keep):
+        raise ConfigError(
+            f"history.keep_days = {keep!r}: expected a whole number of days (0 keeps everything; "
+            "default 30)"
         )
     if cf.weight_sum() <= 0:
         raise ConfigError("confidence weights are all 0: give at least one a positive weight")
