@@ -61,10 +61,14 @@ class BurstOverrunError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LoopPlan:
-    """What the loop needs of a watch's plan: the burst, and how long one may take."""
+    """What the loop needs of a watch's plan: the burst, and how long one may take.
+
+    ``abandon_after_s`` overrides :attr:`overrun_s` (None: the default rule).
+    """
 
     samples: int
     interval_ms: float
+    abandon_after_s: float | None = None
 
     @property
     def burst_s(self) -> float:
@@ -74,6 +78,8 @@ class LoopPlan:
     @property
     def overrun_s(self) -> float:
         """How long a burst may run before it is abandoned."""
+        if self.abandon_after_s is not None:
+            return self.abandon_after_s
         return self.burst_s * OVERRUN_FACTOR + OVERRUN_SLACK_S
 
 
@@ -228,7 +234,7 @@ class RunLoop:
     def _overrun_text(self, burst: int, done: int) -> str:
         plan = self.plan
         return (
-            f"burst {burst} abandoned after {self.plan.overrun_s:.0f} s, "
+            f"burst {burst} abandoned after {self.plan.overrun_s:g} s, "
             f"{done} of {plan.samples} samples taken (planned: {plan.burst_s:g} s); "
             "the target answered too slowly"
         )

@@ -100,6 +100,8 @@ class WatchPlan:
             until then); None stops right after the last burst.
         patience_s: how long the target may stay unavailable (a timeout, HTTP 5xx, a Flink
             job restarting) before the watch gives up; None waits for ever.
+        abandon_after_s: how long a burst may run before it is abandoned as overrun (None:
+            four times its planned length plus 30 s).
     """
 
     samples: int = 100
@@ -110,6 +112,7 @@ class WatchPlan:
     every_s: float | None = None
     duration_s: float | None = None
     patience_s: float | None = PATIENCE_S
+    abandon_after_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.samples < 1 or not self.interval_ms > 0:
@@ -287,7 +290,7 @@ def watch(
     rules = settings.rules()
     store = settings.store()
     store.check_writable()
-    loop_plan = LoopPlan(plan.samples, plan.interval_ms)
+    loop_plan = LoopPlan(plan.samples, plan.interval_ms, plan.abandon_after_s)
     loop = RunLoop(target, loop_plan, rules, stop or threading.Event(), live=live)
     return _watch(loop, plan, store, settings.new_run_id(target.job))
 

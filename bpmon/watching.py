@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bpmon import service
+from bpmon.collectors.target import Target
 from bpmon.errors import BpmonError, ConfigError, TargetNotFoundError
 from bpmon.events import (
     BurstSampled,
@@ -138,9 +139,11 @@ class Watches:
         *,
         every_s: float | None = 10.0,
         stored: StoredJobs | None = None,
+        stuck_after_s: float = STUCK_AFTER_S,
     ) -> None:
         self.settings = settings
         self.every_s = every_s
+        self.stuck_after_s = stuck_after_s
         self.stored = stored if stored is not None else StoredJobs(settings)
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
@@ -218,6 +221,18 @@ class Watches:
             live=False,
         )
         return self._begin(events, stop)
+
+    def start_target(self, target: Target, plan: service.WatchPlan) -> str:
+        """Watch any target as ``plan`` says until stopped (``plan.bursts`` None) or done;
+        returns the job name."""
+        self._reserve(target.job)
+        try:
+            stop = threading.Event()
+            events = service.watch(target, plan, self.settings, stop=stop, live=False)
+            return self._begin(events, stop)
+        finally:
+            with self._lock:
+                self._starting.discard(target.job)
 
     def _every(self, every_s: float | None) -> float | None:
         return self.every_s if every_s is None else every_s
@@ -380,14 +395,14 @@ class Watches:
 
     def stuck(self) -> list[str]:
         """The running watches that are stuck, by name, each with why (no disk access): no
-        sign of life for :data:`STUCK_AFTER_S`, or a burst abandoned and no report since."""
+        sign of life for ``stuck_after_s``, or a burst abandoned and no report since."""
         now = self._clock()
         found = []
         with self._lock:
             for job, w in sorted(self._watches.items()):
                 if w.state != "running":
                     continue
-                if now - w.beat > STUCK_AFTER_S:
+                if now - w.beat > self.stuck_after_s:
                     found.append(f"{job}: no sign of life for {now - w.beat:.0f} s")
                 elif w.overrun:
                     found.append(f"{job}: {w.trouble}")

@@ -3,18 +3,22 @@
 The process is not started or stopped by bpmon: :meth:`ProcessTarget.start` only checks that the
 profile and topology load, and each :meth:`~ProcessTarget.observe` is a py-spy burst of every
 thread, grouped into stages by the topology file (``docs/topology.md``) or by thread names. A
-process gives no metrics between bursts, so it has no live snapshot.
+process gives no metrics between bursts, so it has no live snapshot. A process that exits ends
+the watch (``JobOverError``: it ended by itself, not a failure of the watch).
 """
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending, Sampler
+from bpmon.errors import BpmonError, JobOverError
 from bpmon.model import Observation, Source
 from bpmon.scenario import load_topology
 
@@ -63,7 +67,12 @@ class ProcessTarget:
         stop: StopSignal | None = None,
     ) -> Observation:
         """One py-spy burst of every thread, as an Observation (no metrics: py-spy has none)."""
-        burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
+        self._raise_if_exited()
+        try:
+            burst = self._sampler.burst(samples, interval_ms, progress=progress, stop=stop)
+        except BpmonError:
+            self._raise_if_exited()  # py-spy failed because the process went away
+            raise
         return observation_from_burst(burst, self.graph, self.profile, self.job, "pyspy")
 
     def snapshot(self) -> None:
@@ -71,10 +80,30 @@ class ProcessTarget:
         return None
 
     def wait(self, seconds: float) -> None:
-        """Sleep ``seconds`` (the process keeps running on its own)."""
+        """Sleep ``seconds``; JobOverError once the process has exited."""
         if seconds > 0:
             time.sleep(seconds)
+        self._raise_if_exited()
+
+    def _raise_if_exited(self) -> None:
+        if not process_alive(self.pid):
+            raise JobOverError(f"process {self.pid} exited")
 
     def stop(self) -> Ending:
         """Nothing to stop."""
         return Ending()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an exited child not yet reaped, a zombie, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, and is not ours
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here: it answered the signal
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

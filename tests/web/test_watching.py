@@ -6,17 +6,21 @@ runs directory; every test ends with no task thread of the runtime left.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bpmon import service
+from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.errors import ConfigError, TargetNotFoundError
+from bpmon.model import Observation
 from bpmon.report_json import report_from_json
 from bpmon.scenario import parse_scenario
 from bpmon.stored import StoredJobs
@@ -170,3 +174,75 @@ def test_a_watched_job_continues_its_stored_history(runs_dir: Path) -> None:
     assert len({(b.run_id, b.burst) for b in view.history}) == len(view.history)
     assert [r.job for r in watches.latest()] == ["alpha", "beta"]
     assert watches.stop_all() == ()
+
+
+# -- a long watch: stuck watches, views before the first report, a bounded memory -------------
+
+
+class _Hangs(RuntimeTarget):
+    """The real runtime whose status check hangs once a report was made (as a JobManager that
+    accepts the connection and never answers): the watch's thread stops beating."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(parse_scenario(text))
+        self.release = threading.Event()
+        self.observed = 0
+
+    def observe(self, *args: Any, **kwargs: Any) -> Observation:
+        self.observed += 1
+        return super().observe(*args, **kwargs)
+
+    def wait(self, seconds: float) -> None:
+        super().wait(seconds)
+        if self.observed:
+            self.release.wait(60)
+
+
+def test_a_watch_that_stops_beating_is_stuck_and_says_for_how_long(tmp_path: Path) -> None:
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=5.0, stuck_after_s=1.0)
+    target = _Hangs(tiny("hangs"))
+    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=5.0)
+    watches.start_target(target, plan)
+    found = wait_until(watches.stuck, "the hung watch to be stuck")
+    assert isinstance(found, list) and len(found) == 1
+    assert re.fullmatch(r"hangs: no sign of life for \d+ s", found[0])
+    target.release.set()
+    assert watches.stop_all(deadline_s=20) == ()
+    assert watches.stuck() == []  # an ended watch is not stuck
+
+
+def test_an_overrun_burst_makes_the_watch_stuck_until_a_report_follows(tmp_path: Path) -> None:
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    slow = tiny("slow").replace("samples = 10", "samples = 400")  # a 4 s burst...
+    plan = service.WatchPlan(bursts=None, samples=400, interval_ms=10, abandon_after_s=0.5)
+    target = RuntimeTarget(parse_scenario(slow))
+    watches.start_target(target, plan)  # ...abandoned after half a second, every time
+    found = wait_until(watches.stuck, "the overrun to make the watch stuck")
+    assert isinstance(found, list) and "burst 0 abandoned after 0.5 s" in found[0]
+    view = watches.job("slow")
+    assert view is not None and view.trouble is not None and view.trouble.startswith("overrun")
+    assert watches.counters()["errors_total"] >= 1
+    assert watches.stop_all(deadline_s=20) == ()
+    assert task_threads() == []
+
+
+def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
+    settings = service.Settings(runs_dir=runs_dir)
+    watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
+    stored = watches.job("alpha")
+    assert stored is not None and stored.latest is not None
+    slow_start = tiny("alpha").replace("warmup_s = 0", "warmup_s = 30")
+    watches.start_scenario(parse_scenario(slow_start))
+    running = watches.job("alpha")
+    assert running is not None and running.state == "running"
+    assert running.run_id != stored.run_id and running.latest is None  # its own run, no report
+    assert running.history == stored.history  # the past is still shown
+    ended = watches.stop("alpha")  # stopped before its first burst
+    assert ended is not None and ended.state == "ended"
+    assert (ended.run_id, ended.latest) == (stored.run_id, stored.latest)  # a run that exists
+    assert watches.stop_all() == ()
+    nothing = Watches(service.Settings(runs_dir=runs_dir / "empty"), every_s=0.2)
+    nothing.start_scenario(parse_scenario(slow_start.replace('"alpha"', '"fresh"')))
+    view = nothing.stop("fresh")
+    assert view is not None and (view.run_id, view.latest) == (None, None)
+    assert nothing.stop_all() == ()

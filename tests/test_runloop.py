@@ -1,0 +1,254 @@
+"""The run loop over a long watch: a target unavailable for a while, a burst that overruns,
+a job that ends by itself, a report that cannot be saved.
+
+The jobs run for real on bpmon's runtime. Where a test needs the target to misbehave in a way
+the runtime never does (a JobManager answering HTTP 503, a burst stuck in a dead TaskManager),
+a subclass of the real :class:`RuntimeTarget` injects that one fault and nothing else: the
+samples, metrics, diagnosis and saving stay real. The same faults against a real Flink cluster
+are in ``tests/collectors/flink`` (the chaos test).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.sampler import Progress, StopSignal
+from bpmon.errors import JobOverError, UnavailableError
+from bpmon.events import Event, JobEnded, ReportReady, Trouble
+from bpmon.model import Observation
+from bpmon.runloop import BACKOFF_MAX_S, BurstOverrunError, Setbacks
+from bpmon.scenario import parse_scenario
+from bpmon.service import Settings, WatchPlan, watch
+
+TINY = """
+name = "tiny"
+
+[monitor]
+warmup_s = 0
+samples = 10
+interval_ms = 10
+settle_s = 0
+
+[[operators]]
+name = "src"
+kind = "source"
+parallelism = 2
+rate = 200
+
+[[operators]]
+name = "out"
+kind = "sink"
+cost_us = 50
+inputs = [{ from = "src", partitioner = "rebalance" }]
+"""
+
+
+def settings(runs_dir: Path) -> Settings:
+    return Settings(
+        runs_dir=runs_dir, now=lambda: datetime(2026, 1, 2, tzinfo=UTC), rng=random.Random(4)
+    )
+
+
+class Unavailable(RuntimeTarget):
+    """The real runtime, whose first ``failures`` windows cannot be read (as a JobManager that
+    answers HTTP 503 while it fails over)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__(parse_scenario(TINY))
+        self.failures = failures
+
+    def observe(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Observation:
+        if self.failures > 0:
+            self.failures -= 1
+            raise UnavailableError(f"the job is RESTARTING ({self.failures} more)")
+        return super().observe(samples, interval_ms, progress, stop)
+
+
+class StuckOnce(RuntimeTarget):
+    """The real runtime, whose first window hangs until it is told to stop (a thread dump from a
+    TaskManager that never answers)."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_scenario(TINY))
+        self.hung = threading.Event()
+        self.released = threading.Event()
+
+    def observe(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Observation:
+        if not self.hung.is_set():
+            self.hung.set()
+            while stop is not None and not stop.is_set():
+                threading.Event().wait(0.05)
+            self.released.set()
+            raise UnavailableError("released")  # never seen: the burst was abandoned
+        return super().observe(samples, interval_ms, progress, stop)
+
+
+def task_threads() -> list[str]:
+    """The names of the runtime's task threads still alive (``"src (1/2)"``...)."""
+    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
+
+
+def until_reports(events: list[Event], stream: object, count: int, stop: threading.Event) -> None:
+    """Consume ``stream`` into ``events`` until ``count`` reports, then stop the watch."""
+    for event in stream:  # type: ignore[attr-defined]
+        events.append(event)
+        if sum(isinstance(e, ReportReady) for e in events) >= count:
+            stop.set()
+
+
+def test_backoff_doubles_up_to_its_ceiling_and_the_gap_is_said_once() -> None:
+    now = [0.0]
+    setbacks = Setbacks("job", patience_s=None, clock=lambda: now[0])
+    delays = []
+    for n in range(8):
+        now[0] = float(n)
+        delays.append(setbacks.unavailable(UnavailableError(f"HTTP 503 #{n % 2}")))
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, BACKOFF_MAX_S, BACKOFF_MAX_S, BACKOFF_MAX_S]
+    now[0] = 42.0
+    [gap] = setbacks.findings()
+    assert gap.kind == "gap" and gap.vertex == "job"
+    assert "no window for 42 s" in gap.detail and "8 tries" in gap.detail
+    assert "HTTP 503 #0; then HTTP 503 #1" in gap.detail  # each reason once, in order
+    assert setbacks.findings() == ()  # said once: the next report has no gap
+
+
+def test_a_watch_with_patience_gives_up_once_the_gap_is_longer() -> None:
+    now = [0.0]
+    setbacks = Setbacks("job", patience_s=10.0, clock=lambda: now[0])
+    setbacks.unavailable(UnavailableError("timeout"))
+    now[0] = 10.0
+    setbacks.unavailable(UnavailableError("timeout"))  # 10 s: not longer yet
+    now[0] = 10.5
+    with pytest.raises(UnavailableError, match="timeout"):
+        setbacks.unavailable(UnavailableError("timeout"))
+    with pytest.raises(UnavailableError, match="burst 3 abandoned"):
+        setbacks.overran(BurstOverrunError("burst 3 abandoned"))  # an overrun extends the gap
+    fresh = Setbacks("job", patience_s=10.0, clock=lambda: now[0])
+    fresh.overran(BurstOverrunError("burst 4 abandoned"))
+    assert [(n.kind, n.detail) for n in fresh.findings()] == [("overrun", "burst 4 abandoned")]
+
+
+def test_an_unavailable_target_is_tried_again_and_the_next_report_says_so(tmp_path: Path) -> None:
+    target = Unavailable(failures=2)
+    stop = threading.Event()
+    events: list[Event] = []
+    until_reports(
+        events,
+        watch(
+            target,
+            WatchPlan(bursts=None, samples=10, interval_ms=10),
+            settings(tmp_path),
+            stop=stop,
+            live=False,
+        ),
+        2,
+        stop,
+    )
+    troubles = [e for e in events if isinstance(e, Trouble)]
+    assert [t.kind for t in troubles] == ["unavailable", "unavailable"]
+    assert "RESTARTING" in troubles[0].detail and "trying again in 1 s" in troubles[0].detail
+    assert "trying again in 2 s" in troubles[1].detail
+    first, second = [e for e in events if isinstance(e, ReportReady)]
+    gaps = [f for f in first.report.findings if f.kind == "gap"]
+    assert len(gaps) == 1 and "2 tries" in gaps[0].detail and "RESTARTING" in gaps[0].detail
+    assert not [f for f in second.report.findings if f.kind == "gap"]
+    assert first.path is not None and first.path.is_file()
+    ended = events[-1]
+    assert isinstance(ended, JobEnded) and ended.leaks == () and ended.bursts == 2
+
+
+def test_a_planned_watch_gives_up_after_its_patience(tmp_path: Path) -> None:
+    target = Unavailable(failures=1000)
+    plan = WatchPlan(bursts=1, samples=10, interval_ms=10, patience_s=2.5)
+    with pytest.raises(UnavailableError, match="RESTARTING"):
+        list(watch(target, plan, settings(tmp_path), live=False))
+    assert task_threads() == []  # the job was stopped however the watch ended
+
+
+def test_an_overrun_burst_is_abandoned_and_the_watch_goes_on(tmp_path: Path) -> None:
+    target = StuckOnce()
+    stop = threading.Event()
+    plan = WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=1.0)
+    events: list[Event] = []
+    until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 1, stop)
+    assert target.released.is_set()  # the stuck sampler was told to stop, and did
+    [trouble] = [e for e in events if isinstance(e, Trouble)]
+    assert trouble.kind == "overrun" and "burst 0 abandoned after 1 s" in trouble.detail
+    [ready] = [e for e in events if isinstance(e, ReportReady)]
+    assert ready.burst == 0  # burst numbers stay those of saved reports
+    kinds = [f.kind for f in ready.report.findings]
+    assert "overrun" in kinds and "gap" not in kinds
+    assert not [t for t in threading.enumerate() if t.name == "bpmon-sampler"]
+
+
+class EndsAfterOne(RuntimeTarget):
+    """The real runtime, whose job is over once one window was taken (as a Flink job that was
+    cancelled, or a process that exited)."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_scenario(TINY))
+        self.windows = 0
+
+    def observe(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Observation:
+        self.windows += 1
+        return super().observe(samples, interval_ms, progress, stop)
+
+    def wait(self, seconds: float) -> None:
+        super().wait(seconds)
+        if self.windows:
+            raise JobOverError("job 'tiny' was CANCELED")
+
+
+def test_a_job_that_ends_by_itself_ends_the_watch_as_ended(tmp_path: Path) -> None:
+    target = EndsAfterOne()
+    plan = WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=2.0)
+    events = list(watch(target, plan, settings(tmp_path), live=False))
+    ended = events[-1]
+    assert type(ended) is JobEnded
+    assert ended.reason == "job 'tiny' was CANCELED" and ended.bursts == 1
+    assert ended.leaks == ()
+
+
+def test_a_report_that_cannot_be_saved_is_still_handed_out(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    events = watch(
+        RuntimeTarget(parse_scenario(TINY)),
+        WatchPlan(bursts=2, samples=10, interval_ms=10),
+        settings(runs),
+        live=False,
+    )
+    first = next(events)
+    (runs / first.run_id).write_text("not a folder")  # type: ignore[union-attr]
+    rest = list(events)
+    ready = [e for e in rest if isinstance(e, ReportReady)]
+    assert [e.path for e in ready] == [None, None]
+    assert all(e.save_error and first.run_id in e.save_error for e in ready)  # type: ignore[union-attr]
+    ended = rest[-1]
+    assert isinstance(ended, JobEnded)
+    assert len(ended.reports) == 2 and ended.paths == () and len(ended.save_errors) == 2
+    assert [t.kind for t in rest if isinstance(t, Trouble)] == []  # said on the report itself
