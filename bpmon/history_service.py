@@ -299,15 +299,20 @@ class Maintenance:
 def maintain(settings: Settings) -> Maintenance:
     """Compact what needs it and prune per ``[history] keep_days``; never raises.
 
-    For a server to call at start and then every hour or so: past days are merged into one
-    part per job and table, today's parts in tiers (appends already do most of it), leftovers
-    of killed writers are removed, and days older than ``keep_days`` are pruned (the Parquet
-    days and the run folders). With nothing to do it lists folders and opens no file. Nothing
-    waits: a history busy with another compaction is left for the next call.
+    For a server to call at start and then every hour or so: days older than ``keep_days``
+    are pruned (the Parquet days, the run folders and burst reports), then past days are merged
+    into one part per job and table, today's parts in tiers (appends already do most of it),
+    and leftovers of killed writers are removed. With nothing to do it lists folders and
+    opens no file. Nothing waits: a history busy with another compaction is left for the next
+    call.
     """
     began = time.monotonic()
     problems: list[str] = []
-    compaction = None
+    pruning = compaction = None
+    try:  # first, so that no day about to go is merged
+        pruning = prune_history(settings)
+    except Exception as exc:  # named, and tried again at the next call
+        problems.append(f"{settings.runs_dir}: not pruned ({_reason(exc)})")
     root = history_dir(settings)
     if root.is_dir():
         try:
@@ -315,11 +320,6 @@ def maintain(settings: Settings) -> Maintenance:
             problems += compaction.problems
         except Exception as exc:  # a server's housekeeping never raises
             problems.append(f"{root}: not compacted ({_reason(exc)})")
-    pruning = None
-    try:
-        pruning = prune_history(settings)
-    except Exception as exc:  # named, and tried again at the next call
-        problems.append(f"{settings.runs_dir}: not pruned ({_reason(exc)})")
     return Maintenance(compaction, pruning, tuple(problems), time.monotonic() - began)
 
 

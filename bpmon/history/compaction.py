@@ -216,11 +216,19 @@ def _merge(pq: Any, root: Path, seen: Look, group: list[Part]) -> None:
         raise ValueError(f"its parts {', '.join(p.name for p in group[:3])}... hold no window")
     causes = [p for p in seen.selection.causes if windows.covers(windows_of(pq, p))]
     name = f"part-{compacted_name()}.parquet"
+    written: list[Path] = []
     pairs: tuple[tuple[TableName, list[Part]], ...] = (("causes", causes), ("subtasks", group))
-    for table, parts in pairs:
-        target = seen.day.folder(root, table) / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_stream(pq, target, _rows(pq, parts), table, windows, compacted=True)
+    try:
+        for table, parts in pairs:
+            target = seen.day.folder(root, table) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written.append(
+                write_stream(pq, target, _rows(pq, parts), table, windows, compacted=True)
+            )
+    except Exception:  # a part that does not read: leave no unfinished compaction behind
+        if len(written) == 1:
+            _unlink(written[0])
+        raise
 
 
 def _rows(pq: Any, parts: list[Part]) -> Iterator[Any]:

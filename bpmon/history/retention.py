@@ -59,19 +59,26 @@ def prune_days(
     """
     if not root.is_dir():
         return Pruned(before)
-    with held(root / COMPACTION_LOCK, wait_s=0 if dry_run else wait_s) as mine:
-        old = [d for d in walk(root).days if d.day < before]
-        files = sum(len(entries(d.folder(root, t))) for d in old for t in TABLES)
-        if dry_run or not old:
-            return Pruned(before, tuple(old), files)
-        if not mine:
-            return Pruned(before, busy=True)
-        with held(root / READERS_LOCK, wait_s=wait_s) as alone:
-            if not alone:
-                return Pruned(before, busy=True)
-            for day in old:
-                _to_trash(root, day)
-        empty_trash(root)
+    if dry_run:  # nothing changes, not even a lock file
+        return _old(root, before)
+    with held(root / COMPACTION_LOCK, wait_s=wait_s) as mine:
+        found = _old(root, before)
+        if not mine:  # another compaction or prune: busy only if there was something to do
+            return Pruned(before, busy=bool(found.days))
+        if found.days:
+            with held(root / READERS_LOCK, wait_s=wait_s) as alone:
+                if not alone:
+                    return Pruned(before, busy=True)
+                for day in found.days:
+                    _to_trash(root, day)
+        empty_trash(root)  # and what a prune killed half-way left
+    return found
+
+
+def _old(root: Path, before: date) -> Pruned:
+    """The job-days of ``root`` dated before ``before``, and their files."""
+    old = [d for d in walk(root).days if d.day < before]
+    files = sum(len(entries(d.folder(root, t))) for d in old for t in TABLES)
     return Pruned(before, tuple(old), files)
 
 

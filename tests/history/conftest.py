@@ -8,6 +8,7 @@ cause and its producers become backpressured: a regression the analytics must fi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bpmon.history.store import HistoryStore
 from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, drain, run_scenario
@@ -137,3 +139,21 @@ ROWS_PER_WINDOW = 3
 def make_report() -> Callable[..., Report]:
     """:func:`window_report`, for tests that append bursts of a watch."""
     return window_report
+
+
+def assert_exactly(store: HistoryStore, windows: set[tuple[str, int]]) -> None:
+    """``store`` reads each of ``windows`` (bursts of :func:`window_report`) exactly once, with
+    all its rows, and nothing else: three subtask rows each, one cause row per odd burst."""
+    subtasks = store.read("subtasks")
+    seen = Counter(zip(subtasks["run_id"].to_pylist(), subtasks["burst"].to_pylist(), strict=True))
+    assert set(seen) == windows
+    assert set(seen.values()) <= {ROWS_PER_WINDOW}
+    causes = store.read("causes")
+    named = Counter(zip(causes["run_id"].to_pylist(), causes["burst"].to_pylist(), strict=True))
+    assert named == Counter({w: 1 for w in windows if w[1] % 2})
+
+
+@pytest.fixture(scope="session")
+def exactly() -> Callable[[HistoryStore, set[tuple[str, int]]], None]:
+    """:func:`assert_exactly`."""
+    return assert_exactly

@@ -1,4 +1,5 @@
-"""``bpmon history``: the group keeps its single-command forms and adds import and synth.
+"""``bpmon history``: the group keeps its single-command forms and adds import, synth, compact
+and prune.
 
 All four forms the README shows work, with options before or after the run: ``bpmon history``,
 ``bpmon history RUN``, ``bpmon history --job J --since DATE`` and ``bpmon history import DIR``.
@@ -10,15 +11,17 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from bpmon.cli import app
+from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
 from bpmon.history_service import synthesize_history
+from bpmon.model import Report
 from bpmon.service import Settings
 
 
@@ -116,7 +119,7 @@ def test_history_help_shows_the_forms(bpmon_bin: Path) -> None:
     done = subprocess.run(
         [str(bpmon_bin), "history", "--help"], check=True, capture_output=True, text=True
     )
-    assert "[RUN] | import DIR | synth" in done.stdout
+    assert "[RUN] | import DIR | synth | compact | prune" in done.stdout
 
 
 def test_analyze_without_java_names_the_fix(bpmon_bin: Path, tmp_path: Path) -> None:
@@ -133,3 +136,53 @@ def test_analyze_without_java_names_the_fix(bpmon_bin: Path, tmp_path: Path) -> 
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1, done.stderr
     assert "Java" in done.stderr and "scripts/setup --spark" in done.stderr
+
+
+def test_history_compact_says_how_many_files_before_and_after(
+    tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    history = HistoryStore.in_runs_dir(tmp_path, compact=False)
+    for burst in range(10):
+        history.append(make_report(burst), burst)
+    code, out, err = bpmon("history", "compact", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    assert out.startswith("compacted 1 job-day(s) of ")
+    assert "15 files before, 2 after (10 parts merged into 2)" in out
+    assert history.read("subtasks").num_rows == 10 * 3
+    code, out, _ = bpmon("history", "--runs-dir", str(tmp_path), "compact")
+    assert code == 0 and "compacted 0 job-day(s)" in out and "2 files before, 2 after" in out
+
+
+def test_history_prune_removes_what_is_older_than_keep_days(
+    tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    now = datetime.now(UTC)
+    runs, history = RunStore(tmp_path), HistoryStore.in_runs_dir(tmp_path)
+    old, new = "20200101T000000Z-enrich-0001", "20200101T000000Z-enrich-0002"
+    for run, start in ((old, now - timedelta(days=40)), (new, now - timedelta(hours=1))):
+        for burst in range(2):
+            report = make_report(burst, run_id=run, start=start)
+            runs.save(report, burst)
+            history.append(report, burst)
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+
+    code, out, err = bpmon("history", "prune", "--dry-run", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    assert out.startswith(f"would remove from {tmp_path} what is older than ")
+    assert "(keep_days 30): 1 job-day(s) of the Parquet history (3 files)" in out
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+
+    code, out, err = bpmon("history", "prune", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    assert "(keep_days 30): 1 job-day(s) of the Parquet history (3 files)" in out
+    assert out.rstrip().endswith("1 run folder(s) and 2 burst report(s)")
+    assert not (tmp_path / old).exists() and (tmp_path / new / "report.json").is_file()
+    assert set(history.read("subtasks").column("run_id").to_pylist()) == {new}
+
+    code, out, _ = bpmon("history", "prune", "--keep-days", "0", "--runs-dir", str(tmp_path))
+    assert code == 0 and "keep_days = 0 keeps everything" in out
+
+
+def test_history_prune_with_negative_days_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    code, _, err = bpmon("history", "prune", "--keep-days", "-3", "--runs-dir", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "--keep-days -3" in err

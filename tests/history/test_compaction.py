@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from bpmon.history.store import HistoryStore
 from bpmon.model import Report
 
 RUN = "20261122T101500Z-enrich-0001"
+Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 ROWS = 3  # subtask rows of one window of make_report
 
 
@@ -30,19 +30,8 @@ def files(folder: Path) -> list[Path]:
     return sorted(Path(d) / n for d, _, names in os.walk(folder) for n in names)
 
 
-def assert_exactly(store: HistoryStore, windows: set[tuple[str, int]]) -> None:
-    """The dataset reads every window of ``windows`` once, and nothing else."""
-    subtasks = store.read("subtasks")
-    seen = Counter(zip(subtasks["run_id"].to_pylist(), subtasks["burst"].to_pylist(), strict=True))
-    assert set(seen) == windows
-    assert set(seen.values()) == {ROWS}
-    causes = store.read("causes")
-    named = Counter(zip(causes["run_id"].to_pylist(), causes["burst"].to_pylist(), strict=True))
-    assert named == Counter({w: 1 for w in windows if w[1] % 2})
-
-
 def test_a_watch_at_a_burst_a_second_keeps_a_bounded_number_of_files(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path)
     most = 0
@@ -52,11 +41,11 @@ def test_a_watch_at_a_burst_a_second_keeps_a_bounded_number_of_files(
     assert most <= 40  # 31 single appends, 7 parts of 32 windows, 2 of 256: never 600
     compacted = [p for p in files(tmp_path / "subtasks") if "compacted" in p.name]
     assert 2 <= len(compacted) <= 9  # merged again in tiers, not one part per 32 windows
-    assert_exactly(store, {(RUN, b) for b in range(600)})
+    exactly(store, {(RUN, b) for b in range(600)})
 
 
 def test_compact_merges_every_job_day_into_one_part_per_table(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path, compact=False)
     windows = set()
@@ -72,13 +61,13 @@ def test_compact_merges_every_job_day_into_one_part_per_table(
     assert (done.files_before, done.files_after) == (before, 2 * 2 * 2)  # 2 jobs x 2 days
     for folder in (tmp_path / "subtasks").glob("job=*/date=*"):
         assert [p.name.startswith("part-compacted-") for p in folder.iterdir()] == [True]
-    assert_exactly(store, windows)
+    exactly(store, windows)
     again = compact(pq, tmp_path, today=None)
     assert (again.days, again.merged, again.files_after) == (0, 0, 8)  # nothing left to do
 
 
 def test_an_append_or_import_of_a_compacted_window_writes_nothing(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     runs = RunStore(tmp_path)
     store = HistoryStore.in_runs_dir(tmp_path)
@@ -92,11 +81,11 @@ def test_an_append_or_import_of_a_compacted_window_writes_nothing(
     done = import_runs(store, tmp_path)
     assert (done.added, done.present, done.skipped) == (0, 40, ())
     assert {p: p.stat().st_mtime_ns for p in files(store.root / "subtasks")} == listed
-    assert_exactly(store, {(RUN, b) for b in range(40)})
+    exactly(store, {(RUN, b) for b in range(40)})
 
 
 def test_a_compacted_day_that_grows_compacts_again(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path, compact=False)
     for burst in range(10):
@@ -104,14 +93,14 @@ def test_a_compacted_day_that_grows_compacts_again(
     compact(pq, tmp_path, today=None)
     for burst in range(10, 25):
         store.append(make_report(burst), burst)
-    assert_exactly(store, {(RUN, b) for b in range(25)})
+    exactly(store, {(RUN, b) for b in range(25)})
     done = compact(pq, tmp_path, today=None)
     assert (done.days, done.merged, done.files_after) == (1, 16, 2)
-    assert_exactly(store, {(RUN, b) for b in range(25)})
+    exactly(store, {(RUN, b) for b in range(25)})
 
 
 def test_replaced_parts_wait_for_readers_and_are_never_read_twice(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path, compact=False)
     for burst in range(12):
@@ -122,14 +111,14 @@ def test_replaced_parts_wait_for_readers_and_are_never_read_twice(
         assert all(Path(p).exists() for p in scan.paths("subtasks"))  # what the reader listed
         assert store.read("subtasks", scan).num_rows == 12 * ROWS
         assert len(store.scan().subtasks) == 1 and len(store.scan().replaced) == 18
-        assert_exactly(store, {(RUN, b) for b in range(12)})
+        exactly(store, {(RUN, b) for b in range(12)})
     later = compact(pq, tmp_path, today=None)
     assert (later.deleted, later.deferred, later.files_after) == (18, 0, 2)
-    assert_exactly(store, {(RUN, b) for b in range(12)})
+    exactly(store, {(RUN, b) for b in range(12)})
 
 
 def test_leftover_temporary_files_go_and_a_live_writers_stays(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path)
     store.append(make_report(1), 1)
@@ -144,11 +133,11 @@ def test_leftover_temporary_files_go_and_a_live_writers_stays(
     assert done.temporary == 1
     assert not old.exists() and live.exists()
     assert any(str(live) in line and "temporary" in line for line in store.scan().skipped)
-    assert_exactly(store, {(RUN, 1)})
+    exactly(store, {(RUN, 1)})
 
 
 def test_a_part_sharing_only_some_windows_with_a_compacted_one_is_named(
-    tmp_path: Path, make_report: Callable[..., Report]
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
 ) -> None:
     store = HistoryStore(tmp_path, compact=False)
     for burst in range(4):
@@ -162,4 +151,4 @@ def test_a_part_sharing_only_some_windows_with_a_compacted_one_is_named(
     odd = store.write_part("subtasks", "enrich/eu", make_report(0).window.start.date(), "odd", rows)
     scan = store.scan()
     assert any(str(odd) in line and "some windows" in line for line in scan.skipped)
-    assert_exactly(store, {(RUN, b) for b in range(4)})
+    exactly(store, {(RUN, b) for b in range(4)})

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -205,3 +206,22 @@ def test_the_arrow_schema_is_the_declared_one() -> None:
         schema = arrow_schema(table)
         assert schema.names == [c.name for c in columns]
         assert [f.nullable for f in schema] == [c.nullable for c in columns]
+
+
+def test_a_value_pyarrow_refuses_is_one_warning_and_the_report_is_saved(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = VertexStatus("source", 2**31, "HIGH", 0.9)  # a parallelism no int32 column holds
+    huge = replace(report(), vertices=(source,))
+    with caplog.at_level(logging.WARNING, logger="bpmon.history"):
+        path = save_report(RunStore(tmp_path), huge, burst=0)  # the one save path: no raise
+    assert path.is_file()
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "\n" not in message
+    assert huge.run_id in message and "ArrowInvalid" in message
+    assert "report this as a bug" in message and str(tmp_path) in message
+    assert HistoryStore.in_runs_dir(tmp_path).read("subtasks").num_rows == 0
+    done = import_runs(HistoryStore(tmp_path / "elsewhere"), tmp_path)
+    assert (done.added, done.present) == (0, 0)
+    assert len(done.skipped) == 1 and "ArrowInvalid" in done.skipped[0]

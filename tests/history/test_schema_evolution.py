@@ -1,0 +1,151 @@
+"""Additive schema evolution: a part written before a column was added still reads everywhere.
+
+The older parts here are real Parquet files written by pyarrow the way an older bpmon wrote
+them: the schema version in the metadata, the columns of its day (two nullable ones fewer), no
+windows recorded. The current code reads them with pyarrow, compacts them and reads them with
+Spark, the missing columns as nulls. Parts that cannot be read that way (a missing column that
+may not be null, a column of another type) are still skipped and named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bpmon.history.analytics import read_table
+from bpmon.history.compaction import compact
+from bpmon.history.schema import SCHEMA_KEY, TABLE_KEY, arrow_schema
+from bpmon.history.store import HistoryStore
+from bpmon.model import Report
+
+RUN = "20261122T101500Z-enrich-0001"
+ADDED = ("in_pool_usage", "records_out_per_s")
+"""Columns the older bpmon did not have yet (both may be null)."""
+
+OLD_ROWS = {
+    "job": ["enrich/eu"] * 2,
+    "date": [date(2026, 11, 22)] * 2,
+    "run_id": ["20261122T080000Z-enrich-0000"] * 2,
+    "burst": [0, 0],
+    "window_start": [datetime(2026, 11, 22, 8, 0, tzinfo=UTC)] * 2,
+    "window_end": [datetime(2026, 11, 22, 8, 0, 5, tzinfo=UTC)] * 2,
+    "source": ["runtime"] * 2,
+    "levels_from": ["samples"] * 2,
+    "vertex": ["source", "sink"],
+    "vertex_index": [0, 1],
+    "parallelism": [1, 1],
+    "subtask": [0, None],
+    "level": ["HIGH", "OK"],
+    "ratio": [0.9, 0.0],
+    "busy_ratio": [0.1, 1.0],
+    "idle_ratio": [0.0, 0.0],
+    "backpressured_time_ratio": [0.9, 0.0],
+    "out_pool_usage": [1.0, 0.1],
+    "records_in_per_s": [0.0, 990.0],
+    "bpmon_version": ["0.1.0"] * 2,
+    "synthetic": [False, False],
+}
+
+
+def write_older(
+    store: HistoryStore,
+    rows: dict[str, list[Any]],
+    name: str,
+    types: dict[str, pa.DataType] | None = None,
+) -> Path:
+    """A subtasks part as another bpmon wrote it: its columns (of the current types unless
+    ``types`` says otherwise), its version, nothing else."""
+    current = arrow_schema("subtasks")
+    fields = [
+        pa.field(column, (types or {}).get(column) or _type(current, column, values))
+        for column, values in rows.items()
+    ]
+    meta = {SCHEMA_KEY: b"bpmon.history/1", TABLE_KEY: b"subtasks"}
+    table = pa.Table.from_pydict(rows, schema=pa.schema(fields, metadata=meta))
+    path = store.part_path("subtasks", "enrich/eu", date(2026, 11, 22), name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def _type(schema: pa.Schema, column: str, values: list[Any]) -> pa.DataType:
+    index = schema.get_field_index(column)
+    return schema.field(index).type if index >= 0 else pa.array(values).type
+
+
+@pytest.fixture
+def mixed(tmp_path: Path, make_report: Callable[..., Report]) -> HistoryStore:
+    """A job-day with an older part (two columns fewer) beside three parts of today's bpmon."""
+    store = HistoryStore(tmp_path, compact=False)
+    for burst in range(3):
+        store.append(make_report(burst), burst)
+    write_older(store, OLD_ROWS, "20261122T080000Z-enrich-0000-0")
+    return store
+
+
+def test_an_older_part_reads_with_the_added_columns_as_nulls(mixed: HistoryStore) -> None:
+    scan = mixed.scan()
+    assert scan.skipped == ()
+    rows = mixed.read("subtasks", scan).to_pylist()
+    old = [r for r in rows if r["run_id"] == OLD_ROWS["run_id"][0]]
+    assert [(r["vertex"], r["records_in_per_s"]) for r in old] == [("source", 0.0), ("sink", 990.0)]
+    assert {r[c] for r in old for c in ADDED} == {None}
+    assert {r["records_out_per_s"] for r in rows if r["run_id"] == RUN} == {None}
+    assert {r["in_pool_usage"] for r in rows if r["run_id"] == RUN} == {None}
+    assert len(rows) == 2 + 3 * 3
+
+
+def test_compaction_brings_an_older_part_to_the_current_schema(mixed: HistoryStore) -> None:
+    before = sorted(mixed.read("subtasks").to_pylist(), key=lambda r: (r["run_id"], r["burst"]))
+    done = compact(pq, mixed.root, today=None)
+    assert (done.merged, done.files_after, done.problems) == (4, 2, [])
+    (part,) = mixed.scan().subtasks
+    assert pq.read_schema(part.path).names == arrow_schema("subtasks").names
+    after = sorted(mixed.read("subtasks").to_pylist(), key=lambda r: (r["run_id"], r["burst"]))
+    assert after == before
+
+
+def test_spark_reads_an_older_part_with_the_added_columns_as_nulls(
+    spark: Any, mixed: HistoryStore
+) -> None:
+    frame = read_table(spark, mixed.scan().paths("subtasks"), "subtasks")
+    rows = [r.asDict() for r in frame.where(frame.run_id == OLD_ROWS["run_id"][0]).collect()]
+    assert sorted((r["vertex"], r["records_in_per_s"]) for r in rows) == [
+        ("sink", 990.0),
+        ("source", 0.0),
+    ]
+    assert {r[c] for r in rows for c in ADDED} == {None}
+    assert frame.count() == 2 + 3 * 3
+
+
+def test_a_later_minor_versions_extra_column_is_left_out(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    later = {**OLD_ROWS, **{c: [0.5, 0.5] for c in ADDED}, "gc_time_ratio": [0.01, 0.02]}
+    write_older(store, later, "later-0")
+    rows = store.read("subtasks").to_pylist()
+    assert [r["in_pool_usage"] for r in rows] == [0.5, 0.5]
+    assert "gc_time_ratio" not in rows[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "types", "reason"),
+    [
+        ({"vertex": None}, {}, "has no column 'vertex' (it may not be null)"),
+        ({"ratio": ["high", "low"]}, {"ratio": pa.string()}, "column 'ratio' is string"),
+    ],
+)
+def test_a_part_that_cannot_be_read_so_is_skipped_and_named(
+    tmp_path: Path, change: dict[str, Any], types: dict[str, pa.DataType], reason: str
+) -> None:
+    store = HistoryStore(tmp_path)
+    rows = {k: v for k, v in {**OLD_ROWS, **change}.items() if v is not None}
+    path = write_older(store, rows, "odd-0", types)
+    scan = store.scan()
+    assert scan.subtasks == ()
+    assert [line for line in scan.skipped if str(path) in line and reason in line]
