@@ -58,6 +58,10 @@ PLAIN_LIMIT = 32
 FANOUT = 8
 """Compacted parts of one tier in a job-day that are merged into one of the next tier."""
 
+APPEND_MERGE_ROWS = 200_000
+"""The most rows an appending writer merges (about half a second): bigger merges of today's
+tiers wait for :func:`compact` (``maintain``), so a burst loop never stalls for long."""
+
 MAX_MERGES = 16
 """Merges of one job-day in one compaction at most (a cascade through every tier is 6)."""
 
@@ -153,7 +157,7 @@ def compact_after_append(pq: Any, root: Path, day: JobDay) -> None:
         if not mine:
             return
         try:
-            _compact_day(pq, root, day, False, time.time(), result)
+            _compact_day(pq, root, day, False, time.time(), result, APPEND_MERGE_ROWS)
         except Exception as exc:
             _log.warning(
                 "bpmon: warning: the history of %s in %s was not compacted (%s); its parts stay "
@@ -177,13 +181,22 @@ def _due(root: Path, day: JobDay, full: bool, now: float) -> bool:
 
 
 def _compact_day(
-    pq: Any, root: Path, day: JobDay, full: bool, now: float, result: Compaction
+    pq: Any,
+    root: Path,
+    day: JobDay,
+    full: bool,
+    now: float,
+    result: Compaction,
+    max_rows: int | None = None,
 ) -> None:
-    """Merge what ``day`` needs merged, then delete what is replaced and left over."""
+    """Merge what ``day`` needs merged (groups of at most ``max_rows`` subtask rows), then
+    delete what is replaced and left over."""
     seen = look(pq, root, day)
     merged_any = False
     for _ in range(MAX_MERGES):
         group = _next_group(seen, full)
+        if max_rows is not None and sum(p.rows for p in group) > max_rows:
+            break
         if not group:
             break
         _merge(pq, root, seen, group)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from bpmon.errors import BpmonError
 from bpmon.history.compaction import FANOUT, PLAIN_LIMIT, compact_after_append
-from bpmon.history.folders import JobDay, entries, look, walk
+from bpmon.history.folders import JobDay, look, walk
 from bpmon.history.locks import READERS_LOCK, held
 from bpmon.history.parts import (
     COMPACTED_PREFIX,
@@ -209,7 +210,10 @@ class HistoryStore:
     def _present(self, key: WindowKey) -> tuple[bool, list[str]]:
         """Whether ``key``'s window is in the dataset, and the names in its subtasks folder."""
         folder = self._day(key.job, key.day).folder(self.root, "subtasks")
-        names = [p.name for p in entries(folder)]
+        try:
+            names = os.listdir(folder)  # names only: an append must stay cheap
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
         if f"part-{key.run_id}-{key.burst}.parquet" in names:
             return True, names
         compacted = [n for n in names if n.startswith(COMPACTED_PREFIX) and PART_NAME.fullmatch(n)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from bpmon.history.compaction import compact
 from bpmon.history.importer import import_runs
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.model import Report
+from bpmon.model import Report, SubtaskStatus, VertexStatus
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
@@ -152,3 +153,19 @@ def test_a_part_sharing_only_some_windows_with_a_compacted_one_is_named(
     scan = store.scan()
     assert any(str(odd) in line and "some windows" in line for line in scan.skipped)
     exactly(store, {(RUN, b) for b in range(4)})
+
+
+def test_an_appending_writer_leaves_a_big_merge_to_maintenance(
+    tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    wide = VertexStatus(
+        "map", 1000, "OK", 0.0, subtasks=tuple(SubtaskStatus(i) for i in range(1000))
+    )
+    store = HistoryStore(tmp_path)
+    for burst in range(256):  # eight parts of 32 windows x 1,000 rows: 256,000 rows to merge
+        store.append(replace(make_report(burst), vertices=(wide,), root_causes=()), burst)
+    parts = store.scan().subtasks
+    assert [p.compacted for p in parts] == [True] * 8  # tier 1 merged as it went, not tier 2
+    done = compact(pq, tmp_path, today=parts[0].day)  # what maintain does every hour
+    assert (done.merged, done.problems) == (8, [])
+    assert store.read("subtasks").num_rows == 256 * 1000
