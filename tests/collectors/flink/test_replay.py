@@ -14,15 +14,7 @@ import pytest
 from bpmon.collectors.flink import FlinkTarget
 from bpmon.service import Settings, drain, monitor_flink
 
-from .fake_flink import Routes, serving
-
-FIXTURES = Path(__file__).with_name("fixtures")
-
-
-def recorded(topology: str) -> Routes:
-    folder = FIXTURES / topology
-    routes: dict[str, str] = json.loads((folder / "routes.json").read_text())
-    return {path: (200, json.loads((folder / name).read_text())) for path, name in routes.items()}
+from .fake_flink import recorded, serving
 
 
 @pytest.fixture
