@@ -1,9 +1,24 @@
 """A running Flink job as a :class:`~bpmon.collectors.target.Target`, read over Flink's REST API.
 
-Constructing a :class:`FlinkTarget` finds the job (by id, by name, or the only one running) and
-reads its graph (:mod:`~bpmon.collectors.flink_plan`); :meth:`FlinkTarget.start` finds where its
-subtasks run and which metric names this Flink version uses. One :meth:`~FlinkTarget.observe` is
-one window:
+Constructing a :class:`FlinkTarget` is the first contact: it checks the address is Flink's REST
+endpoint, finds the job (by id, by name, or the only one running) and reads its graph, each
+request tried once, so a wrong address or job is one line at once (exit 5). From
+:meth:`FlinkTarget.start` on, the watch rides out what a long-running job goes through:
+
+- a request that times out or meets an HTTP 5xx is tried again with backoff
+  (:mod:`~bpmon.collectors.flink_rest`), then the window is a gap
+  (:class:`~bpmon.errors.UnavailableError`: the service waits and tries again, and its next
+  report says how long and why);
+- a job restarting, failing over or waiting for a TaskManager is a gap too, a cancelled or
+  finished one ends the watch ``ended`` (:class:`~bpmon.errors.JobOverError`), a failed one
+  ``failed`` (:mod:`~bpmon.collectors.flink_status`);
+- the graph, the placement of every subtask and, where the parallelism changed, the metric names
+  are read again at the start of every window (:mod:`~bpmon.collectors.flink_job`), so a rescaled
+  job shows its new subtasks and a ``rescaled`` finding; ``FINISHED`` subtasks are left out;
+- vertices are Flink's vertex ids inside, and named uniquely in the report (``work``,
+  ``work#2``: :mod:`~bpmon.collectors.flink_plan`).
+
+One :meth:`~FlinkTarget.observe` is one window:
 
 1. stack samples: the thread dumps of every task manager running the job, fetched together, at
    the planned interval. A dump takes longer than 50 ms on a busy task manager, so a sample whose
@@ -16,43 +31,52 @@ one window:
 3. Flink's own backpressure endpoint per vertex, as a cross-check: where Flink's level differs
    from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding).
 
-Nothing is started or stopped on the cluster; :meth:`~FlinkTarget.wait` raises
-:class:`~bpmon.errors.JobError` once the job leaves RUNNING.
+A window whose job restarted while it was read (the job no longer RUNNING at its end, or a
+subtask whose thread no dump showed) is a gap, never half a report. Between windows,
+:meth:`~FlinkTarget.wait` reads the job's state at most once per :data:`STATUS_EVERY_S`.
+Nothing is started or stopped on the cluster.
 """
 
 from __future__ import annotations
 
-import statistics
+import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from bpmon.clock import utc_now
+from bpmon.collectors.flink_job import WatchedJob
 from bpmon.collectors.flink_metrics import (
-    MetricNames,
     flink_level,
-    pool_means,
     query_chunks,
-    resolve_names,
     soft_share,
     subtask_metrics,
     values_of,
-    window_accounting,
-    young_rate,
 )
 from bpmon.collectors.flink_placement import JobPlacement
-from bpmon.collectors.flink_plan import FlinkGraph, Placement, graph_of, jobs_of, pick_job
-from bpmon.collectors.flink_rest import Cost, FlinkRest, NotFoundError
+from bpmon.collectors.flink_plan import FlinkGraph, graph_of, jobs_of, pick_job, plan_of
+from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally, parse_dump
+from bpmon.collectors.flink_window import (
+    DumpCost,
+    achieved_ms,
+    ambiguous_note,
+    disagreements,
+    dump_cost,
+    over_window,
+    p99_ms,
+    sampling_note,
+    young,
+)
 from bpmon.collectors.profile import Profile, StackClassifier, load_profile
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending
-from bpmon.errors import CollectorError, JobError
+from bpmon.errors import CollectorError, UnavailableError
 from bpmon.model import (
+    NO_METRICS,
     Finding,
-    Metrics,
     Observation,
     Source,
     SubtaskWindow,
@@ -65,18 +89,13 @@ SNAPSHOT_EVERY_S = 1.0
 """A live view asks for a snapshot four times a second; Flink's metric store refreshes at most
 every second (``metrics.fetcher.update-interval``), so one is read per second and reused."""
 
+STATUS_EVERY_S = 1.0
+"""The service asks :meth:`FlinkTarget.wait` how the job is every quarter second or so between
+bursts; the job's state is read at most this often and the last answer reused."""
+
 METRICS_WAIT_S = 30.0
 """How long :meth:`FlinkTarget.start` waits for a new job's first metrics (Flink's metric
 fetcher refreshes every ``metrics.fetcher.update-interval``, 10 s by default)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DumpCost:
-    """What the thread dumps of one burst cost: how many, their median time and size."""
-
-    dumps: int
-    median_ms: float
-    median_bytes: int
 
 
 class FlinkTarget:
@@ -104,50 +123,47 @@ class FlinkTarget:
         self._classifier = StackClassifier(self.profile)
         self._clock, self._sleep = clock, sleep
         self.version = self._version()
-        ref = pick_job(jobs_of(self.rest.get("/jobs/overview")), job, self.rest.url)
-        self.graph: FlinkGraph = graph_of(
-            ref, self.rest.get(f"/jobs/{ref.id}"), self.rest.get(f"/jobs/{ref.id}/plan")
-        )
-        self.placement = JobPlacement(self.rest, self.graph)
-        self._names: dict[str, MetricNames] = {}
+        jobs = jobs_of(self.rest.get("/jobs/overview", retry=False))
+        ref = pick_job(jobs, job, self.rest.url, transient=WAITING)
+        details = self.rest.get(f"/jobs/{ref.id}", retry=False)
+        plan = None if plan_of(details) else self.rest.get(f"/jobs/{ref.id}/plan", retry=False)
+        graph = graph_of(ref, details, plan)
+        self.watched = WatchedJob(self.rest, graph, clock, sleep, self.version)
         self.last_dump_cost: DumpCost | None = None
-        self._snapshot: tuple[float, Observation] | None = None
+        self._snapshot: tuple[float, Observation | None] | None = None
 
     @property
     def job(self) -> str:
         """The job's name on the cluster."""
-        return self.graph.job.name
+        return self.watched.ref.name
 
     @property
     def source(self) -> Source:
         """Always ``flink``."""
         return "flink"
 
+    @property
+    def graph(self) -> FlinkGraph:
+        """The job's graph as last read."""
+        return self.watched.graph
+
+    @property
+    def placement(self) -> JobPlacement:
+        """Where the job's subtasks ran at the start of the last window."""
+        return self.watched.placement
+
     def start(self) -> None:
-        """Find where every subtask runs, and the metric names this Flink version uses."""
-        self.placement.refresh()
-        deadline = self._clock() + METRICS_WAIT_S
-        for vertex in self.graph.vertices:
-            while True:
-                listed = self.rest.get(f"/jobs/{self.graph.job.id}/vertices/{vertex.id}/metrics")
-                ids = [str(m["id"]) for m in listed if isinstance(m, dict) and "id" in m]
-                if ids or self._clock() > deadline:
-                    break
-                self._sleep(0.5)
-            if not ids:
-                raise CollectorError(
-                    f"Flink at {self.rest.url} shows no metrics for vertex {vertex.name!r} after "
-                    f"{METRICS_WAIT_S:g} s; check metrics.fetcher.update-interval and the task "
-                    "managers' logs, then run this again"
-                )
-            where = f"Flink {self.version} at {self.rest.url}"
-            self._names[vertex.id] = resolve_names(ids, vertex.name, where)
+        """Find where every subtask runs and which metric names this Flink uses, waiting up to
+        :data:`METRICS_WAIT_S` for a new job's first metrics. A job not running yet (restarting,
+        waiting for resources) is left to the first window, which is then a gap."""
+        with contextlib.suppress(UnavailableError):
+            self.watched.refresh(METRICS_WAIT_S)
 
     def _version(self) -> str:
         """The cluster's Flink version (``GET /config``); an address that is not Flink's REST
         endpoint fails here, with one line naming the fix."""
         try:
-            config = self.rest.get("/config")
+            config = self.rest.get("/config", retry=False)
         except NotFoundError:
             config = None
         if not isinstance(config, dict) or "flink-version" not in config:
@@ -165,13 +181,64 @@ class FlinkTarget:
         progress: Progress | None = None,
         stop: StopSignal | None = None,
     ) -> Observation:
-        """One window: thread-dump samples at the planned interval, then metrics and Flink's
-        own backpressure levels."""
+        """One window: the job read again, thread-dump samples at the planned interval, then
+        metrics and Flink's own backpressure levels.
+
+        Raises:
+            UnavailableError: the job cannot be read now, or restarted while it was.
+            JobOverError, JobError: the job ended (see :mod:`~bpmon.collectors.flink_status`).
+        """
+        try:
+            return self._observe(samples, interval_ms, progress, stop)
+        except NotFoundError as err:  # a vertex or task manager gone: the job changed
+            raise UnavailableError(f"job {self.watched.label} changed while read: {err}") from None
+
+    def _observe(
+        self, samples: int, interval_ms: float, progress: Progress | None, stop: StopSignal | None
+    ) -> Observation:
         before = self.rest.cost
-        self.placement.refresh()
-        totals = {v.id: self._metrics(v.id, v.parallelism) for v in self.graph.vertices}
-        tally = Tally(self._classifier, self.placement.expected())
-        began_wall, taken, lateness, dump_costs = utc_now(), [], [], []
+        changes = self.watched.refresh()
+        placement = self.placement
+        totals = {v.id: self._metrics(v.id, placement.running(v.id)) for v in self.graph.vertices}
+        tally = Tally(self._classifier, placement.expected())
+        window, costs = self._burst(tally, samples, interval_ms, progress, stop)
+        self.watched.check()  # still running at the end of the window
+        unseen = tally.unseen() if window.samples else []
+        if unseen:
+            vid, index = unseen[0]
+            raise UnavailableError(
+                f"job {self.watched.label} restarted while its window was read: no dump showed "
+                f"{self.graph.by_id(vid).name}[{index}] where Flink placed it"
+            )
+        self.last_dump_cost = dump_cost(costs)
+        vertices, levels = self._vertices(tally, totals), self._flink_levels()
+        managers = len(placement.task_managers)
+        notes = [
+            sampling_note(self.job, window, self.last_dump_cost, self.rest.cost - before, managers),
+            *changes,
+            *self._ambiguous(tally),
+            *disagreements(vertices, levels),
+        ]
+        return Observation(
+            job=self.job,
+            source="flink",
+            window=window,
+            vertices=vertices,
+            settings=TargetSettings(task_managers=managers),
+            notes=tuple(notes),
+        )
+
+    def _burst(
+        self,
+        tally: Tally,
+        samples: int,
+        interval_ms: float,
+        progress: Progress | None,
+        stop: StopSignal | None,
+    ) -> tuple[Window, list[tuple[float, int]]]:
+        """The samples of one window, at the planned interval (a sample whose slot a slow dump
+        overran is skipped); the window and every dump's (seconds, bytes)."""
+        began_wall, taken, lateness, costs = utc_now(), [], [], []
         t0 = self._clock()
         interval_s = interval_ms / 1000
         for k in range(samples):
@@ -183,7 +250,7 @@ class FlinkTarget:
             while (left := deadline - self._clock()) > 0:
                 self._sleep(left)
             at = self._clock()
-            dump_costs.extend(self._sample(tally))
+            costs.extend(self._sample(tally))
             taken.append(at)
             lateness.append(at - deadline)
             if progress is not None:
@@ -197,51 +264,43 @@ class FlinkTarget:
             start=began_wall,
             end=began_wall + timedelta(seconds=self._clock() - t0),
             samples=len(taken),
-            interval_ms=_achieved_ms(taken, interval_ms),
-            jitter_ms_p99=_p99_ms(lateness),
+            interval_ms=achieved_ms(taken, interval_ms),
+            jitter_ms_p99=p99_ms(lateness),
             planned_samples=samples,
             planned_interval_ms=float(interval_ms),
         )
-        self.last_dump_cost = _dump_cost(dump_costs)
-        vertices, levels = self._vertices(tally, totals), self._flink_levels()
-        cost = self.rest.cost - before
-        notes = (
-            _sampling_note(
-                self.job, window, self.last_dump_cost, cost, len(self.placement.task_managers)
-            ),
-            *_disagreements(vertices, levels),
-        )
-        return Observation(
-            job=self.job,
-            source="flink",
-            window=window,
-            vertices=vertices,
-            settings=TargetSettings(task_managers=len(self.placement.task_managers)),
-            notes=notes,
-        )
+        return window, costs
 
-    def snapshot(self) -> Observation:
-        """Every subtask's metrics now (Flink's own windows), without samples; read at most once
-        per :data:`SNAPSHOT_EVERY_S`."""
+    def snapshot(self) -> Observation | None:
+        """Every running subtask's metrics now (Flink's own windows), without samples; read at
+        most once per :data:`SNAPSHOT_EVERY_S`, each request tried once. None while the job
+        cannot be read (the watch's own windows say why)."""
         if self._snapshot is not None and self._clock() - self._snapshot[0] < SNAPSHOT_EVERY_S:
             return self._snapshot[1]
         now = utc_now()
-        observation = Observation(
-            job=self.job,
-            source="flink",
-            window=Window(start=now, end=now, samples=0, interval_ms=0.0),
-            vertices=self._vertices(None),
+        try:
+            vertices = self._vertices(None, retry=False)
+        except CollectorError:
+            vertices = ()
+        observation = (
+            Observation(
+                job=self.job,
+                source="flink",
+                window=Window(start=now, end=now, samples=0, interval_ms=0.0),
+                vertices=vertices,
+            )
+            if vertices
+            else None
         )
         self._snapshot = (self._clock(), observation)
         return observation
 
     def wait(self, seconds: float) -> None:
-        """Sleep ``seconds``; raises JobError once the job is no longer running."""
+        """Sleep ``seconds``, then raise what the job's state says (nothing while it runs); the
+        state is read at most once per :data:`STATUS_EVERY_S`."""
         if seconds > 0:
             self._sleep(seconds)
-        state = str(self.rest.get(f"/jobs/{self.graph.job.id}/status").get("status", ""))
-        if state != "RUNNING":
-            raise JobError(f"job {self.job!r} ({self.graph.job.id}) is {state}, no longer RUNNING")
+        self.watched.check(max_age_s=STATUS_EVERY_S)
 
     def stop(self) -> Ending:
         """Nothing to stop: bpmon only reads the cluster."""
@@ -268,40 +327,52 @@ class FlinkTarget:
             tally.add(tm, parse_dump(answer if isinstance(answer, dict) else {}))
         return [(seconds, size) for _, _, seconds, size in results]
 
-    def _metrics(self, vertex_id: str, parallelism: int) -> dict[str, float]:
-        names = self._names.get(vertex_id)
-        if names is None:
+    def _metrics(self, vertex_id: str, running: list[int], retry: bool = True) -> dict[str, float]:
+        names = self.watched.names.get(vertex_id)
+        if names is None or not running:
             return {}
         values: dict[str, float] = {}
-        for chunk in query_chunks(names.ids(parallelism)):
-            path = f"/jobs/{self.graph.job.id}/vertices/{vertex_id}/metrics"
-            values.update(values_of(self.rest.get(path, {"get": chunk})))
+        path = f"/jobs/{self.watched.ref.id}/vertices/{vertex_id}/metrics"
+        for chunk in query_chunks(names.ids(running)):
+            values.update(values_of(self.rest.get(path, {"get": chunk}, retry=retry)))
         return values
 
     def _vertices(
-        self, tally: Tally | None, before: dict[str, dict[str, float]] | None = None
+        self,
+        tally: Tally | None,
+        before: dict[str, dict[str, float]] | None = None,
+        retry: bool = True,
     ) -> tuple[VertexObservation, ...]:
-        """The vertices with every subtask's metrics now (and, given the readings ``before``
-        the window, its time accounting and record rates between the two)."""
+        """The running vertices with every running subtask's metrics now (and, given the
+        readings ``before`` the window, its time accounting and record rates between the two).
+        A vertex whose every subtask finished is left out, and so are the edges from it."""
+        placement = self.placement
+        shown = {v.name for v in self.graph.vertices if placement.running(v.id)}
         vertices = []
         for v in self.graph.vertices:
-            values = self._metrics(v.id, v.parallelism)
+            running = placement.running(v.id)
+            if not running:
+                continue
+            values = self._metrics(v.id, running, retry)
+            names = self.watched.names.get(v.id)
             subtasks = []
-            for index in range(v.parallelism):
-                place: Placement | None = self.placement.of(v.name, index)
-                m: Metrics = _young(subtask_metrics(values, self._names[v.id], index), place)
-                if before is not None:
-                    m = _over_window(m, before.get(v.id, {}), values, self._names[v.id], index)
-                counts = tally.counts((v.name, index), soft_share(m)) if tally else None
+            for index in running:
+                place = placement.of(v.id, index)
+                m = young(subtask_metrics(values, names, index), place) if names else NO_METRICS
+                if before is not None and names is not None:
+                    m = over_window(m, before.get(v.id, {}), values, names, index)
+                key = (v.id, index)
+                counts = tally.counts(key, soft_share(m)) if tally else None
                 subtasks.append(
                     SubtaskWindow(
                         index=index,
-                        thread=counts.name if counts else f"{v.name} ({index + 1}/{v.parallelism})",
+                        thread=(counts.name if counts else "")
+                        or f"{v.task_name or v.name} ({index + 1}/{v.parallelism})",
                         samples=counts.total if counts else 0,
                         backpressured=counts.backpressured if counts else 0,
                         idle=counts.idle if counts else 0,
                         busy=counts.busy if counts else 0,
-                        task_manager=self.placement.index_of(place),
+                        task_manager=placement.index_of(place),
                         metrics=m,
                     )
                 )
@@ -309,7 +380,7 @@ class FlinkTarget:
                 VertexObservation(
                     name=v.name,
                     parallelism=v.parallelism,
-                    inputs=v.inputs,
+                    inputs=tuple(e for e in v.inputs if e.source in shown),
                     subtasks=tuple(subtasks),
                     kind=v.kind,
                 )
@@ -317,114 +388,21 @@ class FlinkTarget:
         return tuple(vertices)
 
     def _flink_levels(self) -> dict[str, tuple[str | None, float | None]]:
-        """Per vertex name, Flink's own level and worst ratio (``GET .../backpressure``)."""
+        """Per running vertex's name, Flink's own level and worst ratio (``.../backpressure``)."""
         levels: dict[str, tuple[str | None, float | None]] = {}
         for v in self.graph.vertices:
-            path = f"/jobs/{self.graph.job.id}/vertices/{v.id}/backpressure"
+            if not self.placement.running(v.id):
+                continue
+            path = f"/jobs/{self.watched.ref.id}/vertices/{v.id}/backpressure"
             level = flink_level(self.rest.get(path))
             worst = max(level.ratios.values()) if level.ratios else None
             levels[v.name] = (level.level, worst)
         return levels
 
-
-def _young(m: Metrics, place: Placement | None) -> Metrics:
-    """Record rates corrected for a task younger than Flink's 60 s meters."""
-    running = place.running_s if place is not None else None
-    return replace(
-        m,
-        records_in_per_s=young_rate(m.records_in_per_s, running),
-        records_out_per_s=young_rate(m.records_out_per_s, running),
-    )
-
-
-def _over_window(
-    m: Metrics, before: dict[str, float], after: dict[str, float], names: MetricNames, index: int
-) -> Metrics:
-    """Flink's gauges, replaced by the accounting between two readings where there is one;
-    pool usages as the mean of the two readings."""
-    out_pool, in_pool = pool_means(before, after, names, index)
-    m = replace(m, out_pool_usage=out_pool, in_pool_usage=in_pool)
-    exact = window_accounting(before, after, names, index)
-    if exact is None:
-        return m
-    return replace(
-        m,
-        busy_ratio=exact.busy_ratio,
-        idle_ratio=exact.idle_ratio,
-        backpressured_time_ratio=exact.backpressured_time_ratio,
-        records_in_per_s=exact.records_in_per_s,
-        records_out_per_s=exact.records_out_per_s,
-        extra={**m.extra, **exact.extra},
-    )
-
-
-def _level(ratio: float) -> str:
-    """Flink's thresholds (the same as the report's defaults)."""
-    return "OK" if ratio <= 0.10 else "LOW" if ratio <= 0.5 else "HIGH"
-
-
-def _disagreements(
-    vertices: tuple[VertexObservation, ...], levels: dict[str, tuple[str | None, float | None]]
-) -> list[Finding]:
-    """A ``flink-disagrees`` finding per vertex whose sampled level differs from Flink's."""
-    found = []
-    for v in vertices:
-        flink, flink_ratio = levels.get(v.name, (None, None))
-        ratios = [s.backpressured / s.samples for s in v.subtasks if s.samples > 0]
-        if flink is None or flink_ratio is None or not ratios:
-            continue
-        mine = max(ratios)
-        if _level(mine) != flink:
-            found.append(
-                Finding(
-                    "flink-disagrees",
-                    v.name,
-                    f"Flink's backpressure endpoint says {flink} ({flink_ratio:.2f}, its 60 s "
-                    f"average); bpmon's samples of this window say {_level(mine)} ({mine:.2f})",
-                )
-            )
-    return found
-
-
-def _sampling_note(
-    job: str, window: Window, dumps: DumpCost | None, cost: Cost, managers: int
-) -> Finding:
-    """The ``sampling`` finding: samples taken of those planned, and what they cost."""
-    planned = window.planned_samples or window.samples
-    dump = (
-        f"one thread dump took {dumps.median_ms:.0f} ms and {dumps.median_bytes / 1024:.0f} KB "
-        "(median)"
-        if dumps is not None
-        else "no thread dump was taken"
-    )
-    return Finding(
-        "sampling",
-        job,
-        f"{window.samples} of {planned} samples taken in {window.seconds:.1f} s "
-        f"({managers} task manager(s)); {dump}; the window cost {cost.requests} requests, "
-        f"{cost.bytes / 1024:.0f} KB",
-    )
-
-
-def _dump_cost(costs: list[tuple[float, int]]) -> DumpCost | None:
-    if not costs:
-        return None
-    return DumpCost(
-        dumps=len(costs),
-        median_ms=statistics.median(c[0] for c in costs) * 1000,
-        median_bytes=int(statistics.median(c[1] for c in costs)),
-    )
-
-
-def _achieved_ms(taken: list[float], planned_ms: float) -> float:
-    if len(taken) < 2:
-        return float(planned_ms)
-    return round((taken[-1] - taken[0]) / (len(taken) - 1) * 1000, 3)
-
-
-def _p99_ms(lateness: list[float]) -> float | None:
-    if not lateness:
-        return None
-    base = min(lateness)
-    ordered = sorted(x - base for x in lateness)
-    return round(ordered[max(0, -(-99 * len(ordered) // 100) - 1)] * 1000, 3)
+    def _ambiguous(self, tally: Tally) -> list[Finding]:
+        """The ``ambiguous-threads`` finding, when some subtasks' threads could not be told
+        apart."""
+        ids = {vid for vid, _ in tally.ambiguous()}
+        if not ids:
+            return []
+        return [ambiguous_note(self.job, [v.name for v in self.graph.vertices if v.id in ids])]

@@ -66,9 +66,9 @@ class MetricNames:
 
     names: Mapping[str, str]
 
-    def ids(self, parallelism: int) -> list[str]:
-        """Every ``"<subtask>.<metric>"`` id of a vertex of ``parallelism`` subtasks."""
-        return [f"{i}.{name}" for i in range(parallelism) for name in self.names.values()]
+    def ids(self, subtasks: Iterable[int]) -> list[str]:
+        """Every ``"<subtask>.<metric>"`` id of the subtasks numbered ``subtasks``."""
+        return [f"{i}.{name}" for i in subtasks for name in self.names.values()]
 
 
 def resolve_names(available: Iterable[str], vertex: str, where: str) -> MetricNames:

@@ -1,63 +1,98 @@
 """Where a Flink job's subtasks run: task manager and attempt of each, read from the REST API.
 
 Thread dumps are per task manager, and a task thread's name carries its attempt (``#0``); this
-is what ties a thread of a dump to one subtask. :meth:`JobPlacement.refresh` reads
-``GET /jobs/{id}/vertices/{vertex}`` for every vertex (one request each) before every window, so
-a restarted job's new attempts, possibly on other task managers, are followed.
+is what ties a thread of a dump to one subtask. :func:`read_placement` reads
+``GET /jobs/{id}/vertices/{vertex}`` for every vertex that still runs (one request each) at the
+start of every window, so a restarted job's new attempts, possibly on other task managers, and a
+rescaled vertex's new subtasks are followed.
+
+A subtask that ``FINISHED`` (a bounded source that read everything) has no thread and no metrics
+any more (Flink 2.3 drops them from its metric store): it is left out of the window. Any other
+state than RUNNING or FINISHED means the job is restarting: the window waits
+(:class:`~bpmon.errors.UnavailableError`) rather than read half a job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from bpmon.collectors.flink_plan import FlinkGraph, Placement, placements_of
 from bpmon.collectors.flink_rest import FlinkRest
-from bpmon.collectors.flink_threads import SubtaskKey
-from bpmon.errors import JobError
+from bpmon.collectors.flink_status import TASKS_OK
+from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
+from bpmon.errors import UnavailableError
 
 
+@dataclass(frozen=True, slots=True)
 class JobPlacement:
-    """The task manager and attempt of every subtask of ``graph``'s job."""
+    """The task manager and attempt of every running subtask of ``graph``'s job, and which
+    subtasks finished."""
 
-    def __init__(self, rest: FlinkRest, graph: FlinkGraph) -> None:
-        self.rest, self.graph = rest, graph
-        self._where: dict[SubtaskKey, Placement] = {}
-        self.task_managers: list[str] = []
+    graph: FlinkGraph
+    where: Mapping[SubtaskKey, Placement]
+    finished: frozenset[SubtaskKey] = frozenset()
 
-    def refresh(self) -> None:
-        """Read every vertex's subtasks again.
+    @property
+    def task_managers(self) -> list[str]:
+        """The task managers running the job's subtasks, in id order."""
+        return sorted({p.task_manager for p in self.where.values() if p.task_manager})
 
-        Raises:
-            JobError: a subtask is not running (the job is restarting, failing or finished).
-        """
-        where: dict[SubtaskKey, Placement] = {}
-        for v in self.graph.vertices:
-            details = self.rest.get(f"/jobs/{self.graph.job.id}/vertices/{v.id}")
-            for index, place in placements_of(details).items():
-                where[(v.name, index)] = place
-        stopped = sorted(
-            f"{n}[{i}] is {p.status}" for (n, i), p in where.items() if p.status != "RUNNING"
-        )
-        if stopped:
-            raise JobError(
-                f"job {self.graph.job.name!r} is not running every task: {'; '.join(stopped[:4])}"
-            )
-        self._where = where
-        self.task_managers = sorted({p.task_manager for p in where.values() if p.task_manager})
+    def running(self, vertex_id: str) -> list[int]:
+        """The indices of the vertex's subtasks that run (not finished), in order."""
+        return sorted(i for (v, i) in self.where if v == vertex_id)
 
-    def expected(self) -> Mapping[str, Mapping[SubtaskKey, int]]:
-        """Per task manager, its subtasks and their attempts."""
-        by_tm: dict[str, dict[SubtaskKey, int]] = {}
-        for key, place in self._where.items():
-            by_tm.setdefault(place.task_manager, {})[key] = place.attempt
+    def expected(self) -> Mapping[str, Mapping[SubtaskKey, TaskThread]]:
+        """Per task manager, its subtasks and the threads they run on."""
+        by_tm: dict[str, dict[SubtaskKey, TaskThread]] = {}
+        for key, place in self.where.items():
+            v = self.graph.by_id(key[0])
+            thread = task_thread(v.task_name or v.name, key[1], v.parallelism, place.attempt)
+            by_tm.setdefault(place.task_manager, {})[key] = thread
         return by_tm
 
-    def of(self, vertex: str, index: int) -> Placement | None:
-        """The placement of subtask ``index`` of ``vertex``, None if unknown."""
-        return self._where.get((vertex, index))
+    def of(self, vertex_id: str, index: int) -> Placement | None:
+        """The placement of subtask ``index`` of vertex ``vertex_id``, None if unknown."""
+        return self.where.get((vertex_id, index))
 
     def index_of(self, place: Placement | None) -> int | None:
         """The task manager's number (0, 1, ... in id order), as the model numbers them."""
-        if place is None or place.task_manager not in self.task_managers:
+        managers = self.task_managers
+        if place is None or place.task_manager not in managers:
             return None
-        return self.task_managers.index(place.task_manager)
+        return managers.index(place.task_manager)
+
+
+def read_placement(
+    rest: FlinkRest, graph: FlinkGraph, done: frozenset[str] = frozenset()
+) -> JobPlacement:
+    """Every vertex's subtasks, read now (``done``: vertices whose every task FINISHED, not
+    read).
+
+    Raises:
+        UnavailableError: a subtask is neither RUNNING nor FINISHED, or a vertex shows another
+            number of subtasks than its parallelism (the job is restarting or rescaling).
+    """
+    where: dict[SubtaskKey, Placement] = {}
+    over = [v for v in graph.vertices if v.id in done]
+    finished: set[SubtaskKey] = {(v.id, i) for v in over for i in range(v.parallelism)}
+    waiting: list[str] = []
+    for v in graph.vertices:
+        if v.id in done:
+            continue
+        places = placements_of(rest.get(f"/jobs/{graph.job.id}/vertices/{v.id}"))
+        if sorted(places) != list(range(v.parallelism)):
+            waiting.append(f"{v.name} shows {len(places)} of {v.parallelism} subtasks")
+        for index, place in places.items():
+            if place.status not in TASKS_OK:
+                waiting.append(f"{v.name}[{index}] is {place.status}")
+            elif place.status == "FINISHED":
+                finished.add((v.id, index))
+            else:
+                where[(v.id, index)] = place
+    if waiting:
+        raise UnavailableError(
+            f"job {graph.job.name!r} ({graph.job.id}) is not running every task: "
+            f"{'; '.join(sorted(waiting)[:4])}"
+        )
+    return JobPlacement(graph, where, frozenset(finished))

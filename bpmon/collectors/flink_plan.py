@@ -2,13 +2,25 @@
 
 - ``GET /jobs/overview`` lists the jobs: :func:`pick_job` finds the one to watch by id or name.
 - ``GET /jobs/{id}`` names every job vertex (a chain of operators is ONE vertex, named by Flink
-  ``"Source: numbers -> parse"``) with its parallelism.
+  ``"Source: numbers -> parse"``) with its parallelism and how many of its tasks are in which
+  state, in Flink's topological order; since Flink 1.x it also embeds the plan (below).
 - ``GET /jobs/{id}/plan`` gives the edges: each node's ``inputs`` name the upstream vertex, its
   ``ship_strategy`` (Flink's partitioner: ``FORWARD``, ``HASH``, ``REBALANCE``...) and its
   ``exchange`` (the result partition type: ``pipelined_bounded``, ``blocking``, ``hybrid_full``...),
   and its ``description`` lists the chained operators (``"Source: numbers<br/>+- parse<br/>"``).
-- ``GET /jobs/{id}/vertices/{vertex}`` says where each subtask runs (``taskmanager-id``) and its
-  attempt, which task threads carry in their names (``"enrich (1/2)#0"``).
+  Read only where ``GET /jobs/{id}`` does not embed it.
+- ``GET /jobs/{id}/vertices/{vertex}`` says where each subtask runs (``taskmanager-id``), its
+  state and its attempt, which task threads carry in their names (``"enrich (1/2)#0"``).
+
+**Names.** A vertex is Flink's vertex id inside bpmon (placements, metrics, thread attribution
+and edges are keyed by it) and its name in a report. Flink does not make names unique: two
+operators called ``.name("work")`` are two vertices named ``work``. The report shows the first
+of them, in the order ``GET /jobs/{id}`` lists the vertices (Flink's topological order from the
+sources), as ``work``, the second as ``work#2``, the third ``work#3`` (a number a real name
+already takes is skipped), so two vertices are never merged, and an edge between them is an
+edge, not a self-loop. The order is the job graph's, fixed for the job's life, so the names stay
+the same across restarts and rescales. The parallelism is the vertex's own (``GET /jobs/{id}``),
+which follows a rescale.
 
 Everything here is a pure function of those documents, so the parsing is tested on recorded
 responses of a real cluster (``tests/collectors/flink/fixtures``).
@@ -18,7 +30,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +72,12 @@ class JobRef:
 
 @dataclass(frozen=True, slots=True)
 class FlinkVertex:
-    """One job vertex: Flink's id and name, its chained operators, parallelism, inputs, kind."""
+    """One job vertex: Flink's id, its name in reports (unique in the job), its chained
+    operators, parallelism, inputs (named by the reports' names) and kind.
+
+    ``task_name`` is Flink's own name, which task threads carry (``"work (1/2)#0"``); it
+    differs from ``name`` only for a vertex whose name another vertex has too (``work#2``).
+    """
 
     id: str
     name: str
@@ -68,6 +85,7 @@ class FlinkVertex:
     operators: tuple[str, ...]
     inputs: tuple[Edge, ...]
     kind: str | None
+    task_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +102,11 @@ class FlinkGraph:
                 return v
         raise KeyError(vertex_id)
 
+    @property
+    def shape(self) -> dict[str, int]:
+        """Vertex id -> parallelism: what a rescale changes."""
+        return {v.id: v.parallelism for v in self.vertices}
+
 
 def jobs_of(overview: Mapping[str, Any]) -> list[JobRef]:
     """The jobs of ``GET /jobs/overview``, newest first."""
@@ -91,14 +114,18 @@ def jobs_of(overview: Mapping[str, Any]) -> list[JobRef]:
     return [JobRef(str(j["jid"]), str(j.get("name", "")), str(j.get("state", ""))) for j in rows]
 
 
-def pick_job(jobs: Sequence[JobRef], wanted: str | None, url: str) -> JobRef:
+def pick_job(
+    jobs: Sequence[JobRef], wanted: str | None, url: str, transient: Collection[str] = ()
+) -> JobRef:
     """The job to watch: ``wanted`` as an id or a name, else the only running job.
 
-    A name shared by several jobs picks the running one (the newest if several run).
+    A name shared by several jobs picks the running one (the newest if several run). A job
+    named that is on its way to running (restarting, waiting for resources: ``transient``) is
+    watched too: its first windows are gaps until it runs.
 
     Raises:
         TargetNotFoundError: no such job, no running job, or several running and none named.
-        CollectorError: the job named is not running.
+        CollectorError: the job named has ended (finished, cancelled, failed).
     """
     running = [j for j in jobs if j.state == "RUNNING"]
     listed = _listing(running)
@@ -118,7 +145,9 @@ def pick_job(jobs: Sequence[JobRef], wanted: str | None, url: str) -> JobRef:
             f"no job {wanted!r} on the Flink cluster at {url} (running: {listed or 'none'}); "
             "pass --job with the id or name of a running job"
         )
-    live = [j for j in matches if j.state == "RUNNING"]
+    live = [j for j in matches if j.state == "RUNNING"] or [
+        j for j in matches if j.state in transient
+    ]
     if live:
         return live[0]
     job = matches[0]
@@ -132,21 +161,27 @@ def _listing(jobs: Sequence[JobRef]) -> str:
     return ", ".join(f"{j.name!r} ({j.id})" for j in jobs[:5]) + (" ..." if len(jobs) > 5 else "")
 
 
-def graph_of(job: JobRef, details: Mapping[str, Any], plan: Mapping[str, Any]) -> FlinkGraph:
-    """The job graph from ``GET /jobs/{id}`` (names, parallelism) and ``GET /jobs/{id}/plan``.
+def graph_of(
+    job: JobRef, details: Mapping[str, Any], plan: Mapping[str, Any] | None = None
+) -> FlinkGraph:
+    """The job graph from ``GET /jobs/{id}`` (names, parallelism) and its plan (edges): the one
+    ``details`` embeds, else ``plan`` (``GET /jobs/{id}/plan``).
 
     Raises:
         CollectorError: the documents do not describe the same vertices (a job changed between
             the two requests, or not Flink's format).
     """
-    names = {str(v["id"]): str(v["name"]) for v in details.get("vertices") or []}
-    nodes = list((plan.get("plan") or {}).get("nodes") or [])
+    rows = [v for v in details.get("vertices") or [] if isinstance(v, dict) and "id" in v]
+    names = display_names([(str(v["id"]), str(v.get("name", ""))) for v in rows])
+    parallelism = {str(v["id"]): v.get("parallelism") for v in rows}
+    nodes = list(((plan_of(details) or plan or {}).get("plan") or {}).get("nodes") or [])
     if not nodes or set(names) != {str(n.get("id")) for n in nodes}:
         raise CollectorError(
             f"the plan of job {job.name!r} ({job.id}) does not match its vertices; "
             "the job may have been restarted: run this again"
         )
     consumed = {str(i["id"]) for n in nodes for i in n.get("inputs") or []}
+    task_names = {str(v["id"]): str(v.get("name", "")) for v in rows}
     vertices = []
     for node in reversed(nodes):
         vid = str(node["id"])
@@ -162,13 +197,39 @@ def graph_of(job: JobRef, details: Mapping[str, Any], plan: Mapping[str, Any]) -
             FlinkVertex(
                 id=vid,
                 name=names[vid],
-                parallelism=int(node.get("parallelism") or 1),
+                parallelism=int(parallelism[vid] or node.get("parallelism") or 1),
                 operators=chained_operators(str(node.get("description", ""))) or (names[vid],),
                 inputs=inputs,
                 kind="source" if not inputs else "sink" if vid not in consumed else None,
+                task_name=task_names[vid],
             )
         )
     return FlinkGraph(job, tuple(_sources_first(vertices)))
+
+
+def plan_of(details: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The plan ``GET /jobs/{id}`` embeds (as ``GET /jobs/{id}/plan`` answers it), None if it
+    does not (then the plan is read on its own)."""
+    embedded = details.get("plan")
+    return {"plan": embedded} if isinstance(embedded, dict) and embedded.get("nodes") else None
+
+
+def display_names(vertices: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Vertex id -> its name in reports, unique: ``(id, Flink's name)`` in job-graph order; the
+    second vertex of a name is ``name#2``, the third ``name#3`` (see the module)."""
+    taken = {name for _, name in vertices}
+    seen: dict[str, int] = {}
+    shown: dict[str, str] = {}
+    for vid, name in vertices:
+        count = seen[name] = seen.get(name, 0) + 1
+        label = name
+        while count > 1 and (label := f"{name}#{count}") in taken:
+            count += 1
+        if label != name:
+            seen[name] = count
+            taken.add(label)
+        shown[vid] = label
+    return shown
 
 
 def _sources_first(vertices: list[FlinkVertex]) -> list[FlinkVertex]:

@@ -5,11 +5,20 @@
 ``jstack`` does (``\\tat module@version/package.Class.method(File.java:12)``), up to
 ``cluster.thread-dump.stacktrace-max-depth`` frames (50 by default). One dump is one sample.
 
-A task thread is named ``"{vertex} ({index+1}/{parallelism})#{attempt}"``: it is matched to the
-subtask by that name AND by the task manager and attempt Flink reports for the subtask, so a
-restarted task's old thread, or another job's vertex of the same name on another task manager, is
-not counted. Helper threads that carry a task's name (``OutputFlusher for ...``, ``System Time
+A task thread is named ``"{vertex} ({index+1}/{parallelism})#{attempt}"`` (Flink's name of the
+vertex, not bpmon's: see :mod:`~bpmon.collectors.flink_plan`): it is matched to the subtask by
+that name AND by the task manager and attempt Flink reports for the subtask, so a restarted
+task's old thread, or another job's vertex of the same name on another task manager, is not
+counted. Helper threads that carry a task's name (``OutputFlusher for ...``, ``System Time
 Trigger for ...``) are left out by the profile's ``ignore`` list.
+
+Two vertices of the same name (Flink allows it) are told apart by what their threads' names
+carry: the parallelism (``work (1/2)`` and ``work (1/3)``), the task manager, the attempt. When
+all of these are the same, nothing in a dump says which thread is which: a thread's stack shows
+the same frames for both, its JVM id follows the order in which the task manager received the
+tasks, which Flink's deployment does not fix (it prepares each deployment on a thread pool).
+bpmon does not guess: those subtasks' samples are left out (:meth:`Tally.ambiguous`), their
+levels come from Flink's time accounting, and the report says so.
 
 A legacy source (a ``SourceFunction``) runs its loop on a thread of its own, ``"Legacy Source
 Thread - {task thread's name}"``, while its task thread only waits for mail: that thread's stack
@@ -39,7 +48,21 @@ LEGACY_SOURCE_THREAD = "Legacy Source Thread - "
 """The prefix Flink gives a legacy source's own thread, before its task thread's name."""
 
 SubtaskKey = tuple[str, int]
-"""A subtask as (vertex name, index from 0)."""
+"""A subtask as (Flink's vertex id, index from 0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskThread:
+    """Which thread a subtask runs on: its name without the attempt (``"work (1/2)"``), and the
+    attempt (the name's ``#n``)."""
+
+    name: str
+    attempt: int
+
+
+def task_thread(task_name: str, index: int, parallelism: int, attempt: int) -> TaskThread:
+    """The thread Flink runs subtask ``index`` of a vertex named ``task_name`` on."""
+    return TaskThread(f"{task_name} ({index + 1}/{parallelism})", attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +109,26 @@ class Tally:
 
     Args:
         classifier: reads a stack with the ``flink-jvm`` profile.
-        expected: per task manager id, the subtasks it runs and their attempts:
-            ``{tm: {(vertex, index): attempt}}``.
+        expected: per task manager id, the subtasks it runs and their threads:
+            ``{tm: {(vertex id, index): TaskThread}}``.
     """
 
     classifier: StackClassifier
-    expected: Mapping[str, Mapping[SubtaskKey, int]]
-    names: dict[SubtaskKey, str] = field(default_factory=dict)
-    _counts: dict[SubtaskKey, _Counts] = field(default_factory=dict)
+    expected: Mapping[str, Mapping[SubtaskKey, TaskThread]]
+    names: dict[SubtaskKey, str] = field(default_factory=dict, init=False)
+    _counts: dict[SubtaskKey, _Counts] = field(default_factory=dict, init=False)
+    _ambiguous: set[SubtaskKey] = field(default_factory=set, init=False)
+    _lookup: dict[tuple[str, str], list[tuple[SubtaskKey, int]]] = field(
+        default_factory=dict, init=False
+    )
+
+    def __post_init__(self) -> None:
+        for tm, subtasks in self.expected.items():
+            for key, thread in subtasks.items():
+                self._lookup.setdefault((tm, thread.name), []).append((key, thread.attempt))
 
     def add(self, task_manager: str, threads: Iterable[ThreadStack]) -> int:
         """Count one dump of ``task_manager``; returns how many of its task threads matched."""
-        mine = self.expected.get(task_manager, {})
         profile = self.classifier.profile
         matched = 0
         threads = list(threads)
@@ -107,28 +138,56 @@ class Tally:
             if t.name.startswith(LEGACY_SOURCE_THREAD)
         }
         for t in threads:
-            if profile.ignores(t.name):
+            if profile.ignores(t.name) or profile.subtask_of(t.name) is None:
                 continue
-            found = profile.subtask_of(t.name)
-            if found is None or found[1] is None:
+            key = self._subtask(task_manager, t.name)
+            if key is None:
                 continue
-            key = (found[0], found[1] - 1)  # thread names count from 1
-            if key not in mine or attempt_of(t.name) not in (None, mine[key]):
-                continue
-            counts = self._counts.setdefault(key, _Counts())
             self.names[key] = t.name
-            frames = legacy.get(t.name, t.frames)
-            state = self.classifier.classify(frames)
-            if state == "idle" and self.classifier.suspended(frames):
-                counts.suspended += 1
-            elif state == "backpressured":
-                counts.backpressured += 1
-            elif state == "idle":
-                counts.idle += 1
-            else:
-                counts.busy += 1
+            self._count(key, legacy.get(t.name, t.frames))
             matched += 1
         return matched
+
+    def _subtask(self, task_manager: str, thread_name: str) -> SubtaskKey | None:
+        """The one subtask ``thread_name`` on ``task_manager`` is, None if none or several."""
+        attempt = attempt_of(thread_name)
+        base = _ATTEMPT.sub("", thread_name)
+        found = [
+            key
+            for key, expected in self._lookup.get((task_manager, base), [])
+            if attempt in (None, expected)
+        ]
+        if len(found) > 1:
+            self._ambiguous.update(found)
+            return None
+        return found[0] if found else None
+
+    def _count(self, key: SubtaskKey, frames: tuple[str, ...]) -> None:
+        counts = self._counts.setdefault(key, _Counts())
+        state = self.classifier.classify(frames)
+        if state == "idle" and self.classifier.suspended(frames):
+            counts.suspended += 1
+        elif state == "backpressured":
+            counts.backpressured += 1
+        elif state == "idle":
+            counts.idle += 1
+        else:
+            counts.busy += 1
+
+    def ambiguous(self) -> frozenset[SubtaskKey]:
+        """The subtasks whose thread cannot be told from another's (same name, task manager and
+        attempt): never counted."""
+        return frozenset(self._ambiguous)
+
+    def unseen(self) -> list[SubtaskKey]:
+        """The expected subtasks no dump showed a thread of (not even an ambiguous one): after
+        samples were taken, the placement they were matched against is out of date."""
+        return [
+            key
+            for subtasks in self.expected.values()
+            for key in subtasks
+            if key not in self._counts and key not in self._ambiguous
+        ]
 
     def counts(self, key: SubtaskKey, soft_share: float | None) -> ThreadCounts:
         """The subtask's counts, its suspended samples split by ``soft_share`` (the backpressured
@@ -136,7 +195,7 @@ class Tally:
         c = self._counts.get(key, _Counts())
         soft = round(c.suspended * soft_share) if soft_share is not None else 0
         return ThreadCounts(
-            name=self.names.get(key, f"{key[0]} ({key[1] + 1}/?)"),
+            name=self.names.get(key, ""),
             ident=0,
             backpressured=c.backpressured + soft,
             idle=c.idle + c.suspended - soft,

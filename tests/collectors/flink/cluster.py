@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +33,25 @@ REPO = Path(__file__).resolve().parents[3]
 JOBS_SOURCE = Path(__file__).with_name("jobs") / "BpmonFlinkJobs.java"
 DEFAULT_WORKDIR = REPO / ".venv" / "flink-cluster"
 TOPOLOGIES = ("slow-map", "hot-key", "slow-sink", "healthy", "fan-in")
+ADAPTIVE = {
+    "jobmanager.scheduler": "adaptive",
+    "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "1 s",
+    "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "1 s",
+    "execution.checkpointing.interval": "2 s",
+    "restart-strategy.type": "fixed-delay",
+    "restart-strategy.fixed-delay.attempts": "1000",
+    "restart-strategy.fixed-delay.delay": "1 s",
+    "heartbeat.interval": "1000",
+    "heartbeat.timeout": "5000",
+    "web.timeout": "10000",
+}
+"""A cluster that rescales a running job (``PUT /jobs/{id}/resource-requirements``) and rides out
+a lost TaskManager within seconds: Flink's adaptive scheduler with short stabilisation and
+cooldown (1 s, not 10-60 s), checkpoints every 2 s (the scheduler rescales on one), restarts
+without end, heartbeats that notice a killed TaskManager in 5 s (not 50), and ``web.timeout``
+10 s: the REST metric store's fetcher waits that long for a dead TaskManager's metrics before it
+fetches anyone's again (10 min by default, seen on Flink 2.3)."""
 
 
 def flink_home() -> Path | None:
@@ -71,6 +91,7 @@ class Cluster:
         port: int | None = None,
         slots: int = 8,
         fetch_interval_ms: int = 1000,
+        config: dict[str, str] | None = None,
     ) -> None:
         home = flink_home()
         if home is None:
@@ -78,6 +99,7 @@ class Cluster:
         self.home, self.workdir = home, workdir
         self.task_managers, self.slots = task_managers, slots
         self.fetch_interval_ms = fetch_interval_ms
+        self.config = dict(config or {})
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._jar_id: str | None = None
@@ -98,6 +120,7 @@ class Cluster:
 
         ``fetch_interval_ms``: how stale a metric the REST API serves may be (Flink's metric
         fetcher refreshes at most this often); the fidelity benchmark lowers it to time build-up.
+        ``config``: more options, written last (the chaos test's adaptive scheduler).
         """
         conf = self.workdir / "conf"
         for sub in ("conf", "log", "pid"):
@@ -125,6 +148,7 @@ class Cluster:
                     # with the test jobs' small records, not in a minute.
                     "taskmanager.memory.segment-size: 4kb",
                     f"env.java.opts.all: {self._java_opts()}",
+                    *(f"{key}: {value}" for key, value in self.config.items()),
                     "",
                 ]
             )
@@ -157,9 +181,9 @@ class Cluster:
         if (self.workdir / "conf" / "config.yaml").is_file():
             self._script("stop-cluster.sh")
 
-    def _script(self, name: str) -> None:
+    def _script(self, name: str, *args: str) -> None:
         subprocess.run(
-            [str(self.home / "bin" / name)],
+            [str(self.home / "bin" / name), *args],
             env=self.env(),
             check=True,
             stdout=subprocess.DEVNULL,
@@ -221,12 +245,20 @@ class Cluster:
             self._jar_id = str(answer["filename"]).rsplit("/", 1)[-1]
         return self._jar_id
 
-    def submit(self, topology: str, timeout_s: float = 60.0, *, wait: bool = True) -> str:
+    def submit(
+        self,
+        topology: str,
+        timeout_s: float = 60.0,
+        *,
+        wait: bool = True,
+        args: tuple[str, ...] = (),
+    ) -> str:
         """Run one test job; its id once every task runs and every vertex has metrics.
 
         ``wait=False``: its id as soon as Flink accepted it (then :meth:`wait_running`).
+        ``args``: the job's arguments after the topology (``healthy``'s parallelism).
         """
-        run = {"entryClass": "BpmonFlinkJobs", "programArgsList": [topology]}
+        run = {"entryClass": "BpmonFlinkJobs", "programArgsList": [topology, *args]}
         answer = self._send(
             "POST", f"/jars/{self.upload()}/run", json.dumps(run).encode(), "application/json"
         )
@@ -235,20 +267,57 @@ class Cluster:
             self.wait_running(job, timeout_s)
         return job
 
-    def wait_running(self, job: str, timeout_s: float = 60.0) -> None:
-        """Wait until every task of ``job`` runs and every vertex has metrics."""
+    def wait_running(
+        self, job: str, timeout_s: float = 60.0, parallelism: dict[str, int] | None = None
+    ) -> None:
+        """Wait until every task of ``job`` runs (or finished: a bounded source) and every
+        running subtask has metrics; ``parallelism``: until these vertices (by name) have it."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             details = self.get(f"/jobs/{job}")
             vertices = details.get("vertices") or []
-            running = vertices and all(v.get("status") == "RUNNING" for v in vertices)
-            if running and all(self._has_metrics(job, v["id"]) for v in vertices):
+            running = [v for v in vertices if v.get("status") == "RUNNING"]
+            done = all(v.get("status") in ("RUNNING", "FINISHED") for v in vertices)
+            shape = parallelism or {}
+            shaped = all(
+                v["parallelism"] == shape.get(v["name"], v["parallelism"]) for v in vertices
+            )
+            if vertices and done and shaped and all(self._has_metrics(job, v) for v in running):
                 return
             time.sleep(0.5)
         raise RuntimeError(f"job {job} did not start running in {timeout_s:g} s")
 
-    def _has_metrics(self, job: str, vertex: str) -> bool:
-        return bool(self.get(f"/jobs/{job}/vertices/{vertex}/metrics"))
+    def _has_metrics(self, job: str, vertex: dict[str, Any]) -> bool:
+        """Whether every subtask of ``vertex`` has its metrics in the REST metric store."""
+        listed = self.get(f"/jobs/{job}/vertices/{vertex['id']}/metrics")
+        have = {str(m["id"]).split(".", 1)[0] for m in listed}
+        return all(str(i) in have for i in range(int(vertex["parallelism"])))
+
+    def rescale(self, job: str, vertex: str, parallelism: int, timeout_s: float = 90.0) -> None:
+        """Rescale ``vertex`` (by name) of a running ``job`` with the adaptive scheduler's
+        ``PUT /jobs/{id}/resource-requirements``; returns once it runs at ``parallelism``."""
+        wanted = self.get(f"/jobs/{job}/resource-requirements")
+        ids = [v["id"] for v in self.get(f"/jobs/{job}")["vertices"] if v["name"] == vertex]
+        for vid in ids:
+            wanted[vid]["parallelism"] = {"lowerBound": 1, "upperBound": parallelism}
+        path = f"/jobs/{job}/resource-requirements"
+        self._send("PUT", path, json.dumps(wanted).encode(), "application/json")
+        self.wait_running(job, timeout_s, {vertex: parallelism})
+
+    # -- task managers --------------------------------------------------------------------------
+
+    def kill_task_manager(self) -> int:
+        """``kill -9`` the first TaskManager, as a machine failure would; its pid (taken out
+        of Flink's pid file, which ``stop`` reads for the others)."""
+        pid_file = next((self.workdir / "pid").glob("*taskexecutor*.pid"))
+        pids = pid_file.read_text().split()
+        os.kill(int(pids[0]), signal.SIGKILL)
+        pid_file.write_text("".join(f"{p}\n" for p in pids[1:]))
+        return int(pids[0])
+
+    def start_task_manager(self) -> None:
+        """Start one more TaskManager with Flink's script (``stop`` stops it too)."""
+        self._script("taskmanager.sh", "start")
 
     def cancel(self, job: str, timeout_s: float = 30.0) -> None:
         """Cancel a job and wait until it is CANCELED."""

@@ -6,13 +6,14 @@ answering as Flink would (``fake_flink.py``); a cancelled job on the real cluste
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .cluster import free_port
-from .fake_flink import Routes, serving
+from .fake_flink import Routes, Script, serving
 
 JOB = "5d7e0c0bd2e3b4ae3e1c6a0f1c2b7a90"
 VERTEX = "cbc357ccb763df2852fee8c4fc7d55f2"
@@ -103,11 +104,15 @@ def test_the_job_to_watch_is_not_there(
 def test_a_flink_without_the_time_metrics_names_the_version_and_the_upgrade(
     bpmon_bin: Path, tmp_path: Path
 ) -> None:
-    """Flink 1.12 has pool usage under ``buffers.`` and no busy/idle/backpressured time."""
+    """Flink 1.12 has pool usage under ``buffers.`` and no busy/idle/backpressured time (and,
+    as 1.13 and 1.14, no ``/jobs/{id}/status``: the job's details say its state)."""
     routes: Routes = {
         "/config": (200, {"flink-version": "1.12.7"}),
         "/jobs/overview": overview((JOB, "legacy", "RUNNING")),
-        f"/jobs/{JOB}": (200, {"vertices": [{"id": VERTEX, "name": "Source: legacy"}]}),
+        f"/jobs/{JOB}": (
+            200,
+            {"state": "RUNNING", "vertices": [{"id": VERTEX, "name": "Source: legacy"}]},
+        ),
         f"/jobs/{JOB}/plan": (200, {"plan": {"nodes": [{"id": VERTEX, "parallelism": 1}]}}),
         f"/jobs/{JOB}/vertices/{VERTEX}": (
             200,
@@ -124,3 +129,17 @@ def test_a_flink_without_the_time_metrics_names_the_version_and_the_upgrade(
     assert code == 5
     assert f"Flink 1.12.7 at {url} gives no busyTimeMsPerSecond, idleTimeMsPerSecond" in line
     assert "upgrade the cluster to Flink 1.13 or newer" in line
+
+
+def test_a_busy_jobmanager_at_first_contact_is_one_line_at_once(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """The first contact is not retried: what the user typed is checked at once."""
+    script = Script({"/config": (503, {"errors": ["leader election"]})})
+    with serving(script) as url:
+        began = time.monotonic()
+        code, err = run(bpmon_bin, tmp_path, "--flink", url)
+        spent = time.monotonic() - began
+    assert code == 5
+    assert f"Flink at {url} answered GET /config with HTTP 503 (leader election)" in one_line(err)
+    assert script.count("/config") == 1, spent

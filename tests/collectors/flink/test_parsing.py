@@ -23,12 +23,13 @@ from bpmon.collectors.flink_metrics import (
 )
 from bpmon.collectors.flink_plan import (
     chained_operators,
+    display_names,
     graph_of,
     jobs_of,
     pick_job,
     placements_of,
 )
-from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump
+from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump, task_thread
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.errors import CollectorError, TargetNotFoundError
 from bpmon.model import Edge, Metrics
@@ -183,34 +184,45 @@ def test_frames_lose_their_module_prefix_and_keep_hidden_class_names() -> None:
 def tally(topology: str, attempt: int = 0) -> tuple[Tally, str]:
     g = graph(topology)
     tm = next(iter(placements_of(doc(topology, "vertex-0")).values())).task_manager
-    expected = {(v.name, i): attempt for v in g.vertices for i in range(v.parallelism)}
+    expected = {
+        (v.id, i): task_thread(v.task_name, i, v.parallelism, attempt)
+        for v in g.vertices
+        for i in range(v.parallelism)
+    }
     t = Tally(StackClassifier(load_profile("flink-jvm")), {tm: expected})
     return t, tm
+
+
+def key(topology: str, name: str, index: int = 0) -> tuple[str, int]:
+    """A subtask's key: the id of the vertex called ``name``, and its index."""
+    return next(v.id for v in graph(topology).vertices if v.name == name), index
 
 
 def test_task_threads_are_classified_and_helper_threads_left_out() -> None:
     t, tm = tally("slow-sink")
     matched = t.add(tm, parse_dump(doc("slow-sink", "thread-dump")))
     assert matched == 3  # the three task threads; flushers, timers and the JVM's are ignored
-    assert t.suspended(("light", 0)) == 1  # soft backpressured: waiting in its mailbox
-    assert t.suspended(("Source: numbers -> parse", 0)) == 1
-    store = t.counts(("store: Writer", 0), None)
+    assert t.suspended(key("slow-sink", "light")) == 1  # soft backpressured: in its mailbox
+    assert t.suspended(key("slow-sink", "Source: numbers -> parse")) == 1
+    store = t.counts(key("slow-sink", "store: Writer"), None)
     assert (store.busy, store.name) == (1, "store: Writer (1/1)#0")  # sleeping in its write
+    assert t.unseen() == [] and t.ambiguous() == frozenset()
 
 
 def test_suspended_samples_are_split_by_the_tasks_time_accounting() -> None:
     t, tm = tally("slow-sink")
     for _ in range(4):
         t.add(tm, parse_dump(doc("slow-sink", "thread-dump")))
-    light = t.counts(("light", 0), 0.75)
+    light = t.counts(key("slow-sink", "light"), 0.75)
     assert (light.backpressured, light.idle, light.busy) == (3, 1, 0)
-    assert t.counts(("light", 0), None).idle == 4  # the stack alone: idle
+    assert t.counts(key("slow-sink", "light"), None).idle == 4  # the stack alone: idle
 
 
 def test_a_thread_of_another_attempt_is_not_counted() -> None:
     t, tm = tally("slow-sink", attempt=1)
     assert t.add(tm, parse_dump(doc("slow-sink", "thread-dump"))) == 0
     assert t.add("another-task-manager", parse_dump(doc("slow-sink", "thread-dump"))) == 0
+    assert len(t.unseen()) == 3  # no dump showed the attempts Flink placed
 
 
 def test_the_windows_accounting_comes_from_the_running_totals() -> None:
@@ -247,3 +259,28 @@ def test_pool_usage_is_the_mean_of_the_two_readings() -> None:
     assert pool_means({f"0.{out}": 1.5}, {f"0.{out}": 1.0}, chosen, 0) == (1.25, None)
     assert pool_means({}, {f"0.{out}": 1.0}, chosen, 0) == (1.0, None)
     assert pool_means({}, {}, chosen, 0) == (None, None)
+
+
+# -- names and the embedded plan ------------------------------------------------------------------
+
+
+def test_vertices_of_one_name_are_numbered_in_job_graph_order() -> None:
+    shown = display_names([("a", "Map"), ("b", "Map"), ("c", "Map#2"), ("d", "Map"), ("e", "sink")])
+    # "Map#2" is a real vertex's name, so the second "Map" skips it
+    assert shown == {"a": "Map", "b": "Map#3", "c": "Map#2", "d": "Map#4", "e": "sink"}
+
+
+def test_the_plan_embedded_in_the_jobs_details_is_enough() -> None:
+    """Flink 2.3's ``GET /jobs/{id}`` carries the plan: no ``GET /jobs/{id}/plan`` needed."""
+    [job] = jobs_of(doc("same-names", "overview"))
+    g = graph_of(job, doc("same-names", "job"))
+    assert [v.name for v in g.vertices] == [
+        "Source: numbers -> parse",
+        "work",
+        "work#2",
+        "sink: Writer",
+    ]
+    assert [v.task_name for v in g.vertices][1:3] == ["work", "work"]
+    assert g.vertices[2].inputs == (Edge("work", "forward", "pipelined"),)
+    assert g.vertices[3].inputs[0].source == "work#2"
+    assert g == graph_of(job, {**doc("same-names", "job"), "plan": None}, doc("same-names", "plan"))

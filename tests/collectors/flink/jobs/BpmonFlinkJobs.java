@@ -1,17 +1,22 @@
 /*
  * Small Flink jobs with a controlled bottleneck, for bpmon's tests against a real cluster.
  *
- * Usage: BpmonFlinkJobs TOPOLOGY
- *        (slow-map, hot-key, slow-sink, healthy, fan-in, flatmap, legacy-slow-map)
+ * Usage: BpmonFlinkJobs TOPOLOGY [PARALLELISM]
+ *        (slow-map, hot-key, slow-sink, healthy, fan-in, flatmap, legacy-slow-map, same-names,
+ *        partly-bounded)
  *
  * slow-map:  numbers (4000/s) -> enrich (1 ms per record, 2 subtasks) -> sink
  * hot-key:   numbers (3000/s) -> keyBy (2/3 of records on one key) -> count (1.5 ms, 2) -> sink
  *            (the hot key is one Flink's key groups route to subtask 0, as bpmon's skew does)
  * slow-sink: numbers (1000/s) -> light (40 KB records) -> store (2 ms per record)
- * healthy:   numbers (200/s) -> enrich (0.2 ms, 2) -> sink
+ * healthy:   numbers (200/s) -> enrich (0.2 ms, PARALLELISM, 2 by default) -> sink
  * fan-in:    left + right (1500/s each) -> merge (0.5 ms) -> sink
  * flatmap:   numbers (300/s) -> explode (10 records of 2 KB per record) -> store (1 ms per record)
  * legacy-slow-map: slow-map read from a legacy SourceFunction (its own thread) instead
+ * same-names: numbers (3000/s) -> work (1 ms, 2) -> work (no cost, 2) -> sink: two vertices of
+ *            the same name (Flink allows it), the first one slow
+ * partly-bounded: left (1000 records at 500/s, then FINISHED) + right (500/s) -> merge
+ *            (0.2 ms) -> sink: a job that keeps running after one of its sources finished
  *
  * Every job but legacy-slow-map reads a rate-limited FLIP-27 generator source. Costs are paid by sleeping (a thread
  * that sleeps is busy for Flink's time accounting and for a stack sample, and leaves the shared
@@ -171,9 +176,14 @@ public class BpmonFlinkJobs {
     }
 
     static DataStream<Long> source(StreamExecutionEnvironment env, String name, double rate) {
+        return source(env, name, rate, Long.MAX_VALUE);
+    }
+
+    static DataStream<Long> source(
+            StreamExecutionEnvironment env, String name, double rate, long count) {
         DataGeneratorSource<Long> gen =
                 new DataGeneratorSource<>(
-                        index -> index, Long.MAX_VALUE, RateLimiterStrategy.perSecond(rate), Types.LONG);
+                        index -> index, count, RateLimiterStrategy.perSecond(rate), Types.LONG);
         return env.fromSource(gen, WatermarkStrategy.noWatermarks(), name)
                 .map(new SlowMap(0))
                 .name("parse");
@@ -181,6 +191,7 @@ public class BpmonFlinkJobs {
 
     public static void main(String[] args) throws Exception {
         String topology = args.length > 0 ? args[0] : "slow-map";
+        int parallelism = args.length > 1 ? Integer.parseInt(args[1]) : 2;
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(1);
         switch (topology) {
@@ -207,7 +218,8 @@ public class BpmonFlinkJobs {
                 break;
             case "healthy":
                 source(env, "numbers", 200)
-                        .map(new SlowMap(200)).name("enrich").setParallelism(2).disableChaining()
+                        .map(new SlowMap(200)).name("enrich").setParallelism(parallelism)
+                        .disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
             case "fan-in":
@@ -226,6 +238,18 @@ public class BpmonFlinkJobs {
                 env.addSource(new LegacyNumbers(4000), "numbers", Types.LONG)
                         .map(new SlowMap(0)).name("parse")
                         .map(new SlowMap(1000)).name("enrich").setParallelism(2).disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            case "same-names":
+                source(env, "numbers", 3000)
+                        .map(new SlowMap(1000)).name("work").setParallelism(2).disableChaining()
+                        .map(new SlowMap(0)).name("work").setParallelism(2).disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            case "partly-bounded":
+                source(env, "left", 500, 1000)
+                        .union(source(env, "right", 500))
+                        .map(new SlowMap(200)).name("merge").disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
             default:

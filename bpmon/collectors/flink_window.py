@@ -1,0 +1,149 @@
+"""What one Flink window says beside its samples: how the sampling went and what it cost, where
+Flink's own levels differ from bpmon's, the window's timing, and each subtask's metrics over it.
+
+Pure functions of what :class:`~bpmon.collectors.flink.FlinkTarget` measured, so the findings'
+wording is tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from bpmon.collectors.flink_metrics import MetricNames, pool_means, window_accounting, young_rate
+from bpmon.collectors.flink_plan import Placement
+from bpmon.collectors.flink_rest import Cost
+from bpmon.model import Finding, Metrics, VertexObservation, Window
+
+
+@dataclass(frozen=True, slots=True)
+class DumpCost:
+    """What the thread dumps of one burst cost: how many, their median time and size."""
+
+    dumps: int
+    median_ms: float
+    median_bytes: int
+
+
+def young(m: Metrics, place: Placement | None) -> Metrics:
+    """Record rates corrected for a task younger than Flink's 60 s meters."""
+    running = place.running_s if place is not None else None
+    return replace(
+        m,
+        records_in_per_s=young_rate(m.records_in_per_s, running),
+        records_out_per_s=young_rate(m.records_out_per_s, running),
+    )
+
+
+def over_window(
+    m: Metrics,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    names: MetricNames,
+    index: int,
+) -> Metrics:
+    """Flink's gauges, replaced by the accounting between two readings where there is one;
+    pool usages as the mean of the two readings."""
+    out_pool, in_pool = pool_means(before, after, names, index)
+    m = replace(m, out_pool_usage=out_pool, in_pool_usage=in_pool)
+    exact = window_accounting(before, after, names, index)
+    if exact is None:
+        return m
+    return replace(
+        m,
+        busy_ratio=exact.busy_ratio,
+        idle_ratio=exact.idle_ratio,
+        backpressured_time_ratio=exact.backpressured_time_ratio,
+        records_in_per_s=exact.records_in_per_s,
+        records_out_per_s=exact.records_out_per_s,
+        extra={**m.extra, **exact.extra},
+    )
+
+
+def level(ratio: float) -> str:
+    """Flink's thresholds (the same as the report's defaults)."""
+    return "OK" if ratio <= 0.10 else "LOW" if ratio <= 0.5 else "HIGH"
+
+
+def disagreements(
+    vertices: tuple[VertexObservation, ...], levels: Mapping[str, tuple[str | None, float | None]]
+) -> list[Finding]:
+    """A ``flink-disagrees`` finding per vertex whose sampled level differs from Flink's."""
+    found = []
+    for v in vertices:
+        flink, flink_ratio = levels.get(v.name, (None, None))
+        ratios = [s.backpressured / s.samples for s in v.subtasks if s.samples > 0]
+        if flink is None or flink_ratio is None or not ratios:
+            continue
+        mine = max(ratios)
+        if level(mine) != flink:
+            found.append(
+                Finding(
+                    "flink-disagrees",
+                    v.name,
+                    f"Flink's backpressure endpoint says {flink} ({flink_ratio:.2f}, its 60 s "
+                    f"average); bpmon's samples of this window say {level(mine)} ({mine:.2f})",
+                )
+            )
+    return found
+
+
+def ambiguous_note(job: str, vertices: list[str]) -> Finding:
+    """The ``ambiguous-threads`` finding: vertices of one name whose threads look the same."""
+    shown = ", ".join(vertices)
+    return Finding(
+        "ambiguous-threads",
+        job,
+        f"{shown}: Flink names their task threads alike (same name, subtask, parallelism, "
+        "attempt and task manager), so a stack sample cannot tell them apart; their samples are "
+        "left out and their levels come from Flink's time accounting (give the operators "
+        "distinct names with .name(...) to sample them)",
+    )
+
+
+def sampling_note(
+    job: str, window: Window, dumps: DumpCost | None, cost: Cost, managers: int
+) -> Finding:
+    """The ``sampling`` finding: samples taken of those planned, and what they cost."""
+    planned = window.planned_samples or window.samples
+    dump = (
+        f"one thread dump took {dumps.median_ms:.0f} ms and {dumps.median_bytes / 1024:.0f} KB "
+        "(median)"
+        if dumps is not None
+        else "no thread dump was taken"
+    )
+    return Finding(
+        "sampling",
+        job,
+        f"{window.samples} of {planned} samples taken in {window.seconds:.1f} s "
+        f"({managers} task manager(s)); {dump}; the window cost {cost.requests} requests, "
+        f"{cost.bytes / 1024:.0f} KB",
+    )
+
+
+def dump_cost(costs: list[tuple[float, int]]) -> DumpCost | None:
+    """The median of the dumps' (seconds, bytes); None without a dump."""
+    if not costs:
+        return None
+    return DumpCost(
+        dumps=len(costs),
+        median_ms=statistics.median(c[0] for c in costs) * 1000,
+        median_bytes=int(statistics.median(c[1] for c in costs)),
+    )
+
+
+def achieved_ms(taken: list[float], planned_ms: float) -> float:
+    """The mean gap between the first and the last sample taken (the plan's with fewer than 2)."""
+    if len(taken) < 2:
+        return float(planned_ms)
+    return round((taken[-1] - taken[0]) / (len(taken) - 1) * 1000, 3)
+
+
+def p99_ms(lateness: list[float]) -> float | None:
+    """The 99th percentile of how late the samples were, relative to the earliest."""
+    if not lateness:
+        return None
+    base = min(lateness)
+    ordered = sorted(x - base for x in lateness)
+    return round(ordered[max(0, -(-99 * len(ordered) // 100) - 1)] * 1000, 3)

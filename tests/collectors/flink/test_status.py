@@ -1,0 +1,76 @@
+"""How a Flink job's and its tasks' states read for a watch: every state Flink names, and the
+documents of a real cluster (``fixtures/``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
+from bpmon.errors import JobError, JobOverError, UnavailableError
+
+from .fake_flink import recorded
+
+JOB = "'etl' (5d7e)"
+
+# Flink 2.3's JobStatus, as its enum lists them (org.apache.flink.api.common.JobStatus).
+WAITS = ("INITIALIZING", "CREATED", "FAILING", "CANCELLING", "RESTARTING", "SUSPENDED")
+ENDS = ("CANCELED", "FINISHED")
+
+
+@pytest.mark.parametrize("state", [*WAITS, "RECONCILING"])
+def test_a_job_on_its_way_is_waited_for(state: str) -> None:
+    error = state_error(JOB, state)
+    assert isinstance(error, UnavailableError)
+    assert str(error).startswith(f"job {JOB} is ") and state in str(error)
+
+
+@pytest.mark.parametrize("state", ENDS)
+def test_a_cancelled_or_finished_job_ends_the_watch_as_ended(state: str) -> None:
+    error = state_error(JOB, state)
+    assert isinstance(error, JobOverError) and not isinstance(error, JobError)
+    assert state in str(error)
+
+
+def test_a_failed_job_ends_the_watch_as_failed_with_its_root_exception() -> None:
+    error = state_error(JOB, "FAILED", "java.lang.RuntimeException: boom")
+    assert isinstance(error, JobError)
+    assert str(error) == f"job {JOB} FAILED: java.lang.RuntimeException: boom"
+    assert state_error(JOB, "RUNNING") is None
+
+
+def details(folder: str) -> Any:
+    routes = recorded(folder)
+    jid = routes["/jobs/overview"][1]["jobs"][0]["jid"]
+    return json.loads(json.dumps(routes[f"/jobs/{jid}"][1]))
+
+
+def test_running_and_finished_tasks_can_be_watched() -> None:
+    assert tasks_error(JOB, details("rescale/up")["vertices"]) is None
+    assert tasks_error(JOB, details("partly-bounded")["vertices"]) is None  # a FINISHED source
+
+
+def test_tasks_still_deploying_after_a_restart_are_waited_for() -> None:
+    """Seen on Flink 2.3's adaptive scheduler: the job RUNNING, a rescaled vertex's tasks
+    DEPLOYING for seconds."""
+    vertices = details("rescale/up")["vertices"]
+    for v in vertices[1:]:
+        v["tasks"] = {**v["tasks"], "RUNNING": 0, "DEPLOYING": v["parallelism"]}
+    error = tasks_error(JOB, vertices)
+    assert isinstance(error, UnavailableError)
+    assert "(4 DEPLOYING of 5)" in str(error)
+
+
+def test_the_root_exception_is_its_first_line() -> None:
+    history = {
+        "exceptionHistory": {
+            "entries": [{"stacktrace": "java.lang.RuntimeException: boom\n\tat X.y(X.java:1)"}]
+        }
+    }
+    assert root_exception(history) == "java.lang.RuntimeException: boom"
+    assert root_exception({"root-exception": "java.io.IOException: gone\n\tat ..."}) == (
+        "java.io.IOException: gone"
+    )
+    assert root_exception({"exceptionHistory": {"entries": []}}) is None
