@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 import bpmon
-from bpmon.errors import BpmonError, ConfigError, JobError, SaveError
+from bpmon.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
 from bpmon.events import Event, JobEnded, JobFailed, LiveSnapshot
 from bpmon.liveview import LiveView
 from bpmon.model import Report
@@ -45,10 +45,11 @@ from bpmon.service import (
 from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
-profile or rules file); 3 not enough network buffers for the scenario; 4 the job failed; 5 the
-target cannot be read (no such process or Flink job, ptrace denied, py-spy failed, Flink
-unreachable); 6 a stored report is unreadable (it is left as it is); 7 the report was printed but
-could not be saved; 130 interrupted (the job was stopped cleanly)."""
+profile or rules file, a runs directory that cannot be written); 3 not enough network buffers for
+the scenario; 4 the job failed; 5 the target cannot be read (no such process or Flink job,
+ptrace denied, py-spy failed, Flink unreachable, or the job ended before its first burst); 6 a
+stored report is unreadable (it is left as it is); 7 the report was printed but could not be
+saved; 130 interrupted (the job was stopped cleanly)."""
 
 app = typer.Typer(
     name="bpmon",
@@ -501,6 +502,10 @@ def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:
             f"; {len(ended.reports)} burst(s) kept as run {ended.run_id}" if ended.reports else ""
         )
         raise JobError(f"{ended.error}{kept}")
+    if ended.reason is not None and ended.bursts == 0:
+        raise JobOverError(f"{ended.reason} before its first burst: nothing was diagnosed")
+    if ended.reason is not None:
+        typer.echo(f"bpmon: {ended.reason}; {ended.bursts} burst(s) taken before", err=True)
     return ended
 
 

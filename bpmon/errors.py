@@ -89,7 +89,10 @@ class UnavailableError(CollectorError):
 class JobOverError(BpmonError):
     """The watched job ended by itself: a bounded job finished, a Flink job was cancelled or
     finished, the watched process exited. Not a failure: the watch ends ``ended``, with the
-    bursts taken so far; the message says how the job ended."""
+    bursts taken so far; the message says how the job ended. Raised to a user only when no
+    burst could be taken at all (exit code 5, as a target that cannot be read)."""
+
+    exit_code = 5
 
 
 class HistoryError(BpmonError, RuntimeError):

@@ -247,6 +247,11 @@ def _missing_rules(bin_: Path, work: Path) -> Outcome:
     return bpmon(bin_, "run", "demo", "--rules", "nope.toml", "--runs-dir", "runs", cwd=work)
 
 
+def _unwritable_runs_dir(bin_: Path, work: Path) -> Outcome:
+    (work / "a-file").write_text("not a folder")
+    return bpmon(bin_, "run", "demo", "--runs-dir", "a-file/runs", cwd=work)
+
+
 def _negative_burst(bin_: Path, work: Path) -> Outcome:
     return bpmon(bin_, "diagnose", "x", "--burst", "-1", "--runs-dir", "runs", cwd=work)
 
@@ -256,6 +261,7 @@ CASES: dict[str, Callable[[Path, Path], Outcome]] = {
     "missing-argument": _missing_argument,
     "missing-rules": _missing_rules,
     "negative-burst": _negative_burst,
+    "unwritable-runs-dir": _unwritable_runs_dir,
     "unknown-key": _unknown_key,
     "cycle": _cycle,
     "missing-file": _missing_file,
@@ -373,6 +379,41 @@ def test_diagnose_of_a_corrupt_report_names_the_file_and_leaves_it_as_it_was(
     assert f"{CORRUPT_RUN}/report.json" in out.message
     assert (folder / "report.json").read_bytes() == CORRUPT_BYTES
     assert [p.name for p in folder.iterdir()] == ["report.json"]  # nothing added beside it
+
+
+def test_an_unwritable_runs_dir_is_refused_before_the_job_starts(errors: ErrorRuns) -> None:
+    out = errors["unwritable-runs-dir"]
+    assert out.code == 2
+    assert "--runs-dir a-file/runs: reports cannot be saved there" in out.message
+    assert "Backpressure report" not in out.stdout  # refused before anything ran
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_saved_is_printed_and_the_exit_code_says_so(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    monitor = "[monitor]\nwarmup_s = 3\nsettle_s = 0\nsamples = 10\ninterval_ms = 10\n"
+    (tmp_path / "short.toml").write_text("duration_s = 4\n" + VALID_SCENARIO + monitor)
+    run = subprocess.Popen(
+        [str(bpmon_bin), "run", "short.toml", "--runs-dir", "runs"],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "runs").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.01)  # checked writable and created before the job starts...
+    (tmp_path / "runs").rename(tmp_path / "moved")  # ...then taken away under it
+    (tmp_path / "runs").write_text("not a folder any more")
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 7, stderr
+    assert "Backpressure report" in stdout  # the diagnosis is not lost
+    message = " ".join(stderr.split())
+    assert "1 report(s) printed above could not be saved" in message
+    assert "Traceback" not in stderr
 
 
 @pytest.mark.slow
