@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bpmon import service
+from bpmon import history_service, service
 from bpmon.collectors.target import Target
 from bpmon.errors import BpmonError, ConfigError, TargetNotFoundError
 from bpmon.events import (
@@ -56,6 +56,8 @@ JOIN_TIMEOUT_S = 30.0
 """The longest a stop waits for a watch's thread (a burst in progress is finished first)."""
 STUCK_AFTER_S = 60.0
 """A running watch whose thread has shown no sign of life this long is stuck."""
+UPKEEP_EVERY_S = 3600.0
+"""How often a server compacts and prunes its history (and once when it starts)."""
 
 _log = logging.getLogger(__name__)
 
@@ -153,6 +155,9 @@ class Watches:
         self._counters["watches_started_total"] = 0
         self._closed = False
         self._clock: Callable[[], float] = time.monotonic
+        self._upkeep: threading.Thread | None = None
+        self._upkeep_stop = threading.Event()
+        self.last_upkeep: history_service.Maintenance | None = None
 
     # ------------------------------------------------------------------------------- starting
 
@@ -325,6 +330,34 @@ class Watches:
                 self._counters["errors_total"] += 1
         self.subscribers.notify(Notice(watch.job, state, watch.run_id))
 
+    # ----------------------------------------------------------------------------------- upkeep
+
+    def start_upkeep(self, every_s: float = UPKEEP_EVERY_S) -> None:
+        """Compact and prune the history now and then every ``every_s`` on a thread of its own
+        (:func:`bpmon.history_service.maintain`, which never raises), and remove what dead
+        writers left in the run folders; what could not be done is logged and counted as an
+        error. Stopped by :meth:`stop_all`."""
+        with self._lock:
+            if self._upkeep is not None or self._closed:
+                return
+            self._upkeep = threading.Thread(
+                target=self._keep_up, args=(every_s,), name="bpmon-upkeep", daemon=True
+            )
+        self._upkeep.start()
+
+    def _keep_up(self, every_s: float) -> None:
+        while not self._upkeep_stop.is_set():
+            done = history_service.maintain(self.settings)
+            removed = self.settings.store().remove_stale_temp()
+            with self._lock:
+                self.last_upkeep = done
+                self._counters["errors_total"] += len(done.problems)
+            for problem in done.problems:
+                _log.warning("bpmon: history upkeep: %s", problem)
+            if removed:
+                _log.info("bpmon: removed %d temporary file(s) left by dead writers", removed)
+            self._upkeep_stop.wait(every_s)
+
     # ------------------------------------------------------------------------------- stopping
 
     def stop(self, job: str) -> JobView | None:
@@ -346,7 +379,12 @@ class Watches:
         with self._lock:
             self._closed = True
             watches = list(self._watches.values())
+            upkeep = self._upkeep
+        self._upkeep_stop.set()
+        began = self._clock()
         self._join(watches, deadline_s)
+        if upkeep is not None:  # a compaction in progress is left to finish on its own
+            upkeep.join(max(0.0, deadline_s - (self._clock() - began)))
         self.close_streams()
         with self._lock:
             return tuple(f"{w.job}: {leak}" for w in watches for leak in w.leaks)

@@ -6,12 +6,15 @@ runs directory; every test ends with no task thread of the runtime left.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +249,32 @@ def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
     view = nothing.stop("fresh")
     assert view is not None and (view.run_id, view.latest) == (None, None)
     assert nothing.stop_all() == ()
+
+
+def test_upkeep_prunes_old_runs_and_temp_files_then_stops_with_the_rest(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    settings = service.Settings(runs_dir=runs)
+    ended = service.drain(service.run_scenario(parse_scenario(tiny("old")), settings))
+    old = ended.reports[0]
+    aged = old.window.start - timedelta(days=40)  # older than [history] keep_days (30)
+    store = settings.store()
+    store.save(
+        replace(
+            old,
+            run_id="20200101T000000Z-old-0001",
+            window=replace(old.window, start=aged, end=aged + timedelta(seconds=1)),
+        )
+    )
+    leftover = runs / ended.run_id / ".report-7.json.abc.tmp"
+    leftover.write_text("a writer died here")
+    os.utime(leftover, (0, 0))
+    watches = Watches(settings, every_s=0.2)
+    watches.start_upkeep(every_s=3600)
+    wait_until(lambda: watches.last_upkeep is not None, "the first upkeep")
+    assert not (runs / "20200101T000000Z-old-0001").exists()
+    assert (runs / ended.run_id / "report.json").is_file()  # a recent run is kept
+    assert not leftover.exists()
+    upkeep = watches.last_upkeep
+    assert upkeep is not None and upkeep.pruning is not None and upkeep.pruning.runs == 1
+    assert watches.stop_all() == ()
+    assert not [t for t in threading.enumerate() if t.name == "bpmon-upkeep"]
