@@ -34,10 +34,12 @@ from urllib.parse import quote, unquote
 
 from bpmon.history.runs import sync_folder
 from bpmon.history.schema import (
+    COMPACTED_KEY,
     MAJOR,
     SCHEMA_KEY,
     TABLE_KEY,
     TABLES,
+    WINDOWS_KEY,
     TableName,
     arrow_schema,
     schema_major,
@@ -46,12 +48,6 @@ from bpmon.history.windows import Windows
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-WINDOWS_KEY = b"bpmon.history.windows"
-"""The Parquet metadata key holding the windows a part holds (JSON, ``windows.py``)."""
-
-COMPACTED_KEY = b"bpmon.history.compacted"
-"""The Parquet metadata key marking a compacted part (it replaces the parts it covers)."""
 
 COMPACTED_PREFIX = "part-compacted-"
 

@@ -5,15 +5,17 @@ The history is a Parquet dataset under the runs directory (``docs/history.md``):
     <runs-dir>/history/
         subtasks/job=<job>/date=<YYYY-MM-DD>/part-<run id>-<burst>.parquet
         causes/job=<job>/date=<YYYY-MM-DD>/part-<run id>-<burst>.parquet
+        (and part-compacted-<id>.parquet: many windows merged, ``compaction.py``)
 
 ``subtasks`` holds one row per subtask per monitoring window, ``causes`` one row per root cause
 of a window. Every column is listed here exactly once, with its type, whether it may be null and
 what it means; the pyarrow schema the store writes, the Spark schema the analytics read with and
 the table in ``docs/history.md`` (checked by a test) all come from these lists.
 
-Every part file carries :data:`HISTORY_SCHEMA` and its table's name in its Parquet metadata. A
-reader takes the files of its own major version and skips (and names) any other: columns are
-added in minor versions, never renamed or given another meaning.
+Every part file carries :data:`HISTORY_SCHEMA`, its table's name and the windows it holds in its
+Parquet metadata. A reader takes the files of its own major version and skips (and names) any
+other: columns are added in minor versions, never renamed or given another meaning, and a part
+written before a nullable column was added reads it as null (``parts.py``).
 
 May import: stdlib; pyarrow and pyspark only inside the functions that build their schemas.
 """
@@ -35,6 +37,12 @@ SCHEMA_KEY = b"bpmon.history.schema"
 
 TABLE_KEY = b"bpmon.history.table"
 """The Parquet metadata key holding the table a part belongs to (``subtasks`` or ``causes``)."""
+
+WINDOWS_KEY = b"bpmon.history.windows"
+"""The Parquet metadata key holding the windows a part holds (JSON, ``windows.py``)."""
+
+COMPACTED_KEY = b"bpmon.history.compacted"
+"""The Parquet metadata key marking a compacted part (it replaces the parts it covers)."""
 
 TableName = Literal["subtasks", "causes"]
 Kind = Literal["string", "int32", "float64", "bool", "date", "timestamp", "int32 list"]

@@ -44,7 +44,6 @@ from bpmon.history.locks import READERS_LOCK, held
 from bpmon.history.parts import (
     COMPACTED_PREFIX,
     PART_NAME,
-    WINDOWS_KEY,
     Part,
     job_folder,
     make_folders,
@@ -52,7 +51,7 @@ from bpmon.history.parts import (
     write_part,
 )
 from bpmon.history.rows import Columns, WindowKey, report_rows
-from bpmon.history.schema import TableName, arrow_schema
+from bpmon.history.schema import WINDOWS_KEY, TableName, arrow_schema
 from bpmon.history.windows import Windows
 from bpmon.model import Report
 
