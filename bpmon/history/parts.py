@@ -57,6 +57,8 @@ ROW_GROUP = 256 * 1024
 PART_NAME = re.compile(r"part-[A-Za-z0-9][A-Za-z0-9_.-]*\.parquet")
 TEMP_NAME = re.compile(r"\.part-.*\.tmp")
 DATE_FOLDER = re.compile(r"date=\d{4}-\d{2}-\d{2}")
+KEYS = ("run_id", "burst")
+"""The columns that name a window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,7 @@ def write_stream(
 
 def windows_in(data: pa.Table) -> Windows:
     """The windows of the rows of ``data`` (its distinct run ids and bursts)."""
-    keys = data.select(["run_id", "burst"]).group_by(["run_id", "burst"]).aggregate([])
+    keys = data.select(list(KEYS)).group_by(list(KEYS)).aggregate([])
     runs, bursts = keys.column("run_id").to_pylist(), keys.column("burst").to_pylist()
     return Windows.of(zip(runs, bursts, strict=True))
 
@@ -192,7 +194,7 @@ def check_part(pq: Any, table: TableName, path: Path) -> Part | str:
     problem = check_columns(have, table)
     if problem is not None:
         return problem
-    windows = None
+    windows = _single_window(footer)
     if WINDOWS_KEY in meta:
         try:
             windows = Windows.decode(meta[WINDOWS_KEY])
@@ -203,6 +205,24 @@ def check_part(pq: Any, table: TableName, path: Path) -> Part | str:
         return "a compacted part without its windows (bpmon.history.windows)"
     job, day = path.parent.parent.name, date.fromisoformat(path.parent.name.removeprefix("date="))
     return Part(table, path, int(footer.num_rows), job_of_folder(job), day, windows, compacted)
+
+
+def _single_window(footer: Any) -> Windows | None:
+    """The windows of a part written before they were recorded, from its footer's statistics:
+    one window when every row group holds a single run id and burst, none when it has no rows;
+    None when the statistics do not say (the columns are read instead)."""
+    if footer.num_row_groups == 0:
+        return Windows()
+    paths = [footer.row_group(0).column(j).path_in_schema for j in range(footer.num_columns)]
+    if "run_id" not in paths or "burst" not in paths:
+        return None
+    found = set()
+    for index in range(footer.num_row_groups):
+        stats = [footer.row_group(index).column(paths.index(c)).statistics for c in KEYS]
+        if any(st is None or not st.has_min_max or st.min != st.max for st in stats):
+            return None
+        found.add((stats[0].min, stats[1].min))
+    return Windows.of(found) if len(found) == 1 else None
 
 
 def check_columns(have: pa.Schema, table: TableName) -> str | None:
@@ -227,7 +247,7 @@ def windows_of(pq: Any, part: Part) -> Windows:
     """The windows ``part`` holds: from its metadata, or from its columns for an older part."""
     if part.windows is not None:
         return part.windows
-    return windows_in(pq.read_table(part.path, columns=["run_id", "burst"]))
+    return windows_in(pq.read_table(part.path, columns=list(KEYS)))
 
 
 def read_part(pq: Any, part: Part) -> pa.Table:

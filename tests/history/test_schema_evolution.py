@@ -25,6 +25,7 @@ from bpmon.history.store import HistoryStore
 from bpmon.model import Report
 
 RUN = "20261122T101500Z-enrich-0001"
+Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 ADDED = ("in_pool_usage", "records_out_per_s")
 """Columns the older bpmon did not have yet (both may be null)."""
 
@@ -149,3 +150,26 @@ def test_a_part_that_cannot_be_read_so_is_skipped_and_named(
     scan = store.scan()
     assert scan.subtasks == ()
     assert [line for line in scan.skipped if str(path) in line and reason in line]
+
+
+def test_a_dataset_an_older_bpmon_wrote_compacts_and_reads_the_same(
+    tmp_path: Path, make_report: Callable[..., Report], exactly: Exactly
+) -> None:
+    store = HistoryStore(tmp_path, compact=False)
+    for burst in range(40):
+        store.append(make_report(burst), burst)
+    meta = {SCHEMA_KEY: b"bpmon.history/1"}
+    for path in sorted(tmp_path.rglob("part-*.parquet")):  # as it wrote them: no windows
+        table = pq.read_table(path)
+        pq.write_table(
+            table.replace_schema_metadata({**meta, TABLE_KEY: path.parts[-4].encode()}), path
+        )
+        twin = Path(str(path).replace("/subtasks/", "/causes/"))
+        if not twin.exists():  # and an empty causes part for every healthy window
+            empty = arrow_schema("causes").empty_table()
+            pq.write_table(empty.replace_schema_metadata({**meta, TABLE_KEY: b"causes"}), twin)
+    assert len(list((tmp_path / "causes").rglob("*.parquet"))) == 40
+    exactly(store, {(RUN, b) for b in range(40)})
+    done = compact(pq, tmp_path, today=None)
+    assert (done.merged, done.files_after, done.problems) == (40, 2, [])
+    exactly(store, {(RUN, b) for b in range(40)})
