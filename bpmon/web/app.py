@@ -1,8 +1,16 @@
 """The FastAPI application of ``bpmon serve``: the API, Flink's endpoint, /metrics, /healthz.
 
 :func:`create_app` builds it around a :class:`~bpmon.watching.Watches` registry, which it owns
-from then on: when the app shuts down, every watch is stopped. The Prometheus registry is built
-once here, over the registry's ``latest`` and ``counters``; a scrape only renders it.
+from then on: when the app shuts down, every watch is stopped, in the time the stop has left
+(:mod:`bpmon.web.stopping`). The Prometheus registry is built once here, over the registry's
+``latest`` and ``counters``; a scrape only renders it. In front of every route, outermost first:
+the ``Host`` check (:mod:`bpmon.web.hosts`), then with a token the sign-in cookie
+(:mod:`bpmon.web.login`) and the token check (:mod:`bpmon.web.auth`).
+
+``/healthz`` answers 200 while every watch keeps to its plan and 503 when one is stuck (a burst
+far past its plan, :meth:`~bpmon.watching.Watches.stuck`). It never touches the disk, needs no
+token, and names the watched and stuck jobs only to a caller that may see them (no token set, or
+the token shown); anyone else gets their counts.
 
 Every error a client can cause is a JSON body ``{"detail": "<one line>"}`` with a 4xx status
 (Flink's endpoint uses Flink's ``{"errors": [...]}``): a bpmon error by its kind (bad input 400,
@@ -12,22 +20,23 @@ unknown 404, a watch already running 409, an unreadable stored report 422), a ma
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 
 import bpmon
 from bpmon.errors import BpmonError, ConfigError, HistoryError, TargetNotFoundError
 from bpmon.prometheus import CONTENT_TYPE, exposition, make_registry
 from bpmon.watching import AlreadyWatchedError, Watches
-from bpmon.web import api, flink, pages
-from bpmon.web.auth import BearerAuth
+from bpmon.web import api, apidocs, flink, pages
+from bpmon.web.auth import AUTHORIZED, BearerAuth
+from bpmon.web.hosts import HostAllowList
 from bpmon.web.login import TokenCookie
 from bpmon.web.runs import CORRUPT_STATUS, public_message
+from bpmon.web.stopping import Stopping, on_own_thread
 from bpmon.web.stream import KEEPALIVE_S
 
 PUBLIC_PATHS = ("/healthz",)
@@ -40,6 +49,9 @@ def create_app(
     token: str | None = None,
     metrics_public: bool = False,
     keepalive_s: float = KEEPALIVE_S,
+    allow_hosts: Collection[str] | None = (),
+    secure_cookie: bool = False,
+    stopping: Stopping | None = None,
 ) -> FastAPI:
     """The server's app over ``watches``.
 
@@ -48,40 +60,65 @@ def create_app(
         token: when set, every request but ``/healthz`` needs ``Authorization: Bearer token``.
         metrics_public: serve ``/metrics`` without the token (Prometheus scrapes it).
         keepalive_s: seconds between keep-alive comments on a quiet event stream.
+        allow_hosts: the ``Host`` names answered besides loopback (None: any).
+        secure_cookie: the sign-in cookie is ``Secure`` (the server speaks HTTPS).
+        stopping: the server's stop, whose time left bounds stopping the watches.
     """
+    stop = stopping if stopping is not None else Stopping()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await run_in_threadpool(watches.stop_all)
+        await on_own_thread(lambda: watches.stop_all(deadline_s=stop.left()))
 
     app = FastAPI(
         title="bpmon",
         version=bpmon.__version__,
         summary="Backpressure diagnoses of watched and stored streaming jobs.",
         lifespan=lifespan,
+        docs_url=None,  # served without a CDN by bpmon.web.apidocs
+        redoc_url=None,
     )
     app.state.watches = watches
     app.state.keepalive_s = keepalive_s
     app.include_router(api.router)
     app.include_router(flink.router)
     pages.mount(app)  # the dashboard (bpmon.web.pages)
-    _add_endpoints(app, watches)
+    apidocs.mount(app)
+    _add_endpoints(app, watches, open_to_all=token is None)
     _add_error_handlers(app, watches)
     if token is not None:
         public = (*PUBLIC_PATHS, "/metrics") if metrics_public else PUBLIC_PATHS
         app.add_middleware(BearerAuth, token=token, public=public)
-        app.add_middleware(TokenCookie, token=token)  # browsers sign in once (bpmon.web.login)
+        # browsers sign in once (bpmon.web.login)
+        app.add_middleware(TokenCookie, token=token, secure=secure_cookie)
+    app.add_middleware(HostAllowList, names=allow_hosts)  # added last: checked first
     return app
 
 
-def _add_endpoints(app: FastAPI, watches: Watches) -> None:
+def _add_endpoints(app: FastAPI, watches: Watches, *, open_to_all: bool) -> None:
     registry = make_registry(watches.latest, watches.counters)
 
-    @app.get("/healthz", tags=["server"], summary="Is the server up")
-    async def healthz() -> dict[str, object]:
-        """``ok``, the version and the jobs being watched (never touches the disk)."""
-        return {"status": "ok", "version": bpmon.__version__, "watching": watches.running()}
+    @app.get(
+        "/healthz",
+        tags=["server"],
+        summary="Is the server up, and is every watch keeping to its plan",
+        responses={503: {"description": "A watch is stuck: a burst far past its plan."}},
+    )
+    async def healthz(request: Request) -> JSONResponse:
+        """``ok`` (200) or ``stuck`` (503), the version, and how many jobs are watched and stuck;
+        for a caller with the token (or when the server has none) also their names, each stuck
+        one with why (``"job: no sign of life for 61 s"``). Never touches the disk."""
+        running, stuck = watches.running(), watches.stuck()
+        doc: dict[str, object] = {
+            "status": "stuck" if stuck else "ok",
+            "version": bpmon.__version__,
+            "watches": len(running),
+            "stuck": len(stuck),
+        }
+        if open_to_all or request.scope.get(AUTHORIZED) is True:
+            doc |= {"watching": running, "stuck_watches": stuck}
+        return JSONResponse(doc, status_code=503 if stuck else 200)
 
     @app.get(
         "/metrics",

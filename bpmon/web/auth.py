@@ -4,7 +4,9 @@ A server bound to a loopback address answers only the machine it runs on. Bound 
 must have a token (``--token-file`` or ``BPMON_TOKEN``), and then every request but ``/healthz``
 (and ``/metrics`` with ``--metrics-public``) carries ``Authorization: Bearer <token>``, compared
 in constant time. The check is an ASGI middleware in front of every route, so a request without
-the token learns nothing, not even which paths exist.
+the token learns nothing, not even which paths exist. A public path is answered either way, and
+learns from ``scope[AUTHORIZED]`` whether the caller showed the token (``/healthz`` names the
+watched jobs only then).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ TOKEN_ENV = "BPMON_TOKEN"
 MIN_TOKEN_CHARS = 16
 """The shortest token accepted: a guessable one protects nothing."""
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
+AUTHORIZED = "bpmon.authorized"
+"""The ASGI scope key BearerAuth sets: True when the request carried the right token."""
 
 
 def is_loopback(host: str) -> bool:
@@ -90,8 +94,12 @@ class BearerAuth:
         self._public = frozenset(public)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._public or self._allowed(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        allowed = self._allowed(scope)
+        if allowed or scope["path"] in self._public:
+            await self.app({**scope, AUTHORIZED: allowed}, receive, send)
             return
         refusal = JSONResponse(
             {"detail": "missing or wrong token: send the header 'Authorization: Bearer <token>'"},

@@ -1,9 +1,11 @@
-"""``bpmon serve``, from its flags to a running server and back to a clean stop.
+"""``bpmon serve``, from its flags to a running server and back to a stop that always ends.
 
 Everything a user can get wrong is checked before anything starts (the token and the address,
-the scenarios, the rules, the port), so a mistake is one line and exit code 2 with no job left
-behind. Then the watches start, the server runs until Ctrl-C or SIGTERM, and every watch is
-stopped; what did not end cleanly is returned for the command to report.
+the ``--allow-host`` names, the TLS files, the scenarios, the rules, the port), so a mistake is
+one line and exit code 2 with no job left behind. Then the watches start, the server runs until
+Ctrl-C or SIGTERM, and every watch is stopped in the time the stop has left
+(:mod:`bpmon.web.stopping`: the process is gone FORCE_S after the first signal, whatever its
+threads do); what did not end cleanly is returned for the command to report.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from pathlib import Path
 
 from bpmon import service
 from bpmon.errors import ConfigError
+from bpmon.scenario import Scenario
 from bpmon.watching import Watches
+from bpmon.web.apidocs import check_assets
 from bpmon.web.app import create_app
 from bpmon.web.auth import check_exposure, load_token
-from bpmon.web.server import bind, interruptible, make_server, run, url_of
+from bpmon.web.hosts import allowed_names, check_allow_host, is_local
+from bpmon.web.server import bind, make_server, run, url_of
+from bpmon.web.stopping import Stopping
+from bpmon.web.tls import check_tls
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,9 @@ class ServeOptions:
     every_s: float = 10.0
     token_file: Path | None = None
     metrics_public: bool = False
+    allow_hosts: Sequence[str] = ()
+    certfile: Path | None = None
+    keyfile: Path | None = None
 
 
 def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, ...]:
@@ -48,6 +58,9 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     """
     token = load_token(options.token_file)
     check_exposure(options.host, token)
+    extra = [check_allow_host(name) for name in options.allow_hosts]
+    tls = check_tls(options.certfile, options.keyfile)
+    check_assets()
     _check(options)
     scenarios = [service.resolve_scenario(name) for name in options.scenarios]
     names = [s.name for s in scenarios]
@@ -56,31 +69,68 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     settings = service.Settings(runs_dir=options.runs_dir, rules_path=options.rules_path)
     settings.rules()  # a bad rules file is an error now, not once a job runs
     sock = bind(options.host, options.port)
+    hosts = allowed_names([options.host, sock.getsockname()[0]], extra, token)
     watches = Watches(settings, every_s=options.every_s)
-    try:
-        with interruptible():
-            for scenario in scenarios:
-                watches.start_scenario(scenario)
-            if options.monitor_pid is not None:
-                watches.start_process(
-                    options.monitor_pid,
-                    profile=options.profile or "python-queue",
-                    topology=options.topology,
-                )
-            if options.monitor_flink is not None:
-                watches.start_flink(options.monitor_flink, job=options.flink_job)
-        app = create_app(watches, token=token, metrics_public=options.metrics_public)
-        server = make_server(app, watches)
-        url = url_of(sock)
-        watching = ", ".join(watches.running()) or "nothing yet"
-        auth = "a bearer token" if token is not None else "no token (loopback only)"
-        announce(f"bpmon: serving {url} (API {url}/api/v1/jobs, docs {url}/docs) with {auth}")
-        announce(f"bpmon: watching {watching}, a burst every {options.every_s:g} s; Ctrl-C stops")
-        run(server, sock)
-    finally:
-        leaks = watches.stop_all()
-        sock.close()
+    stopping = Stopping(say=announce)
+    with stopping.handling():
+        try:
+            _start(watches, scenarios, options, stopping)
+            app = create_app(
+                watches,
+                token=token,
+                metrics_public=options.metrics_public,
+                allow_hosts=hosts,
+                secure_cookie=tls is not None,
+                stopping=stopping,
+            )
+            server = make_server(app, watches, stopping=stopping, tls=tls)
+            _announce(announce, url_of(sock, tls=tls is not None), options, watches, token, hosts)
+            run(server, sock)
+        finally:
+            leaks = tuple(dict.fromkeys(watches.stop_all(deadline_s=stopping.left())))
+            sock.close()
     return leaks
+
+
+def _start(
+    watches: Watches, scenarios: list[Scenario], options: ServeOptions, stopping: Stopping
+) -> None:
+    """Start every watch asked for; the first signal meanwhile interrupts (KeyboardInterrupt)."""
+    stopping.interrupting = True
+    try:
+        for scenario in scenarios:
+            watches.start_scenario(scenario)
+        if options.monitor_pid is not None:
+            watches.start_process(
+                options.monitor_pid,
+                profile=options.profile or "python-queue",
+                topology=options.topology,
+            )
+        if options.monitor_flink is not None:
+            watches.start_flink(options.monitor_flink, job=options.flink_job)
+    finally:
+        stopping.interrupting = False
+
+
+def _announce(
+    announce: Callable[[str], None],
+    url: str,
+    options: ServeOptions,
+    watches: Watches,
+    token: str | None,
+    hosts: set[str] | None,
+) -> None:
+    watching = ", ".join(watches.running()) or "nothing yet"
+    auth = "a bearer token" if token is not None else "no token (loopback only)"
+    names = "any Host (the token guards)" if hosts is None else _hosts_said(hosts)
+    announce(f"bpmon: serving {url} (API {url}/api/v1/jobs, docs {url}/docs) with {auth}")
+    announce(f"bpmon: answering {names}")
+    announce(f"bpmon: watching {watching}, a burst every {options.every_s:g} s; Ctrl-C stops")
+
+
+def _hosts_said(hosts: set[str]) -> str:
+    shown = [f"[{h}]" if ":" in h else h for h in sorted(hosts) if not is_local(h)]
+    return "Host " + ", ".join(["localhost", "loopback addresses", *shown])
 
 
 def _check(options: ServeOptions) -> None:

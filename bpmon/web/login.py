@@ -2,10 +2,11 @@
 
 A browser cannot add ``Authorization: Bearer`` to a page it navigates to, so with a token the
 dashboard asks for it once at ``/login`` and keeps it in an ``HttpOnly``, ``SameSite=Strict``
-cookie. :class:`TokenCookie` sits in front of :class:`~bpmon.web.auth.BearerAuth` and hands the
-cookie's token to it as the header, so the check (in constant time) is the API's own; a page
-request that check refuses is sent to the sign-in form instead of a JSON 401. Other sites cannot
-use the cookie (``SameSite=Strict``), and API clients keep sending the header.
+cookie, ``Secure`` too when the server speaks HTTPS (``--certfile``), so a browser never sends
+it over plain HTTP. :class:`TokenCookie` sits in front of :class:`~bpmon.web.auth.BearerAuth` and
+hands the cookie's token to it as the header, so the check (in constant time) is the API's own;
+a page request that check refuses is sent to the sign-in form instead of a JSON 401. Other sites
+cannot use the cookie (``SameSite=Strict``), and API clients keep sending the header.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ class TokenCookie:
     Args:
         app: the application behind it (BearerAuth in front of the routes).
         token: the server's token.
+        secure: mark the cookie ``Secure`` (the server speaks HTTPS).
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, *, secure: bool = False) -> None:
         self.app = app
         self._token = token.encode("utf-8")
+        self._secure = secure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,7 +53,9 @@ class TokenCookie:
             return
         if path == LOGOUT:
             response = RedirectResponse(LOGIN, status_code=303)
-            response.delete_cookie(COOKIE, path="/")
+            response.delete_cookie(
+                COOKIE, path="/", secure=self._secure, httponly=True, samesite="strict"
+            )
             await response(scope, receive, send)
             return
         headers = Headers(scope=scope)
@@ -74,7 +79,12 @@ class TokenCookie:
             return _form(target, WRONG, status=401)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
-            COOKIE, quote(given, safe=""), httponly=True, samesite="strict", path="/"
+            COOKIE,
+            quote(given, safe=""),
+            httponly=True,
+            samesite="strict",
+            secure=self._secure,
+            path="/",
         )
         return response
 

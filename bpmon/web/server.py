@@ -1,18 +1,17 @@
-"""Running the app under uvicorn: the listening socket, the shutdown order and the signals.
+"""Running the app under uvicorn: the listening socket, TLS, the shutdown order and the signals.
 
 The socket is bound here before uvicorn starts, so a port in use is one line and exit code 2,
 and ``--port 0`` picks a free port that is then announced. On Ctrl-C or SIGTERM uvicorn stops
 accepting, :class:`BpmonServer` ends every event stream (uvicorn would otherwise wait for those
-connections forever), and the app's lifespan then stops every watched job; the caller learns
-what did not end cleanly from :meth:`bpmon.watching.Watches.stop_all`.
+connections forever), uvicorn waits GRACEFUL_S at most for the requests still open, and the app's
+lifespan then stops every watched job in the time left; the caller learns what did not end
+cleanly from :meth:`bpmon.watching.Watches.stop_all`. The whole stop is timed from the first
+signal and forced past :data:`bpmon.web.stopping.FORCE_S` (:mod:`bpmon.web.stopping`).
 """
 
 from __future__ import annotations
 
-import signal
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import FrameType
 
 import uvicorn
@@ -20,9 +19,12 @@ from fastapi import FastAPI
 
 from bpmon.errors import ConfigError
 from bpmon.watching import Watches
+from bpmon.web.stopping import Stopping
+from bpmon.web.tls import TlsFiles
 
-GRACEFUL_S = 5
-"""The longest uvicorn waits for open requests once the server stops."""
+GRACEFUL_S = 2
+"""The longest uvicorn waits for open requests once the server stops (event streams end at once);
+the watches then have what is left of the stop's FORCE_S."""
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -54,19 +56,31 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
-    """``http://host:port`` of a bound socket (IPv6 hosts in brackets)."""
+def url_of(sock: socket.socket, *, tls: bool = False) -> str:
+    """``http://host:port`` (``https://`` with ``tls``) of a bound socket (IPv6 in brackets)."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
 class BpmonServer(uvicorn.Server):
-    """uvicorn's server, ending bpmon's event streams as soon as it starts shutting down."""
+    """uvicorn's server, ending bpmon's event streams as soon as it starts shutting down.
 
-    def __init__(self, config: uvicorn.Config, watches: Watches) -> None:
+    Ctrl-C and SIGTERM go to ``stopping`` (the first one times the stop, a second one forces the
+    exit), never re-raised once the server has stopped: a stop by signal returns normally.
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, watches: Watches, stopping: Stopping | None = None
+    ) -> None:
         super().__init__(config)
         self.watches = watches
+        self.stopping = stopping if stopping is not None else Stopping()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """uvicorn's signal handler: stop serving, the stop timed by ``stopping``."""
+        if self.stopping.signalled():
+            self.should_exit = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """End every event stream first, so no open connection holds the shutdown up."""
@@ -74,8 +88,15 @@ class BpmonServer(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
 
-def make_server(app: FastAPI, watches: Watches) -> BpmonServer:
-    """A quiet uvicorn server for ``app`` (warnings and errors only, no access log)."""
+def make_server(
+    app: FastAPI,
+    watches: Watches,
+    *,
+    stopping: Stopping | None = None,
+    tls: TlsFiles | None = None,
+) -> BpmonServer:
+    """A quiet uvicorn server for ``app`` (warnings and errors only, no access log), HTTPS
+    with ``tls``."""
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -83,44 +104,12 @@ def make_server(app: FastAPI, watches: Watches) -> BpmonServer:
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_S,
         server_header=False,
+        ssl_certfile=None if tls is None else str(tls.certfile),
+        ssl_keyfile=None if tls is None else str(tls.keyfile),
     )
-    return BpmonServer(config, watches)
+    return BpmonServer(config, watches, stopping)
 
 
 def run(server: BpmonServer, sock: socket.socket) -> None:
-    """Serve on ``sock`` until Ctrl-C or SIGTERM (or ``server.should_exit``), then return.
-
-    uvicorn handles both signals while it runs and raises them again once it has stopped; they
-    are absorbed here, so a stop by signal returns normally and the caller exits 0.
-    """
-    with _absorbed_signals():
-        server.run(sockets=[sock])
-
-
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """Let SIGTERM interrupt like Ctrl-C (KeyboardInterrupt) while watches start up."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _absorbed_signals() -> Iterator[None]:
-    handled = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, _absorb) for sig in handled}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def _absorb(signum: int, frame: FrameType | None) -> None:
-    """The signal was handled already: the server stopped because of it."""
+    """Serve on ``sock`` until Ctrl-C or SIGTERM (or ``server.should_exit``), then return."""
+    server.run(sockets=[sock])

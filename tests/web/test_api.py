@@ -52,7 +52,10 @@ def test_healthz_says_ok_and_what_is_watched(serve: ServeFactory, watches: Watch
     assert get(served.client, "/healthz") == {
         "status": "ok",
         "version": "0.1.0",
+        "watches": 0,
+        "stuck": 0,
         "watching": [],
+        "stuck_watches": [],
     }
 
 

@@ -8,10 +8,11 @@ import httpx
 import pytest
 
 from bpmon.errors import ConfigError
+from bpmon.scenario import parse_scenario
 from bpmon.watching import Watches
 from bpmon.web.auth import check_exposure, is_loopback, load_token
 
-from .servers import TOKEN, ServeFactory
+from .servers import TOKEN, ServeFactory, tiny
 
 PROTECTED = [
     "/api/v1/jobs",
@@ -64,9 +65,23 @@ def test_with_the_token_every_path_answers(serve: ServeFactory, watches: Watches
     assert served.client.get("/api/v1/jobs", headers=lower).status_code == 200
 
 
-def test_healthz_needs_no_token(serve: ServeFactory, watches: Watches) -> None:
+def test_healthz_needs_no_token_and_names_jobs_only_to_who_has_it(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    watches.start_scenario(parse_scenario(tiny("secret-job")))
     served = serve(watches, token=TOKEN)
-    assert httpx.get(f"{served.url}/healthz").status_code == 200
+    stranger = httpx.get(f"{served.url}/healthz")
+    assert stranger.status_code == 200
+    assert stranger.json() == {"status": "ok", "version": "0.1.0", "watches": 1, "stuck": 0}
+    assert "secret-job" not in stranger.text
+    wrong = httpx.get(f"{served.url}/healthz", headers={"Authorization": "Bearer " + "x" * 20})
+    assert "secret-job" not in wrong.text
+    for known in (
+        served.client.get("/healthz"),  # the bearer header
+        httpx.get(f"{served.url}/healthz", cookies={"bpmon_token": TOKEN}),  # a signed-in browser
+    ):
+        assert known.status_code == 200
+        assert known.json()["watching"] == ["secret-job"] and known.json()["stuck_watches"] == []
 
 
 def test_metrics_public_opens_metrics_only(serve: ServeFactory, watches: Watches) -> None:

@@ -182,6 +182,7 @@ def test_with_a_token_pages_ask_for_it_once_and_keep_it_in_a_cookie(
         assert signed.status_code == 303 and signed.headers["location"] == "/"
         assert "httponly" in signed.headers["set-cookie"].lower()
         assert "samesite=strict" in signed.headers["set-cookie"].lower()
+        assert "secure" not in signed.headers["set-cookie"].lower()  # plain HTTP (test_tls.py)
         assert browser.get("/job/alpha", headers=html).status_code == 200
         assert browser.get("/api/v1/jobs").status_code == 200
         browser.get("/logout")

@@ -48,7 +48,7 @@ class Child:
         while True:
             line = self.lines.get(timeout=WAIT_S)
             self.seen.append(line)
-            found = re.search(r"serving (http://\S+)", line)
+            found = re.search(r"serving (https?://\S+)", line)
             if found:
                 return found.group(1)
 
