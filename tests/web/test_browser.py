@@ -38,6 +38,7 @@ FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--host-resolver-rules=MAP rebound.test 127.0.0.1",  # a name rebound to this machine
 ]
 ARTEFACTS = Path(__file__).resolve().parents[2] / "test-artefacts" / "dashboard"
 WAIT_MS = WAIT_S * 1000
@@ -85,7 +86,7 @@ class Serve:
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         while True:
-            found = re.search(r"serving (http://\S+)", self.lines.get(timeout=WAIT_S))
+            found = re.search(r"serving (https?://\S+)", self.lines.get(timeout=WAIT_S))
             if found:
                 self.url = found.group(1)
                 break
@@ -214,9 +215,12 @@ def test_a_new_burst_arrives_over_the_event_stream_and_the_page_updates_in_place
             timeout=WAIT_MS,
         )
         assert page.js("window.kept") == "this page"  # redrawn in place, never reloaded
-        now = page.js("document.body.dataset.latest")
+        # Both read at one instant: a burst lands every 0.3 s and redraws them together.
+        now, shown = page.js(
+            "[document.body.dataset.latest, document.getElementById('latest').innerText]"
+        )
         burst = now.rsplit("/", 1)[1]
-        assert f"burst {burst} of run" in page.page.inner_text("#latest")
+        assert f"burst {burst} of run" in shown
         names = {b["text"].split()[0] for b in page.js(GRAPH_BOXES) if b["text"]}
         assert {"src", "out"} <= names
         page.check("job-live")
@@ -313,3 +317,56 @@ def test_with_a_token_the_browser_signs_in_once(
         page.close()
         shutil.rmtree(tmp_path / "runs", ignore_errors=True)
         served.stop()
+
+
+def test_the_api_docs_render_with_every_other_address_blocked(browser: Any, server: Serve) -> None:
+    """Swagger UI and ReDoc come from this server: with the network to anything else cut, both
+    draw every operation, and Swagger UI runs one."""
+    document = httpx.get(f"{server.url}/openapi.json", timeout=WAIT_S).json()
+    operations = sum(len(methods) for methods in document["paths"].values())
+    for path, operation in (("/docs", ".opblock"), ("/redoc", "[data-section-id^='operation/']")):
+        page = browser.new_page()
+        elsewhere: list[str] = []
+        errors: list[str] = []
+        page.on("console", lambda m, errors=errors: m.type == "error" and errors.append(m.text))
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+
+        def only_this_server(route: Any, elsewhere: list[str] = elsewhere) -> None:
+            if route.request.url.startswith(f"{server.url}/"):
+                route.continue_()
+            else:
+                elsewhere.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_this_server)
+        try:
+            page.goto(f"{server.url}{path}")
+            page.wait_for_selector(operation, timeout=WAIT_MS)
+            assert page.locator(operation).count() == operations
+            assert "Start watching a shipped example scenario" in page.inner_text("body")
+            if path == "/docs":
+                page.click("text=/healthz")
+                page.click("button:has-text('Try it out')")
+                page.click("button:has-text('Execute')")
+                status = page.locator(".live-responses-table .response .response-col_status")
+                status.first.wait_for(timeout=WAIT_MS)
+                assert status.first.inner_text().strip() == "200"
+            page.screenshot(path=str(ARTEFACTS / f"api{path.replace('/', '-')}.png"))
+            assert elsewhere == []
+            # The page's policy refuses what ReDoc would fetch from its CDN (its footer logo).
+            assert all("Content Security Policy" in e for e in errors), errors
+        finally:
+            page.close()
+
+
+def test_a_page_of_a_rebound_name_gets_nothing(browser: Any, server: Serve) -> None:
+    """DNS rebinding: the browser resolves rebound.test to this machine, and bpmon refuses."""
+    port = server.url.rsplit(":", 1)[1]
+    page = browser.new_page()
+    try:
+        answer = page.goto(f"http://rebound.test:{port}/api/v1/jobs")
+        assert answer is not None and answer.status == 421
+        assert "--allow-host" in page.inner_text("body")
+        assert "lookup-chain" not in page.content()
+    finally:
+        page.close()

@@ -158,6 +158,7 @@
         document.getElementById("job-head").innerHTML = live.head;
         document.getElementById("cause-panel").innerHTML = live.cause;
         document.getElementById("latest-table").innerHTML = live.table;
+        body.dataset.latest = live.latest || "";  // with the head that shows it, in one step
         await draw(document.getElementById("graph"), live.graph);
         const radio = document.querySelector("input[name=heat]:checked");
         const heat = live.heatmap;
@@ -171,7 +172,6 @@
         select.innerHTML = live.options;
         choose(series.vertices[keep] ? keep : live.vertex);
         body.dataset.state = live.state;
-        body.dataset.latest = live.latest || "";
         body.dataset.updates = String(++updates);
         document.getElementById("job-head").classList.add("flash");
         setTimeout(() => document.getElementById("job-head").classList.remove("flash"), 1300);
