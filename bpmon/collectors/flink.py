@@ -32,7 +32,8 @@ One :meth:`~FlinkTarget.observe` is one window:
    from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding).
 
 A window whose job restarted while it was read (the job no longer RUNNING at its end, or a
-subtask whose thread no dump showed) is a gap, never half a report. Between windows,
+subtask whose thread is missing from a dump of its task manager: a running task's thread is in
+every dump) is a gap, never half a report. Between windows,
 :meth:`~FlinkTarget.wait` reads the job's state at most once per :data:`STATUS_EVERY_S`.
 Nothing is started or stopped on the cluster.
 """
@@ -131,6 +132,7 @@ class FlinkTarget:
         self.watched = WatchedJob(self.rest, graph, clock, sleep, self.version)
         self.last_dump_cost: DumpCost | None = None
         self._snapshot: tuple[float, Observation | None] | None = None
+        self._rescales: list[Finding] = []
 
     @property
     def job(self) -> str:
@@ -157,7 +159,8 @@ class FlinkTarget:
         :data:`METRICS_WAIT_S` for a new job's first metrics. A job not running yet (restarting,
         waiting for resources) is left to the first window, which is then a gap."""
         with contextlib.suppress(UnavailableError):
-            self.watched.refresh(METRICS_WAIT_S)
+            changes = self.watched.refresh(METRICS_WAIT_S)
+            self._rescales.extend(n for n in changes if n.kind == "rescaled")
 
     def _version(self) -> str:
         """The cluster's Flink version (``GET /config``); an address that is not Flink's REST
@@ -198,27 +201,31 @@ class FlinkTarget:
     ) -> Observation:
         before = self.rest.cost
         changes = self.watched.refresh()
+        self._rescales.extend(n for n in changes if n.kind == "rescaled")
         placement = self.placement
         totals = {v.id: self._metrics(v.id, placement.running(v.id)) for v in self.graph.vertices}
         tally = Tally(self._classifier, placement.expected())
         window, costs = self._burst(tally, samples, interval_ms, progress, stop)
         self.watched.check()  # still running at the end of the window
-        unseen = tally.unseen() if window.samples else []
-        if unseen:
-            vid, index = unseen[0]
+        missed = tally.missed()
+        if missed:
+            (vid, index), seen, dumps = missed[0]
             raise UnavailableError(
-                f"job {self.watched.label} restarted while its window was read: no dump showed "
-                f"{self.graph.by_id(vid).name}[{index}] where Flink placed it"
+                f"job {self.watched.label} restarted while its window was read: "
+                f"{self.graph.by_id(vid).name}[{index}] was in {seen} of the {dumps} thread "
+                "dumps of the task manager Flink placed it on"
             )
         self.last_dump_cost = dump_cost(costs)
         vertices, levels = self._vertices(tally, totals), self._flink_levels()
         managers = len(placement.task_managers)
         notes = [
             sampling_note(self.job, window, self.last_dump_cost, self.rest.cost - before, managers),
-            *changes,
+            *self._rescales,  # every rescale since the last window given, however many failed
+            *(n for n in changes if n.kind != "rescaled"),
             *self._ambiguous(tally),
             *disagreements(vertices, levels),
         ]
+        self._rescales = []
         return Observation(
             job=self.job,
             source="flink",

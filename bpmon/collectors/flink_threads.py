@@ -121,6 +121,8 @@ class Tally:
     _lookup: dict[tuple[str, str], list[tuple[SubtaskKey, int]]] = field(
         default_factory=dict, init=False
     )
+    _dumps: dict[str, int] = field(default_factory=dict, init=False)
+    _seen: dict[SubtaskKey, int] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         for tm, subtasks in self.expected.items():
@@ -130,6 +132,7 @@ class Tally:
     def add(self, task_manager: str, threads: Iterable[ThreadStack]) -> int:
         """Count one dump of ``task_manager``; returns how many of its task threads matched."""
         profile = self.classifier.profile
+        self._dumps[task_manager] = self._dumps.get(task_manager, 0) + 1
         matched = 0
         threads = list(threads)
         legacy = {
@@ -157,6 +160,8 @@ class Tally:
             for key, expected in self._lookup.get((task_manager, base), [])
             if attempt in (None, expected)
         ]
+        for key in found:
+            self._seen[key] = self._seen.get(key, 0) + 1
         if len(found) > 1:
             self._ambiguous.update(found)
             return None
@@ -179,14 +184,16 @@ class Tally:
         attempt): never counted."""
         return frozenset(self._ambiguous)
 
-    def unseen(self) -> list[SubtaskKey]:
-        """The expected subtasks no dump showed a thread of (not even an ambiguous one): after
-        samples were taken, the placement they were matched against is out of date."""
+    def missed(self) -> list[tuple[SubtaskKey, int, int]]:
+        """The expected subtasks some dump of their task manager did not show (a running task's
+        thread is in every dump): ``(key, dumps that showed it, dumps)``. Any means the job
+        restarted while the dumps were taken, or before, and the placement is out of date."""
         return [
-            key
-            for subtasks in self.expected.values()
+            (key, self._seen.get(key, 0), self._dumps[tm])
+            for tm, subtasks in self.expected.items()
+            if self._dumps.get(tm)
             for key in subtasks
-            if key not in self._counts and key not in self._ambiguous
+            if self._seen.get(key, 0) < self._dumps[tm]
         ]
 
     def counts(self, key: SubtaskKey, soft_share: float | None) -> ThreadCounts:

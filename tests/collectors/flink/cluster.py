@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -32,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[3]
 JOBS_SOURCE = Path(__file__).with_name("jobs") / "BpmonFlinkJobs.java"
 DEFAULT_WORKDIR = REPO / ".venv" / "flink-cluster"
+JAR_CACHE = REPO / ".venv" / "flink-jobs"
 TOPOLOGIES = ("slow-map", "hot-key", "slow-sink", "healthy", "fan-in")
 ADAPTIVE = {
     "jobmanager.scheduler": "adaptive",
@@ -209,13 +211,14 @@ class Cluster:
     # -- jobs -----------------------------------------------------------------------------------
 
     def jar(self) -> Path:
-        """The test jobs' jar, compiled once per source version into the work folder."""
+        """The test jobs' jar, compiled once per source version (in :data:`JAR_CACHE`, shared by
+        every cluster: a test that starts a cluster of its own does not compile again)."""
         digest = hashlib.sha256(JOBS_SOURCE.read_bytes()).hexdigest()[:12]
-        jar = self.workdir / f"bpmon-flink-jobs-{digest}.jar"
+        jar = JAR_CACHE / f"bpmon-flink-jobs-{digest}.jar"
         if jar.is_file():
             return jar
-        classes = self.workdir / f"classes-{digest}"
-        classes.mkdir(parents=True, exist_ok=True)
+        JAR_CACHE.mkdir(parents=True, exist_ok=True)
+        classes = Path(tempfile.mkdtemp(prefix="classes-", dir=JAR_CACHE))
         classpath = os.pathsep.join(str(p) for p in sorted((self.home / "lib").glob("*.jar")))
         subprocess.run(
             ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JOBS_SOURCE)],
@@ -223,7 +226,11 @@ class Cluster:
             capture_output=True,
             timeout=300,
         )
-        subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True, timeout=120)
+        partial = classes.with_suffix(".jar")
+        packing = ["jar", "cf", str(partial), "-C", str(classes), "."]
+        subprocess.run(packing, check=True, timeout=120)
+        os.replace(partial, jar)  # whole or absent, even with two sessions compiling at once
+        shutil.rmtree(classes, ignore_errors=True)
         return jar
 
     def upload(self) -> str:

@@ -122,6 +122,41 @@ def test_a_flatmap_of_big_records_borrows_overdraft_buffers(
     assert (cause["vertex"], cause["kind"]) == ("store: Writer", "slow-sink")
 
 
+def test_two_vertices_of_one_name_are_two_and_the_slow_one_is_named(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """Two operators named ``work`` (the first sleeps 1 ms a record): ``work`` and ``work#2``,
+    an edge between them, and the first is the bottleneck. Their threads are named alike on the
+    one TaskManager, so their levels come from Flink's time accounting (a finding says so)."""
+    report = monitor(bpmon_bin, flink_cluster, watched("same-names", flink_job), tmp_path)
+    assert [v["name"] for v in report["vertices"]] == [
+        "Source: numbers -> parse",
+        "work",
+        "work#2",
+        "sink: Writer",
+    ]
+    assert [e["from"] for e in vertex(report, "work#2")["inputs"]] == ["work"]
+    assert vertex(report, "Source: numbers -> parse")["level"] == "HIGH"
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("work", "slow-operator")
+    assert "ambiguous-threads" in {f["kind"] for f in report["findings"]}
+
+
+def test_a_job_with_a_finished_source_is_watched_without_it(
+    flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """The ``left`` source reads 1000 records and FINISHES; the job runs on."""
+    report = monitor(bpmon_bin, flink_cluster, watched("partly-bounded", flink_job), tmp_path)
+    assert [v["name"] for v in report["vertices"]] == [
+        "Source: right -> parse",
+        "merge",
+        "sink: Writer",
+    ]
+    [finished] = [f for f in report["findings"] if f["kind"] == "finished"]
+    assert finished["vertex"] == "Source: left -> parse"
+    assert {v["level"] for v in report["vertices"]} == {"OK"}
+
+
 def test_healthy_job_has_no_root_cause(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:

@@ -54,6 +54,18 @@ def test_a_rescale_up_shows_the_new_subtask_and_says_so() -> None:
     assert all(s.metrics.busy_ratio is not None for s in enrich)  # and their metrics read
 
 
+def test_a_rescale_is_said_in_the_first_window_given_even_if_one_failed_between() -> None:
+    with watching("rescale/before") as (target, script):
+        target.observe(samples=2, interval_ms=20)
+        script.routes.update(recorded("rescale/up"))
+        status = f"/jobs/{job_id(script.routes)}/status"
+        script.queued[status] = [(200, {"status": "RUNNING"}), (200, {"status": "RESTARTING"})]
+        with pytest.raises(UnavailableError):
+            target.observe(samples=2, interval_ms=20)  # read the new graph, then restarted
+        after = target.observe(samples=2, interval_ms=20)
+    assert notes(after, "rescaled") == ["enrich: parallelism 2 → 3"]
+
+
 def test_a_rescale_down_leaves_no_phantom_subtask() -> None:
     with watching("rescale/before") as (target, script):
         target.observe(samples=2, interval_ms=20)
@@ -168,8 +180,19 @@ def test_a_window_whose_threads_are_not_where_flink_placed_them_is_no_window() -
         doc = script.routes[path][1]
         later = [{**s, "attempt": 1} for s in doc["subtasks"]]
         script.routes[path] = (200, {**doc, "subtasks": later})
-        with pytest.raises(UnavailableError, match="restarted while its window was read"):
+        with pytest.raises(UnavailableError, match=r"restarted while its window was read: "):
             target.observe(samples=2, interval_ms=20)
+
+
+def test_a_job_restarted_in_the_middle_of_a_window_gives_no_window() -> None:
+    """The first dump shows the recorded job's threads, the next ones those after its rescale
+    (other attempts): the window is not half-read."""
+    with watching("rescale/before") as (target, script):
+        dump = next(p for p in script.routes if p.endswith("/thread-dump"))
+        later = recorded("rescale/up")[dump]
+        script.queued[dump] = [script.routes[dump], later, later]
+        with pytest.raises(UnavailableError, match=r"\[0\] was in 1 of the 3 thread dumps"):
+            target.observe(samples=3, interval_ms=20)
 
 
 @pytest.mark.parametrize(
