@@ -10,6 +10,10 @@ source -> ``enrich``, 1 ms of sleep per record, 2 subtasks -> sink), which runs 
   skipped), then one metrics and one
   backpressure request per vertex. Per burst: requests, bytes received, wall time, samples
   taken of the 100 planned, and one thread dump's median time and size.
+- **Between bursts**: what the service's idle loop asks of the JobManager in 10 s: it calls
+  ``wait(0)`` about every quarter second, and ``snapshot()`` as often only while someone watches
+  live. Counted both ways (nobody watching, a live view). The same script run with an older
+  bpmon first on ``PYTHONPATH`` measures that one (its service took a snapshot every time).
 - **Throughput**: ``enrich``'s records out per second over alternating windows, off, on, off, ...,
   off, where "on" runs bursts back to back (the heaviest watching there is). The rate is the
   change of the ``numRecordsOut`` counters between two reads, each dated by polling until Flink's
@@ -20,6 +24,7 @@ The last line is a JSON object of the figures.
 
     .venv/bin/python tests/benchmarks/bench_flink_collector.py [--bursts 3] [--pairs 3]
         [--window 10] [--samples 100 --interval-ms 50] [--url http://127.0.0.1:8081]
+        (``--pairs 0``: no throughput windows)
 """
 
 from __future__ import annotations
@@ -65,6 +70,27 @@ def burst_costs(url: str, bursts: int, plan: tuple[int, float]) -> list[dict[str
             }
         )
     return rows
+
+
+IDLE_S = 10.0
+IDLE_STEP_S = 0.25
+"""The service's idle loop: a check of the target every quarter second (``LIVE_EVERY_S``)."""
+
+
+def between_bursts(url: str, job: str, live: bool) -> dict[str, Any]:
+    """Requests and bytes of :data:`IDLE_S` of the service's idle loop: ``wait(0)`` every
+    :data:`IDLE_STEP_S`, and ``snapshot()`` too when ``live``."""
+    target = FlinkTarget(url, job)
+    target.start()
+    target.observe(5, 50.0)  # as after a burst
+    before, began = target.rest.cost, time.monotonic()
+    while time.monotonic() - began < IDLE_S:
+        target.wait(0)
+        if live:
+            target.snapshot()
+        time.sleep(IDLE_STEP_S)
+    spent = target.rest.cost - before
+    return {"live": live, "requests": spent.requests, "kbytes": round(spent.bytes / 1024, 1)}
 
 
 def counter(cluster: Cluster, job: str, vertex: str, parallelism: int) -> tuple[float, float]:
@@ -146,7 +172,8 @@ def main() -> int:
             time.sleep(WARMUP_S)
             plan = (args.samples, args.interval_ms)
             bursts = burst_costs(cluster.url, args.bursts, plan)
-            flow = throughput(cluster, job, args.pairs, args.window, plan)
+            idle = [between_bursts(cluster.url, job, live) for live in (False, True)]
+            flow = throughput(cluster, job, args.pairs, args.window, plan) if args.pairs else {}
             cluster.cancel(job)
         finally:
             if not args.url:
@@ -157,15 +184,18 @@ def main() -> int:
             f"{row['kbytes']} KB, {row['wall_s']} s; a dump {row['dump_ms_median']} ms, "
             f"{row['dump_kbytes_median']} KB"
         )
-    for row in flow["rates"]:
-        print(f"{'watched' if row['watched'] else 'alone  '}: {row['records_per_s']} records/s")
-    print(f"watched / alone: {flow['on_off_ratios']} (median {flow['on_off_ratio_median']})")
-    plan_text = {"samples": args.samples, "interval_ms": args.interval_ms}
-    print(
-        json.dumps(
-            {"plan": plan_text, "bursts": bursts, "throughput": flow, "window_s": args.window}
+    for row in idle:
+        print(
+            f"between bursts, {'a live view' if row['live'] else 'nobody watching'}: "
+            f"{row['requests']} requests, {row['kbytes']} KB in {IDLE_S:g} s"
         )
-    )
+    for row in flow.get("rates", []):
+        print(f"{'watched' if row['watched'] else 'alone  '}: {row['records_per_s']} records/s")
+    if flow:
+        print(f"watched / alone: {flow['on_off_ratios']} (median {flow['on_off_ratio_median']})")
+    plan_text = {"samples": args.samples, "interval_ms": args.interval_ms}
+    figures = {"plan": plan_text, "bursts": bursts, "between_bursts": idle, "throughput": flow}
+    print(json.dumps({**figures, "window_s": args.window}))
     return 0
 
 
