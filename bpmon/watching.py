@@ -396,9 +396,10 @@ class Watches:
         for watch in watches:
             if watch.thread is not None:
                 watch.thread.join(max(0.0, deadline - self._clock()))
-                if watch.thread.is_alive():
+                leak = f"thread {watch.thread.name} did not stop"
+                if watch.thread.is_alive() and leak not in watch.leaks:
                     with self._lock:
-                        watch.leaks += (f"thread {watch.thread.name} did not stop",)
+                        watch.leaks += (leak,)
             self._finish(watch, "ended", None)
 
     def close_streams(self) -> None:

@@ -75,6 +75,7 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     with stopping.handling():
         try:
             _start(watches, scenarios, options, stopping)
+            watches.start_upkeep()  # compaction and retention, now and every hour
             app = create_app(
                 watches,
                 token=token,
