@@ -44,7 +44,8 @@ from bpmon.service import (
 )
 from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
 
-EXIT_CODES = """Exit codes: 0 done; 1 unexpected error; 2 bad input (a flag, scenario, topology,
+EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly, or the
+stop was forced after 5 s); 2 bad input (a flag, scenario, topology,
 profile or rules file, a runs directory that cannot be written); 3 not enough network buffers for
 the scenario; 4 the job failed; 5 the target cannot be read (no such process or Flink job,
 ptrace denied, py-spy failed, Flink unreachable, or the job ended before its first burst); 6 a
