@@ -44,7 +44,6 @@ import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 
 from bpmon.clock import utc_now
 from bpmon.collectors.flink_job import WatchedJob
@@ -56,19 +55,26 @@ from bpmon.collectors.flink_metrics import (
     values_of,
 )
 from bpmon.collectors.flink_placement import JobPlacement
-from bpmon.collectors.flink_plan import FlinkGraph, graph_of, jobs_of, pick_job, plan_of
+from bpmon.collectors.flink_plan import (
+    FlinkGraph,
+    FlinkVertex,
+    graph_of,
+    jobs_of,
+    pick_job,
+    plan_of,
+)
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
 from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally, parse_dump
 from bpmon.collectors.flink_window import (
     DumpCost,
-    achieved_ms,
+    SampleGrid,
     ambiguous_note,
     disagreements,
     dump_cost,
     over_window,
-    p99_ms,
     sampling_note,
+    subtask_window,
     young,
 )
 from bpmon.collectors.profile import Profile, StackClassifier, load_profile
@@ -205,7 +211,8 @@ class FlinkTarget:
         placement = self.placement
         totals = {v.id: self._metrics(v.id, placement.running(v.id)) for v in self.graph.vertices}
         tally = Tally(self._classifier, placement.expected())
-        window, costs = self._burst(tally, samples, interval_ms, progress, stop)
+        grid = SampleGrid(self._clock, self._sleep, samples, interval_ms)
+        window, costs = grid.run(lambda: self._sample(tally), progress, stop)
         self.watched.check()  # still running at the end of the window
         missed = tally.missed()
         if missed:
@@ -234,49 +241,6 @@ class FlinkTarget:
             settings=TargetSettings(task_managers=managers),
             notes=tuple(notes),
         )
-
-    def _burst(
-        self,
-        tally: Tally,
-        samples: int,
-        interval_ms: float,
-        progress: Progress | None,
-        stop: StopSignal | None,
-    ) -> tuple[Window, list[tuple[float, int]]]:
-        """The samples of one window, at the planned interval (a sample whose slot a slow dump
-        overran is skipped); the window and every dump's (seconds, bytes)."""
-        began_wall, taken, lateness, costs = utc_now(), [], [], []
-        t0 = self._clock()
-        interval_s = interval_ms / 1000
-        for k in range(samples):
-            if stop is not None and stop.is_set():
-                break
-            deadline = t0 + k * interval_s
-            if self._clock() > deadline + interval_s:
-                continue  # the previous dump overran this sample's slot: skipped, not late
-            while (left := deadline - self._clock()) > 0:
-                self._sleep(left)
-            at = self._clock()
-            costs.extend(self._sample(tally))
-            taken.append(at)
-            lateness.append(at - deadline)
-            if progress is not None:
-                progress(k + 1, samples)
-        while (
-            not (stop is not None and stop.is_set())
-            and (left := t0 + samples * interval_s - self._clock()) > 0
-        ):
-            self._sleep(left)
-        window = Window(
-            start=began_wall,
-            end=began_wall + timedelta(seconds=self._clock() - t0),
-            samples=len(taken),
-            interval_ms=achieved_ms(taken, interval_ms),
-            jitter_ms_p99=p99_ms(lateness),
-            planned_samples=samples,
-            planned_interval_ms=float(interval_ms),
-        )
-        return window, costs
 
     def snapshot(self) -> Observation | None:
         """Every running subtask's metrics now (Flink's own windows), without samples; read at
@@ -353,46 +317,41 @@ class FlinkTarget:
         """The running vertices with every running subtask's metrics now (and, given the
         readings ``before`` the window, its time accounting and record rates between the two).
         A vertex whose every subtask finished is left out, and so are the edges from it."""
-        placement = self.placement
-        shown = {v.name for v in self.graph.vertices if placement.running(v.id)}
-        vertices = []
-        for v in self.graph.vertices:
-            running = placement.running(v.id)
-            if not running:
-                continue
-            values = self._metrics(v.id, running, retry)
-            names = self.watched.names.get(v.id)
-            subtasks = []
-            for index in running:
-                place = placement.of(v.id, index)
-                m = young(subtask_metrics(values, names, index), place) if names else NO_METRICS
-                if before is not None and names is not None:
-                    m = over_window(m, before.get(v.id, {}), values, names, index)
-                key = (v.id, index)
-                counts = tally.counts(key, soft_share(m)) if tally else None
-                subtasks.append(
-                    SubtaskWindow(
-                        index=index,
-                        thread=(counts.name if counts else "")
-                        or f"{v.task_name or v.name} ({index + 1}/{v.parallelism})",
-                        samples=counts.total if counts else 0,
-                        backpressured=counts.backpressured if counts else 0,
-                        idle=counts.idle if counts else 0,
-                        busy=counts.busy if counts else 0,
-                        task_manager=placement.index_of(place),
-                        metrics=m,
-                    )
-                )
-            vertices.append(
-                VertexObservation(
-                    name=v.name,
-                    parallelism=v.parallelism,
-                    inputs=tuple(e for e in v.inputs if e.source in shown),
-                    subtasks=tuple(subtasks),
-                    kind=v.kind,
-                )
+        running = [v for v in self.graph.vertices if self.placement.running(v.id)]
+        shown = {v.name for v in running}
+        return tuple(
+            VertexObservation(
+                name=v.name,
+                parallelism=v.parallelism,
+                inputs=tuple(e for e in v.inputs if e.source in shown),
+                subtasks=self._subtasks(v, tally, before, retry),
+                kind=v.kind,
             )
-        return tuple(vertices)
+            for v in running
+        )
+
+    def _subtasks(
+        self,
+        vertex: FlinkVertex,
+        tally: Tally | None,
+        before: dict[str, dict[str, float]] | None,
+        retry: bool,
+    ) -> tuple[SubtaskWindow, ...]:
+        """The running subtasks of ``vertex``: their samples in ``tally`` and their metrics."""
+        placement = self.placement
+        running = placement.running(vertex.id)
+        values = self._metrics(vertex.id, running, retry)
+        names = self.watched.names.get(vertex.id)
+        subtasks = []
+        for index in running:
+            place = placement.of(vertex.id, index)
+            m = young(subtask_metrics(values, names, index), place) if names else NO_METRICS
+            if before is not None and names is not None:
+                m = over_window(m, before.get(vertex.id, {}), values, names, index)
+            counts = tally.counts((vertex.id, index), soft_share(m)) if tally else None
+            thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
+            subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))
+        return tuple(subtasks)
 
     def _flink_levels(self) -> dict[str, tuple[str | None, float | None]]:
         """Per running vertex's name, Flink's own level and worst ratio (``.../backpressure``)."""
@@ -407,9 +366,7 @@ class FlinkTarget:
         return levels
 
     def _ambiguous(self, tally: Tally) -> list[Finding]:
-        """The ``ambiguous-threads`` finding, when some subtasks' threads could not be told
-        apart."""
+        """The ``ambiguous-threads`` finding, when some subtasks' threads were alike."""
         ids = {vid for vid, _ in tally.ambiguous()}
-        if not ids:
-            return []
-        return [ambiguous_note(self.job, [v.name for v in self.graph.vertices if v.id in ids])]
+        names = [v.name for v in self.graph.vertices if v.id in ids]
+        return [ambiguous_note(self.job, names)] if names else []

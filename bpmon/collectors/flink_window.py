@@ -1,20 +1,24 @@
-"""What one Flink window says beside its samples: how the sampling went and what it cost, where
-Flink's own levels differ from bpmon's, the window's timing, and each subtask's metrics over it.
+"""One Flink window apart from the REST calls: the grid its samples are taken on, how the
+sampling went and what it cost, where Flink's own levels differ from bpmon's, and each
+subtask's metrics over it.
 
-Pure functions of what :class:`~bpmon.collectors.flink.FlinkTarget` measured, so the findings'
-wording is tested without a cluster.
+Functions of what :class:`~bpmon.collectors.flink.FlinkTarget` measured (the grid is given its
+clock, its sleep and the sampling to do), so they are tested without a cluster.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
+from bpmon.clock import utc_now
 from bpmon.collectors.flink_metrics import MetricNames, pool_means, window_accounting, young_rate
 from bpmon.collectors.flink_plan import Placement
 from bpmon.collectors.flink_rest import Cost
-from bpmon.model import Finding, Metrics, VertexObservation, Window
+from bpmon.collectors.sampler import Progress, StopSignal, ThreadCounts
+from bpmon.model import Finding, Metrics, SubtaskWindow, VertexObservation, Window
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,28 @@ def over_window(
         records_in_per_s=exact.records_in_per_s,
         records_out_per_s=exact.records_out_per_s,
         extra={**m.extra, **exact.extra},
+    )
+
+
+def subtask_window(
+    index: int,
+    counts: ThreadCounts | None,
+    thread: str,
+    task_manager: int | None,
+    metrics: Metrics,
+) -> SubtaskWindow:
+    """One subtask of a window: its samples (none without ``counts``: a live snapshot, or a
+    thread that could not be told apart), its thread's name as a dump showed it (else
+    ``thread``), its task manager's number and its metrics."""
+    return SubtaskWindow(
+        index=index,
+        thread=(counts.name if counts else "") or thread,
+        samples=counts.total if counts else 0,
+        backpressured=counts.backpressured if counts else 0,
+        idle=counts.idle if counts else 0,
+        busy=counts.busy if counts else 0,
+        task_manager=task_manager,
+        metrics=metrics,
     )
 
 
@@ -120,6 +146,59 @@ def sampling_note(
         f"({managers} task manager(s)); {dump}; the window cost {cost.requests} requests, "
         f"{cost.bytes / 1024:.0f} KB",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SampleGrid:
+    """The planned instants of a window's samples: ``samples``, ``interval_ms`` apart.
+
+    A thread dump takes longer than 50 ms on a busy task manager, so a sample whose slot passed
+    while the previous one was still being fetched is skipped, not taken late: the window keeps
+    its planned length, and says how many samples were taken.
+    """
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    samples: int
+    interval_ms: float
+
+    def run(
+        self,
+        sample: Callable[[], list[tuple[float, int]]],
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> tuple[Window, list[tuple[float, int]]]:
+        """Call ``sample`` at each instant of the grid (it returns each dump's seconds and
+        bytes); the window as taken, and every dump's cost."""
+        began_wall, taken, lateness, costs = utc_now(), [], [], []
+        t0, interval_s = self.clock(), self.interval_ms / 1000
+        for k in range(self.samples):
+            if stop is not None and stop.is_set():
+                break
+            deadline = t0 + k * interval_s
+            if self.clock() > deadline + interval_s:
+                continue  # the previous dump overran this sample's slot: skipped, not late
+            while (left := deadline - self.clock()) > 0:
+                self.sleep(left)
+            at = self.clock()
+            costs.extend(sample())
+            taken.append(at)
+            lateness.append(at - deadline)
+            if progress is not None:
+                progress(k + 1, self.samples)
+        end = t0 + self.samples * interval_s
+        while not (stop is not None and stop.is_set()) and (left := end - self.clock()) > 0:
+            self.sleep(left)
+        window = Window(
+            start=began_wall,
+            end=began_wall + timedelta(seconds=self.clock() - t0),
+            samples=len(taken),
+            interval_ms=achieved_ms(taken, self.interval_ms),
+            jitter_ms_p99=p99_ms(lateness),
+            planned_samples=self.samples,
+            planned_interval_ms=float(self.interval_ms),
+        )
+        return window, costs
 
 
 def dump_cost(costs: list[tuple[float, int]]) -> DumpCost | None:
