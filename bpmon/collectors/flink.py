@@ -316,15 +316,19 @@ class FlinkTarget:
     ) -> tuple[VertexObservation, ...]:
         """The running vertices with every running subtask's metrics now (and, given the
         readings ``before`` the window, its time accounting and record rates between the two).
-        A vertex whose every subtask finished is left out, and so are the edges from it."""
-        running = [v for v in self.graph.vertices if self.placement.running(v.id)]
+        A vertex whose every subtask finished is left out, and so are the edges from it.
+
+        The placement is taken once, with the graph it was read for: a live snapshot taken while
+        a window re-reads the job sees one or the other, never half of each."""
+        placement = self.placement
+        running = [v for v in placement.graph.vertices if placement.running(v.id)]
         shown = {v.name for v in running}
         return tuple(
             VertexObservation(
                 name=v.name,
                 parallelism=v.parallelism,
                 inputs=tuple(e for e in v.inputs if e.source in shown),
-                subtasks=self._subtasks(v, tally, before, retry),
+                subtasks=self._subtasks(placement, v, tally, before, retry),
                 kind=v.kind,
             )
             for v in running
@@ -332,13 +336,13 @@ class FlinkTarget:
 
     def _subtasks(
         self,
+        placement: JobPlacement,
         vertex: FlinkVertex,
         tally: Tally | None,
         before: dict[str, dict[str, float]] | None,
         retry: bool,
     ) -> tuple[SubtaskWindow, ...]:
         """The running subtasks of ``vertex``: their samples in ``tally`` and their metrics."""
-        placement = self.placement
         running = placement.running(vertex.id)
         values = self._metrics(vertex.id, running, retry)
         names = self.watched.names.get(vertex.id)
