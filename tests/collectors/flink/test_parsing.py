@@ -29,6 +29,7 @@ from bpmon.collectors.flink_plan import (
     pick_job,
     placements_of,
 )
+from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump, task_thread
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.errors import CollectorError, TargetNotFoundError
@@ -88,6 +89,16 @@ def test_the_job_is_picked_by_id_or_name_and_a_stopped_one_is_refused() -> None:
     stopped = [type(jobs[0])(jobs[0].id, jobs[0].name, "CANCELED")]
     with pytest.raises(CollectorError, match="is CANCELED, not RUNNING"):
         pick_job(stopped, "bpmon-hot-key", "u")
+
+
+def test_a_job_named_that_is_restarting_is_watched_and_one_that_ended_is_not() -> None:
+    [job] = jobs_of(doc("hot-key", "overview"))
+    restarting = type(job)(job.id, job.name, "RESTARTING")
+    assert pick_job([restarting], job.name, "u", transient=WAITING) == restarting
+    with pytest.raises(CollectorError, match="is RESTARTING, not RUNNING"):
+        pick_job([restarting], job.name, "u")  # without transient states: running only
+    with pytest.raises(TargetNotFoundError, match="no job is running"):
+        pick_job([restarting], None, "u", transient=WAITING)  # unnamed: the running one only
 
 
 # -- metrics ------------------------------------------------------------------------------------
