@@ -11,6 +11,7 @@ May import: the model layer, bpmon.history.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -24,6 +25,10 @@ from bpmon.history.selection import LEFT, Selection, select
 
 TRASH = ".trash"
 """Where pruned date folders are moved before they are deleted (``retention.py``)."""
+
+_CHECKED: OrderedDict[tuple[str, int, int, int], Part | str] = OrderedDict()
+"""What :func:`check_part` said of the files this process looked at, by file identity."""
+_CHECKED_KEPT = 8192
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -101,13 +106,35 @@ def look(pq: Any, root: Path, day: JobDay) -> Look:
             files += 1
             if TEMP_NAME.fullmatch(path.name):
                 temporary.append(path)
-            checked = check_part(pq, table, path)
+            checked = _checked(pq, table, path)
+            if checked is None:  # deleted since it was listed
+                continue
             if isinstance(checked, str):
                 skipped.append(f"{path}: {checked}; {LEFT}")
             else:
                 parts[table].append(checked)
     selection = select(pq, parts["subtasks"], parts["causes"])
     return Look(day, selection, tuple(temporary), tuple(skipped) + selection.skipped, files)
+
+
+def _checked(pq: Any, table: TableName, path: Path) -> Part | str | None:
+    """:func:`check_part`, remembered while the file is the same (same inode, size and time):
+    a part never changes once renamed into place, so a long-lived process reads each footer
+    once, however often it scans or compacts."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _CHECKED:
+        _CHECKED.move_to_end(key)
+        return _CHECKED[key]
+    checked = check_part(pq, table, path)
+    if not TEMP_NAME.fullmatch(path.name):
+        _CHECKED[key] = checked
+        if len(_CHECKED) > _CHECKED_KEPT:
+            _CHECKED.popitem(last=False)
+    return checked
 
 
 def entries(folder: Path) -> list[Path]:

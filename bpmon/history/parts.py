@@ -149,11 +149,7 @@ def write_stream(
     try:
         with os.fdopen(fd, "wb") as out:
             with pq.ParquetWriter(out, schema.with_metadata(meta), compression="zstd") as writer:
-                for data in tables:
-                    if not data.schema.equals(schema, check_metadata=True):
-                        raise ValueError(
-                            f"rows for {table} do not have the history schema: {data.schema}"
-                        )
+                for data in _row_groups_of(tables, schema, table):
                     writer.write_table(data, row_group_size=ROW_GROUP)
             out.flush()
             os.fsync(out.fileno())
@@ -164,6 +160,27 @@ def write_stream(
         raise
     sync_folder(target.parent)
     return target
+
+
+def _row_groups_of(
+    tables: Iterable[pa.Table], schema: pa.Schema, table: TableName
+) -> Iterator[pa.Table]:
+    """``tables`` gathered into tables of about :data:`ROW_GROUP` rows (many small parts merged
+    make a few large row groups, not one per part)."""
+    import pyarrow as pa
+
+    held: list[pa.Table] = []
+    rows = 0
+    for data in tables:
+        if not data.schema.equals(schema, check_metadata=True):
+            raise ValueError(f"rows for {table} do not have the history schema: {data.schema}")
+        held.append(data)
+        rows += data.num_rows
+        if rows >= ROW_GROUP:
+            yield pa.concat_tables(held)
+            held, rows = [], 0
+    if held:
+        yield pa.concat_tables(held)
 
 
 def windows_in(data: pa.Table) -> Windows:
@@ -194,12 +211,13 @@ def check_part(pq: Any, table: TableName, path: Path) -> Part | str:
     problem = check_columns(have, table)
     if problem is not None:
         return problem
-    windows = _single_window(footer)
     if WINDOWS_KEY in meta:
         try:
-            windows = Windows.decode(meta[WINDOWS_KEY])
+            windows: Windows | None = Windows.decode(meta[WINDOWS_KEY])
         except ValueError as exc:
             return f"its bpmon.history.windows metadata is not valid ({exc})"
+    else:
+        windows = _single_window(footer)
     compacted = meta.get(COMPACTED_KEY) == b"true"
     if compacted and windows is None:
         return "a compacted part without its windows (bpmon.history.windows)"

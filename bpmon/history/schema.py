@@ -22,6 +22,7 @@ May import: stdlib; pyarrow and pyspark only inside the functions that build the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -125,8 +126,10 @@ def schema_major(text: str) -> int | None:
 MAJOR = schema_major(HISTORY_SCHEMA)
 
 
+@functools.cache
 def arrow_schema(table: TableName) -> pa.Schema:
-    """The pyarrow schema of ``table``, with the version in its metadata."""
+    """The pyarrow schema of ``table``, with the version in its metadata (built once: a
+    pyarrow schema is immutable)."""
     import pyarrow as pa
 
     types = {
