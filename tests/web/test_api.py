@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon import service
+from bpmon.history.runs import RunStore
 from bpmon.report_json import report_from_json
-from bpmon.scenario import parse_scenario
+from bpmon.scenario import load_example, parse_scenario
 from bpmon.watching import Watches
 
 from .servers import ServeFactory, tiny, wait_until
@@ -198,6 +200,24 @@ def test_a_shipped_example_is_started_and_stopped_through_the_api(
     assert stopped.json()["state"] == "ended"
     assert get(client, f"/api/v1/jobs/{job}")["leaks"] == []
     assert get(client, "/healthz")["watching"] == []
+
+
+def test_a_new_watch_answers_with_its_own_run_not_an_older_one(
+    serve: ServeFactory, watches: Watches, runs_dir: Path
+) -> None:
+    job = load_example("healthy").name
+    older = service.load_report(str(runs_of(runs_dir)["beta"]), watches.settings)
+    RunStore(runs_dir).save(replace(older, run_id="20200101T000000Z-old-0001", job=job))
+    client = serve(watches).client
+    assert get(client, f"/api/v1/jobs/{job}")["run_id"] == "20200101T000000Z-old-0001"
+    started = client.post("/api/v1/jobs", json={"scenario": "healthy", "every_s": 30}).json()
+    assert started["run_id"] != "20200101T000000Z-old-0001"  # the new watch's own run...
+    assert (started["level"], started["updated"], started["root_cause"]) == (None, None, None)
+    shown = get(client, f"/api/v1/jobs/{job}")  # ...with no report of its own yet
+    assert shown["latest"] is None and shown["history"][0]["run_id"] == "20200101T000000Z-old-0001"
+    stopped = client.delete(f"/api/v1/jobs/{job}").json()  # stopped before its first burst:
+    assert stopped["run_id"] == "20200101T000000Z-old-0001"  # a run that exists is shown
+    assert client.get(f"/api/v1/runs/{stopped['run_id']}").status_code == 200
 
 
 @pytest.mark.parametrize(
