@@ -70,6 +70,8 @@ TEMP_AGE_S = 600.0
 writes its part in milliseconds, a compaction holds the lock while it writes)."""
 
 _log = logging.getLogger("bpmon.history")
+_warned: set[tuple[Path, JobDay]] = set()
+"""The job-days an appending writer could not compact, already said by this process."""
 
 
 @dataclass(slots=True)
@@ -150,7 +152,8 @@ def compact(
 def compact_after_append(pq: Any, root: Path, day: JobDay) -> None:
     """Compact ``day`` in tiers if no one else is compacting (called by the appending writer).
 
-    Never raises: a failure is one warning line, and the parts stay readable as they are.
+    Never raises: a failure is one warning line (once per job-day), and the parts stay
+    readable as they are.
     """
     result = Compaction()
     with held(root / COMPACTION_LOCK) as mine:
@@ -159,6 +162,9 @@ def compact_after_append(pq: Any, root: Path, day: JobDay) -> None:
         try:
             _compact_day(pq, root, day, False, time.time(), result, APPEND_MERGE_ROWS)
         except Exception as exc:
+            if (root, day) in _warned:  # said once per job-day and process, not every 8 bursts
+                return
+            _warned.add((root, day))
             _log.warning(
                 "bpmon: warning: the history of %s in %s was not compacted (%s); its parts stay "
                 "readable, `bpmon history compact` retries",

@@ -7,6 +7,7 @@ against the windows appended.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from bpmon.history.compaction import compact
 from bpmon.history.importer import import_runs
@@ -169,3 +171,22 @@ def test_an_appending_writer_leaves_a_big_merge_to_maintenance(
     done = compact(pq, tmp_path, today=parts[0].day)  # what maintain does every hour
     assert (done.merged, done.problems) == (8, [])
     assert store.read("subtasks").num_rows == 256 * 1000
+
+
+def test_an_append_whose_compaction_fails_still_succeeds_and_says_so_once(
+    tmp_path: Path, make_report: Callable[..., Report], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = HistoryStore(tmp_path)
+    store.append(make_report(0), 0)
+    (part,) = (tmp_path / "subtasks").glob("job=*/date=*/part-*.parquet")
+    data = bytearray(part.read_bytes())
+    data[4:100] = bytes(96)  # its pages torn, its footer intact: listed, not readable
+    part.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="bpmon.history"):
+        for burst in range(1, 48):  # compactions due at the 32nd and 40th parts: both fail
+            assert store.append(make_report(burst), burst)
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "was not compacted" in message and "bpmon history compact" in message
+    assert "\n" not in message
+    assert len(list(part.parent.iterdir())) == 48  # every part still there, none merged
