@@ -185,6 +185,20 @@ def _patience(bursts: int | None) -> float | None:
     return None if bursts is None else PATIENCE_S
 
 
+def outside_plan(
+    samples: int, interval_ms: float, bursts: int | None, every_s: float | None
+) -> WatchPlan:
+    """The plan of a watch of something bpmon did not start (a process, a Flink job): no
+    warm-up, no settling, no duration of its own."""
+    return WatchPlan(
+        samples=samples,
+        interval_ms=interval_ms,
+        bursts=bursts,
+        every_s=every_s,
+        patience_s=_patience(bursts),
+    )
+
+
 def run_scenario(
     scenario: Scenario,
     settings: Settings | None = None,
@@ -218,13 +232,7 @@ def monitor_process(
     live: bool = True,
 ) -> Iterator[Event]:
     """Diagnose an external Python process through py-spy (``docs/topology.md``)."""
-    plan = WatchPlan(
-        samples=samples,
-        interval_ms=interval_ms,
-        bursts=bursts,
-        every_s=every_s,
-        patience_s=_patience(bursts),
-    )
+    plan = outside_plan(samples, interval_ms, bursts, every_s)
     target = ProcessTarget(pid, collector_profile=collector_profile, topology=topology, pause=pause)
     return watch(target, plan, settings, stop=stop, live=live)
 
@@ -247,13 +255,7 @@ def monitor_flink(
     The job is found and its graph read here, so an unreachable cluster or an unknown job is an
     error at once (:class:`~bpmon.errors.CollectorError`).
     """
-    plan = WatchPlan(
-        samples=samples,
-        interval_ms=interval_ms,
-        bursts=bursts,
-        every_s=every_s,
-        patience_s=_patience(bursts),
-    )
+    plan = outside_plan(samples, interval_ms, bursts, every_s)
     target = FlinkTarget(url, job, collector_profile=collector_profile)
     return watch(target, plan, settings, stop=stop, live=live)
 

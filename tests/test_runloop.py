@@ -27,27 +27,7 @@ from bpmon.runloop import BACKOFF_MAX_S, BurstOverrunError, Setbacks
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, WatchPlan, watch
 
-TINY = """
-name = "tiny"
-
-[monitor]
-warmup_s = 0
-samples = 10
-interval_ms = 10
-settle_s = 0
-
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 200
-
-[[operators]]
-name = "out"
-kind = "sink"
-cost_us = 50
-inputs = [{ from = "src", partitioner = "rebalance" }]
-"""
+TINY = (Path(__file__).parent / "tiny-job.toml").read_text()
 
 
 def settings(runs_dir: Path) -> Settings:

@@ -39,28 +39,7 @@ from bpmon.service import (
     stored_runs,
 )
 
-TINY = """
-name = "tiny"
-duration_s = 5
-
-[monitor]
-warmup_s = 0
-samples = 10
-interval_ms = 10
-settle_s = 0
-
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 200
-
-[[operators]]
-name = "out"
-kind = "sink"
-cost_us = 50
-inputs = [{ from = "src", partitioner = "rebalance" }]
-"""
+TINY = (Path(__file__).parent / "tiny-job.toml").read_text()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 

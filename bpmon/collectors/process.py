@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler
+from bpmon.collectors.pyspy import PySpySampler, process_not_found
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending, Sampler
 from bpmon.errors import BpmonError, JobOverError
@@ -57,7 +57,10 @@ class ProcessTarget:
         return "pyspy"
 
     def start(self) -> None:
-        """Nothing to start: the process runs on its own."""
+        """Nothing to start (the process runs on its own); TargetNotFoundError when there is
+        no such process to watch."""
+        if not process_alive(self.pid):
+            raise process_not_found(self.pid)
 
     def observe(
         self,

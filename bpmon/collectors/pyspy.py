@@ -220,7 +220,7 @@ class PySpySampler:
         """Tell from py-spy's stderr and /proc why a dump failed, as a one-line error."""
         text = stderr.lower()
         if not self._alive():
-            return _not_found(self.pid)
+            return process_not_found(self.pid)
         if "permission denied" in text or "operation not permitted" in text:
             context = read_ptrace_context(self.pid, proc=self._proc, command=self._command)
             return PermissionDeniedError(ptrace_denied_message(context))
@@ -251,7 +251,7 @@ class PySpySampler:
 
     def _check_alive(self) -> None:
         if self.pid <= 0 or not self._alive():
-            raise _not_found(self.pid)
+            raise process_not_found(self.pid)
 
     def _alive(self) -> bool:
         try:
@@ -271,7 +271,8 @@ class _UnreadableSampleError(CollectorError):
     """One dump failed for a reason a later sample may not meet (a torn read): a missed sample."""
 
 
-def _not_found(pid: int) -> TargetNotFoundError:
+def process_not_found(pid: int) -> TargetNotFoundError:
+    """The error of a PID with no process behind it, naming how to check it."""
     return TargetNotFoundError(
         f"no process with PID {pid} (it may have exited); check the PID with `ps -p {pid}`"
     )
