@@ -289,3 +289,30 @@ def test_monitor_of_a_process_that_exited_is_target_not_found(
 def test_a_name_too_long_for_a_path_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="File name too long"):
         resolve_scenario("a" * 300)
+
+
+@pytest.mark.slow
+def test_a_watched_process_that_exits_ends_the_watch_as_ended(tmp_path: Path) -> None:
+    pipeline = Path(__file__).parent / "collectors" / "queue_pipeline.py"
+    with subprocess.Popen(
+        [sys.executable, str(pipeline), "--seconds", "60"], stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        events = monitor_process(
+            process.pid,
+            samples=5,
+            interval_ms=20,
+            bursts=None,
+            every_s=0.5,
+            settings=settings(tmp_path),
+            live=False,
+        )
+        ended = None
+        for event in events:
+            if isinstance(event, ReportReady):
+                process.kill()  # the job goes away on its own, between two bursts
+                process.wait(timeout=30)
+            if isinstance(event, JobEnded):
+                ended = event
+    assert type(ended) is JobEnded  # ended, not failed
+    assert ended.reason == f"process {process.pid} exited" and ended.bursts >= 1
