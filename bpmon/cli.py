@@ -44,13 +44,13 @@ from bpmon.service import (
 )
 from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
 
-EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly, or the
-stop was forced after 5 s); 2 bad input (a flag, scenario, topology,
-profile or rules file, a runs directory that cannot be written); 3 not enough network buffers for
-the scenario; 4 the job failed; 5 the target cannot be read (no such process or Flink job,
-ptrace denied, py-spy failed, Flink unreachable, or the job ended before its first burst); 6 a
-stored report is unreadable (it is left as it is); 7 the report was printed but could not be
-saved; 130 interrupted (the job was stopped cleanly)."""
+EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
+or the stop was forced after 5 s); 2 bad input (a flag, scenario, topology, profile or rules
+file, a runs directory that cannot be written); 3 not enough network buffers for the scenario; 4
+the job failed; 5 the target cannot be read (no such process or Flink job, ptrace denied, py-spy
+failed, Flink unreachable, or the job ended before its first burst); 6 a stored report or the
+history is unreadable, cannot be written or is busy (nothing stored is lost); 7 the report was
+printed but could not be saved; 130 interrupted (the job was stopped cleanly)."""
 
 app = typer.Typer(
     name="bpmon",

@@ -247,8 +247,7 @@ def _pruned(done: Pruning, settings: Settings) -> str:
     if done.dry_run:
         return (
             f"would remove from {where} what is older than {cutoff} (keep_days {done.keep_days}):"
-            f" {dataset}; and the run folders and burst reports older than that (not counted "
-            "in a dry run)"
+            f" {dataset}; {done.runs:,} run folder(s) and {done.bursts:,} burst report(s)"
         )
     return (
         f"removed from {where} what is older than {cutoff} (keep_days {done.keep_days}): "

@@ -233,16 +233,16 @@ class Pruning:
         keep_days: the days kept (0: everything, nothing was pruned).
         cutoff: what was older than this was removed (None when keep_days is 0).
         dataset: the job-days of the Parquet history removed.
-        runs: run folders removed (None in a dry run: not counted).
-        bursts: burst reports removed (None in a dry run).
+        runs: run folders removed (in a dry run: that would be).
+        bursts: burst reports removed (in a dry run: that would be).
         dry_run: nothing was removed.
     """
 
     keep_days: int
     cutoff: datetime | None
     dataset: Pruned | None
-    runs: int | None
-    bursts: int | None
+    runs: int
+    bursts: int
     dry_run: bool
 
 
@@ -270,12 +270,10 @@ def prune_history(
         dataset = prune_days(root, cutoff.date(), dry_run=dry_run)
         if dataset.busy:
             raise HistoryError(_busy(root, "compacting or reading"))
-        if dry_run:
-            return Pruning(int(days), cutoff, dataset, None, None, True)
-        runs, bursts = RunStore(Path(settings.runs_dir)).prune(before=cutoff)
+        runs, bursts = RunStore(Path(settings.runs_dir)).prune(before=cutoff, dry_run=dry_run)
     except OSError as exc:
         raise HistoryError(f"cannot prune {settings.runs_dir}: {exc.strerror or exc}") from None
-    return Pruning(int(days), cutoff, dataset, runs, bursts, False)
+    return Pruning(int(days), cutoff, dataset, runs, bursts, dry_run)
 
 
 @dataclass(frozen=True, slots=True)

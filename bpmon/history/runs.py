@@ -239,12 +239,13 @@ class RunStore:
 
     # -------------------------------------------------------------------------------- retention
 
-    def prune(self, before: datetime) -> tuple[int, int]:
+    def prune(self, before: datetime, *, dry_run: bool = False) -> tuple[int, int]:
         """Remove every burst whose window ended before ``before``, and every run left empty.
 
         A run's manifest is rewritten without the removed bursts; a burst that can be neither
         found in the manifest nor read is judged by its file's modification time. Stale
-        temporary files go too. Returns (runs removed, bursts removed).
+        temporary files go too. Returns (runs removed, bursts removed): with ``dry_run``, what
+        would be, and nothing is touched.
         """
         cutoff = before.replace(tzinfo=UTC) if before.tzinfo is None else before
         runs_removed = bursts_removed = 0
@@ -254,6 +255,10 @@ class RunStore:
                 continue
             ends = _burst_ends(run_dir, bursts)
             old = [b for b in bursts if ends[b] < cutoff]
+            if dry_run:
+                runs_removed += len(old) == len(bursts)
+                bursts_removed += len(old)
+                continue
             if len(old) == len(bursts):
                 shutil.rmtree(run_dir, ignore_errors=True)
                 runs_removed += 1
@@ -265,7 +270,8 @@ class RunStore:
             if old:
                 manifest.rewrite(run_dir, _not_in(frozenset(old)))
                 bursts_removed += len(old)
-        self.remove_stale_temp()
+        if not dry_run:
+            self.remove_stale_temp()
         return runs_removed, bursts_removed
 
     def remove_stale_temp(self, older_than_s: float = STALE_TEMP_S) -> int:

@@ -204,19 +204,27 @@ class HistoryStore:
 
     def contains(self, report: Report, burst: int) -> bool:
         """Whether the report of burst ``burst`` of its run is already in the dataset."""
-        return self._present(WindowKey.of(report, burst))[0]
+        key = WindowKey.of(report, burst)
+        return self.holds(key.job, key.day, f"{key.run_id}-{burst}", key.run_id, burst)
 
-    def _present(self, key: WindowKey) -> tuple[bool, list[str]]:
-        """Whether ``key``'s window is in the dataset, and the names in its subtasks folder."""
-        folder = self._day(key.job, key.day).folder(self.root, "subtasks")
+    def holds(self, job: str, day: date, name: str, run_id: str, burst: int) -> bool:
+        """Whether window ``(run_id, burst)`` of ``job`` on ``day`` is in the dataset: in its own
+        part ``part-<name>.parquet``, or in a compacted part that replaced it."""
+        return self._present(job, day, name, (run_id, burst))[0]
+
+    def _present(
+        self, job: str, day: date, name: str, window: tuple[str, int]
+    ) -> tuple[bool, list[str]]:
+        """Whether ``window`` is in the dataset (its part ``name``, or a compacted part), and the
+        names in its subtasks folder."""
+        folder = self._day(job, day).folder(self.root, "subtasks")
         try:
             names = os.listdir(folder)  # names only: an append must stay cheap
         except (FileNotFoundError, NotADirectoryError):
             names = []
-        if f"part-{key.run_id}-{key.burst}.parquet" in names:
+        if f"part-{name}.parquet" in names:
             return True, names
         compacted = [n for n in names if n.startswith(COMPACTED_PREFIX) and PART_NAME.fullmatch(n)]
-        window = (key.run_id, key.burst)
         return any(window in _compacted_windows(folder / n) for n in compacted), names
 
     def append(self, report: Report, burst: int, *, synthetic: bool = False) -> bool:
@@ -230,7 +238,9 @@ class HistoryStore:
         import bpmon
 
         key = WindowKey.of(report, burst)
-        present, names = self._present(key)
+        present, names = self._present(
+            key.job, key.day, f"{key.run_id}-{burst}", (key.run_id, burst)
+        )
         if present:
             return False
         pq = require_pyarrow()

@@ -125,7 +125,7 @@ def synthesize(history: HistoryStore, plan: SynthPlan) -> SynthResult:
         for i in range(plan.runs):
             rid = run_id(plan, k, i)
             day = run_start(plan, k, i).date()
-            if history.part_path("subtasks", job_name(k), day, rid).is_file():
+            if history.holds(job_name(k), day, rid, rid, 0):  # its part, or compacted
                 present += 1
                 continue
             subtasks = _subtasks(plan, k, i)

@@ -170,6 +170,7 @@ def test_history_prune_removes_what_is_older_than_keep_days(
     assert code == 0, err
     assert out.startswith(f"would remove from {tmp_path} what is older than ")
     assert "(keep_days 30): 1 job-day(s) of the Parquet history (3 files)" in out
+    assert out.rstrip().endswith("1 run folder(s) and 2 burst report(s)")  # would be
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
 
     code, out, err = bpmon("history", "prune", "--runs-dir", str(tmp_path))

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -22,7 +22,9 @@ from bpmon.history.compaction import compact
 from bpmon.history.importer import import_runs
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
+from bpmon.history_service import compact_history, synthesize_history
 from bpmon.model import Report, SubtaskStatus, VertexStatus
+from bpmon.service import Settings
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
@@ -190,3 +192,16 @@ def test_an_append_whose_compaction_fails_still_succeeds_and_says_so_once(
     assert "was not compacted" in message and "bpmon history compact" in message
     assert "\n" not in message
     assert len(list(part.parent.iterdir())) == 48  # every part still there, none merged
+
+
+def test_a_synthetic_history_written_again_after_compaction_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(runs_dir=tmp_path, now=lambda: datetime(2026, 11, 22, 10, 15, tzinfo=UTC))
+    first = synthesize_history(settings, runs=4, jobs=2)
+    assert (first.runs, first.present) == (8, 0)
+    compact_history(settings)
+    before = files(tmp_path / "history")
+    again = synthesize_history(settings, runs=4, jobs=2)
+    assert again.present == 8  # found in the compacted parts that replaced its own
+    assert files(tmp_path / "history") == before

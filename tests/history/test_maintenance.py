@@ -124,7 +124,7 @@ def test_a_dry_run_prunes_nothing_and_keep_days_0_keeps_everything(
     dry = prune_history(settings(runs, keep_days=3), dry_run=True)
     assert dry.dataset is not None and [str(d.day) for d in dry.dataset.days] == ["2026-11-12"]
     assert dry.dataset.files == 5 + 2  # five windows, two of them with a cause
-    assert (dry.runs, dry.bursts, dry.dry_run) == (None, None, True)
+    assert (dry.runs, dry.bursts, dry.dry_run) == (1, 5, True)  # counted, not removed
     kept = prune_history(settings(runs, keep_days=3), keep_days=0)
     assert (kept.cutoff, kept.dataset) == (None, None)
     assert files(runs) == before
