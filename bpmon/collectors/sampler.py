@@ -13,7 +13,6 @@ does not drift. How late each sample was is recorded; the burst reports its 99th
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,6 +22,7 @@ from types import CodeType, FrameType
 from typing import NamedTuple, Protocol
 
 from bpmon.clock import utc_now
+from bpmon.collectors.frames import FrameSource, current_frames
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.model import SampleState
 
@@ -187,7 +187,7 @@ class StackSampler:
     def __init__(
         self,
         profile: Profile,
-        frame_source: Callable[[], Mapping[int, FrameType]] = sys._current_frames,
+        frame_source: FrameSource = current_frames,
         thread_names: Callable[[], Mapping[int, str]] = running_thread_names,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
