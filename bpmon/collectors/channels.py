@@ -1,16 +1,20 @@
-"""Per-channel readings over a burst: the runtime's channels, read with every stack sample.
+"""Per-channel readings over a burst: the runtime's channels, read after some of its samples.
 
 A channel reading (``runtime.channelmetrics``) is one instant: a backlog of 3 buffers or a credit
-of 0 may be the moment between two buffers. Read with each sample of a burst and averaged, the
-same figures say where data waited over the window: at the producer for a consumer that takes
-nothing (backlog, no credit), in the consumer's input buffers, or held by a checkpoint alignment.
+of 0 may be the moment between two buffers. Read through a burst and averaged, the same figures
+say where data waited over the window: at the producer for a consumer that takes nothing
+(backlog, no credit), in the consumer's input buffers, or held by a checkpoint alignment.
 
-Reading every channel costs about 6 µs per channel on the sampling thread, which holds the
-interpreter meanwhile (measured: 27 µs for 8 channels, 0.4 ms for 128, 3.1 ms for 512, p90 6 ms).
-A job with more than :data:`CHANNELS_PER_READING` channels is read on one sample in ``stride``,
-so the reading's share of the interpreter stays near that of 128 channels (at 512 channels and
-50 ms samples: about 1.5% instead of 6%). The samples keep to their grid either way, as the
-reading follows a sample (a 16 x 16 x 16 job: jitter p99 1.5-2.5 ms with and without the stride).
+A reading runs on the sampling thread, which holds the interpreter meanwhile: about 18 µs for
+the 4 channels of a small job in a tight loop, but 70 µs right after a sample, as the thread
+wakes with cold caches (and about 6 µs more per channel: 0.4 ms for 128, 3.1 ms for 512). Read
+after every sample, that made a sample of a small job cost 1.6x the stacks alone. So readings
+are taken after one sample in :meth:`ChannelTally.stride`: at most :data:`READINGS_PER_BURST`
+per burst (Flink's 100 samples: one in 5, four readings a second, enough for the means and
+shares the rules compare with their thresholds), and for a job of more than
+:data:`CHANNELS_PER_READING` channels sparser still, so a reading's share of the interpreter
+stays near that of 128 channels. A reading always follows its sample, so it never delays one:
+the samples keep to their grid.
 """
 
 from __future__ import annotations
@@ -23,8 +27,12 @@ from bpmon.model import ChannelWindow
 from bpmon.runtime.channelmetrics import ChannelReading, channel_readings
 from bpmon.runtime.task import Task
 
+READINGS_PER_BURST = 20
+"""Readings a burst takes at most: after one sample in ``samples // READINGS_PER_BURST``."""
+
 CHANNELS_PER_READING = 128
-"""Channels read on every sample; a job with more is read on every ``stride``-th sample."""
+"""A job with more channels is read more sparsely: one reading per this many channels' worth
+of samples (512 channels: one sample in 4 at least)."""
 
 Key = tuple[str, int, str, int, int]
 """A channel: producer, producer subtask, consumer, consumer subtask, consumer input edge."""
@@ -57,27 +65,36 @@ class _Sums:
 
 @dataclass
 class ChannelTally:
-    """Channel readings taken during a burst, summed per channel until :meth:`windows`."""
+    """Channel readings taken during a burst, summed per channel until :meth:`windows`.
+
+    Args:
+        tasks: the job's tasks (``job.tasks``).
+        readings_per_burst: readings a burst takes at most (:data:`READINGS_PER_BURST`; as many
+            as its samples reads after every sample, as bpmon did before).
+    """
 
     tasks: Mapping[str, Sequence[Task]]
+    readings_per_burst: int = READINGS_PER_BURST
     _sums: dict[Key, _Sums] = field(default_factory=dict)
-    _calls: int = 0
 
-    @property
-    def stride(self) -> int:
-        """Read on one call in this many: 1 up to :data:`CHANNELS_PER_READING` channels."""
-        return max(1, math.ceil(len(self._sums) / CHANNELS_PER_READING))
+    def stride(self, planned: int) -> int:
+        """Read after one sample in this many, in a burst of ``planned`` samples."""
+        by_burst = planned // max(1, self.readings_per_burst)
+        by_width = math.ceil(len(self._sums) / CHANNELS_PER_READING)
+        return max(1, by_burst, by_width)
+
+    def after_sample(self, done: int, planned: int) -> None:
+        """A burst's progress callback: a reading after its first sample and after every
+        :meth:`stride`-th one from there (1, 6, 11, ... of 100)."""
+        if (done - 1) % self.stride(planned) == 0:
+            self.read()
 
     def read(self) -> None:
-        """Take one reading of every channel (any thread; it takes no lock), on one call in
-        :attr:`stride`.
+        """Take one reading of every channel now (any thread; it takes no lock).
 
         A job whose channels cannot all be read now (one not bound yet, a kind of exchange the
         readings do not know) gives no reading this time, rather than failing the burst.
         """
-        self._calls += 1
-        if (self._calls - 1) % self.stride:
-            return
         try:
             found = channel_readings(self.tasks)
         except ValueError:

@@ -1,14 +1,16 @@
 """bpmon's own runtime as a :class:`~bpmon.collectors.target.Target`.
 
 :class:`RuntimeTarget` runs a scenario's job and watches it. One :meth:`~RuntimeTarget.observe`
-is one monitoring window: a burst of stack samples of every task thread at once (in-process,
-``sys._current_frames``), classified by the ``bpmon-runtime`` profile, and the job's metrics over
-exactly that window (counters read when it begins and when it ends), with the runtime's own load
-over it too, so a scenario the Python process cannot keep up with is reported as such.
+is one monitoring window: a burst of stack samples of every task thread of its job at once
+(in-process, ``sys._current_frames``; other jobs' threads in the same process left out),
+classified by the ``bpmon-runtime`` profile, and the job's metrics over exactly that window
+(counters read when it begins and when it ends), with the runtime's own load over it too, so a
+scenario the Python process cannot keep up with is reported as such.
 :meth:`~RuntimeTarget.snapshot` gives the metrics of the last few seconds without samples, for
-live views. With every sample the burst also reads each channel between two subtasks (backlog,
-credit, queued buffers, alignment), so the rules can follow waits from subtask to subtask. The
-result is an Observation the rules engine reads like any other.
+live views. After some of its samples (20 a burst, each right after its sample so no sample waits
+for it: ``channels.py``) the burst also reads each channel between two subtasks (backlog, credit,
+queued buffers, alignment), so the rules can follow waits from subtask to subtask. The result is
+an Observation the rules engine reads like any other.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 from dataclasses import replace
 
 from bpmon.clock import utc_now
-from bpmon.collectors.channels import ChannelTally
+from bpmon.collectors.channels import READINGS_PER_BURST, ChannelTally
 from bpmon.collectors.observe import (
     MetricsByVertex,
     PlacementByVertex,
@@ -76,15 +78,25 @@ class RuntimeTarget:
         scenario: the job to run.
         profile: how to read its stacks (default: the shipped ``bpmon-runtime`` profile).
         job: an already built job of ``scenario`` (tests); built here when None.
+        readings_per_burst: channel readings a burst takes at most (see ``channels.py``); as
+            many as the burst's samples reads the channels after every sample.
     """
 
     def __init__(
-        self, scenario: Scenario, profile: Profile | None = None, job: Job | None = None
+        self,
+        scenario: Scenario,
+        profile: Profile | None = None,
+        job: Job | None = None,
+        *,
+        readings_per_burst: int = READINGS_PER_BURST,
     ) -> None:
         self.runtime = job if job is not None else Job(scenario)
+        self._readings_per_burst = readings_per_burst
         self.scenario = self.runtime.scenario  # with chaining, the tasks' scenario
         self.profile = profile or load_profile("bpmon-runtime")
-        self._sampler: Sampler = StackSampler(self.profile)
+        self._sampler: Sampler = StackSampler(
+            self.profile, thread_names=self._task_threads, named_only=True
+        )
         network = scenario.network
         self._settings = TargetSettings(
             flow_control=network.flow_control,
@@ -120,10 +132,10 @@ class RuntimeTarget:
     ) -> Observation:
         """One window: a burst of ``samples`` stack samples ``interval_ms`` apart, and metrics."""
         start, since = counters(self.runtime.tasks), self.runtime.load_snapshot()
-        channels = ChannelTally(self.runtime.tasks)
+        channels = ChannelTally(self.runtime.tasks, self._readings_per_burst)
 
         def each_sample(done: int, planned: int) -> None:
-            channels.read()  # with every stack sample: where the data waits, channel by channel
+            channels.after_sample(done, planned)  # where the data waits, channel by channel
             if progress is not None:
                 progress(done, planned)
 
@@ -134,6 +146,14 @@ class RuntimeTarget:
         readings = window_metrics(start, counters(self.runtime.tasks))
         observation = self._observation(burst, readings)
         return replace(observation, load=model_load(load), channels=channels.windows())
+
+    def _task_threads(self) -> dict[int, str]:
+        """``{thread id: name}`` of this job's started task threads: the only threads its bursts
+        sample. ``bpmon serve`` runs every watched job in one process, and two jobs often have
+        vertices of the same name (``sink``): each burst must see its own job's alone."""
+        return {
+            t.thread.ident: t.name for t in self.runtime.all_tasks() if t.thread.ident is not None
+        }
 
     def _with_idle_tasks(self, burst: Burst) -> Burst:
         """The burst with every task of the job: one without a thread (waiting for a slot or for

@@ -177,6 +177,8 @@ def record_burst(
 class StackSampler:
     """Samples the stacks of every thread of THIS process (``sys._current_frames``).
 
+    The frames come from ``frame_source``: by default ``frames.current_frames``, which pauses the
+    garbage collector for the call where it could deadlock (CPython before 3.12, gh-106883).
     The calling thread is left out, and so is every thread the profile ignores. Stacks are
     classified once per distinct stack (keyed by its code objects). A thread whose innermost
     frame (and that frame's caller) is the same frame object as at the previous sample is still
@@ -193,9 +195,15 @@ class StackSampler:
         sleep: Callable[[float], None] = time.sleep,
         *,
         wall_clock: Callable[[], datetime] = utc_now,
+        named_only: bool = False,
     ) -> None:
-        """Sample with ``profile``; the outside world (frames, names, time) is injectable."""
+        """Sample with ``profile``; the outside world (frames, names, time) is injectable.
+
+        ``named_only``: sample only the threads ``thread_names`` lists (a target that knows its
+        own threads, among others it must not count).
+        """
         self.profile = profile
+        self._named_only = named_only
         self._classifier = StackClassifier(profile)
         self._frame_source = frame_source
         self._thread_names = thread_names
@@ -243,7 +251,11 @@ class StackSampler:
         for ident, frame in frames.items():
             if ident == me:
                 continue
-            name = names.get(ident) or f"thread-{ident}"
+            name = names.get(ident)
+            if name is None:
+                if self._named_only:
+                    continue
+                name = f"thread-{ident}"
             if self._is_ignored(name):
                 continue
             seen = last.get(ident)

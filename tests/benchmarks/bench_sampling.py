@@ -1,11 +1,16 @@
 """Sampling overhead: a busy bpmon job's throughput under continuous stack sampling against none.
 
 The job: ``source`` (as fast as it can) -> ``map`` (no service time) -> ``sink``, parallelism 2 on
-two task managers: six task threads that keep the interpreter busy. Two samplers, each against no
+two task managers: six task threads that keep the interpreter busy. The samplers, each against no
 sampling, and a control:
 
 - ``in-process``: a thread in the job's process runs :class:`StackSampler` bursts (100 samples,
-  50 ms apart) back to back, as ``bpmon run`` does, with the ``bpmon-runtime`` profile;
+  50 ms apart) back to back, with the ``bpmon-runtime`` profile: the stacks alone;
+- ``runtime``: the same thread runs :meth:`RuntimeTarget.observe` windows back to back, as
+  ``bpmon run`` and ``bpmon serve`` do: the stacks, the channel readings after one sample in
+  five (20 a burst), the window's metrics;
+- ``runtime-every``: the same with a channel reading after every sample, as bpmon did before
+  (the alternative, side by side);
 - ``py-spy``: the job runs in a child process (``python -c``) and :class:`PySpySampler` samples it
   from outside (one ``py-spy dump --nonblocking`` per sample, 50 ms apart), as ``bpmon monitor``
   does;
@@ -21,11 +26,18 @@ with its interquartile range. On a shared two-core machine the noise is several 
 control), so the sampler's own cost is also measured directly: its CPU time (the sampler
 thread's; for py-spy, plus the dump processes') per sample and as a share of one core over the
 sampled windows. In a GIL-bound job, the in-process share is about the throughput it takes.
+The in-process kinds' CPU per sample is the sampling thread's CPU time from each burst's first
+sample to its last, over the samples in between: a sample with whatever follows it (the channel
+readings), without what a window does once (the runtime's window metrics; their cost shows in
+the CPU share, which the 0.5 s windows, a tenth of a burst, overstate tenfold for ``runtime``).
 Also reported: samples achieved per second (20 planned) and each burst's jitter p99 (how late
-samples were against their 50 ms grid; median and worst burst). The last line is a JSON object
-of the figures.
+samples were against their 50 ms grid; median and worst burst). Each round runs every kind once,
+in turn, so the kinds share the machine's load; ``--kinds`` picks some. ``--beside N`` runs N
+more copies of the job in the same process, never sampled, as ``bpmon serve`` runs every watched
+job in one process. The last line is a JSON object of the figures.
 
     .venv/bin/python tests/benchmarks/bench_sampling.py [--rounds 3] [--pairs 20] [--window 0.5]
+        [--kinds in-process,runtime,runtime-every,py-spy,control] [--beside 0]
 """
 
 from __future__ import annotations
@@ -39,12 +51,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
-from bpmon.clock import utc_now
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
-from bpmon.collectors.sampler import Burst, StackSampler
+from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.sampler import Progress, StackSampler
 from bpmon.errors import CollectorError
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
@@ -96,11 +109,28 @@ finally:
 Count = Callable[[], tuple[float, float]]
 """Returns (seconds, records that reached the sink so far)."""
 
-BurstFn = Callable[[threading.Event], Burst]
-"""Takes one burst, ending early once the event is set."""
 
-Round = Callable[["Tally", int, float, float], list[float]]
-"""One fresh job: (tally, pairs, window seconds, warmup seconds) -> its unsampled rates."""
+class Taken(NamedTuple):
+    """What one burst took: its samples, and their jitter p99 (ms; None when it took none)."""
+
+    samples: int
+    jitter_ms_p99: float | None
+
+
+BurstFn = Callable[[threading.Event, Progress], Taken]
+"""Takes one burst, calling back after each sample, ending early once the event is set."""
+
+Round = Callable[["Tally", int, float, "Setup"], list[float]]
+"""One fresh job: (tally, pairs, window seconds, setup) -> its unsampled rates."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How each job runs: ``warmup`` seconds before the first window; ``beside`` more copies of
+    the job in the same process, never sampled (``bpmon serve --run`` with several jobs)."""
+
+    warmup: float = 1.0
+    beside: int = 0
 
 
 @dataclass
@@ -113,6 +143,24 @@ class Tally:
     cpu_s: float = 0.0
     on_s: float = 0.0
     failed_bursts: int = 0
+    between_cpu_s: float = 0.0  # the sampling thread's, from each burst's first sample to its last
+    between: int = 0  # samples taken in those spans
+
+
+class SampleSpan:
+    """A burst's progress callback: the sampling thread's CPU time from its first sample to its
+    last, so a sample's cost (with whatever follows it, such as channel readings) is measured
+    apart from what a burst does once, before and after."""
+
+    def __init__(self) -> None:
+        self.first = self.last = 0.0
+        self.calls = 0
+
+    def __call__(self, done: int, planned: int) -> None:
+        self.last = time.thread_time()
+        if not self.calls:
+            self.first = self.last
+        self.calls += 1
 
 
 class BackToBack:
@@ -141,11 +189,15 @@ class BackToBack:
         started = time.thread_time()
         try:
             while not self._stop.is_set():
+                span = SampleSpan()
                 try:
-                    burst = self._burst(self._stop)
+                    burst = self._burst(self._stop, span)
                 except CollectorError:  # a torn read of a busy target: the next burst retries
                     self._tally.failed_bursts += 1
                     continue
+                if span.calls >= 2:
+                    self._tally.between_cpu_s += span.last - span.first
+                    self._tally.between += span.calls - 1
                 self._tally.samples += burst.samples
                 if burst.jitter_ms_p99 is not None and burst.samples >= 10:
                     self._tally.jitters_ms.append(burst.jitter_ms_p99)
@@ -183,45 +235,77 @@ def alternate(count: Count, burst: BurstFn, tally: Tally, pairs: int, window: fl
     return rates[::2]
 
 
-def idle_burst(stop: threading.Event) -> Burst:
+def idle_burst(stop: threading.Event, _: Progress) -> Taken:
     """No sampling at all: wait for the window's end (the "on" windows of the control)."""
-    start = utc_now()
     stop.wait()
-    return Burst(start, utc_now(), 0, INTERVAL_MS, None, ())
+    return Taken(0, None)
 
 
-def in_process_round(tally: Tally, pairs: int, window: float, warmup: float) -> list[float]:
+def in_process_round(tally: Tally, pairs: int, window: float, setup: Setup) -> list[float]:
     """One fresh job in this process, sampled by a StackSampler thread; its unsampled rates."""
     sampler = StackSampler(load_profile("bpmon-runtime"))
 
-    def burst(stop: threading.Event) -> Burst:
-        return sampler.burst(SAMPLES, INTERVAL_MS, stop=stop)
+    def burst(stop: threading.Event, progress: Progress) -> Taken:
+        taken = sampler.burst(SAMPLES, INTERVAL_MS, progress, stop)
+        return Taken(taken.samples, taken.jitter_ms_p99)
 
-    return _local_job(burst, tally, pairs, window, warmup)
+    return _local_job(lambda _: burst, tally, pairs, window, setup)
 
 
-def control_round(tally: Tally, pairs: int, window: float, warmup: float) -> list[float]:
+def runtime_round(tally: Tally, pairs: int, window: float, setup: Setup) -> list[float]:
+    """One fresh job watched by a RuntimeTarget (channel readings after one sample in five)."""
+    return _local_job(_observing, tally, pairs, window, setup)
+
+
+def runtime_every_round(tally: Tally, pairs: int, window: float, setup: Setup) -> list[float]:
+    """The same, with a channel reading after every sample (as bpmon did before)."""
+
+    def observing(job: Job) -> BurstFn:
+        return _observing(job, readings_per_burst=SAMPLES)
+
+    return _local_job(observing, tally, pairs, window, setup)
+
+
+def _observing(job: Job, readings_per_burst: int | None = None) -> BurstFn:
+    """Windows of ``job`` as ``bpmon run`` takes them: ``RuntimeTarget.observe`` (its channel
+    readings as shipped, or ``readings_per_burst`` of them)."""
+    if readings_per_burst is None:
+        target = RuntimeTarget(job.scenario, job=job)
+    else:
+        target = RuntimeTarget(job.scenario, job=job, readings_per_burst=readings_per_burst)
+
+    def burst(stop: threading.Event, progress: Progress) -> Taken:
+        observed = target.observe(SAMPLES, INTERVAL_MS, progress, stop).window
+        return Taken(observed.samples, observed.jitter_ms_p99)
+
+    return burst
+
+
+def control_round(tally: Tally, pairs: int, window: float, setup: Setup) -> list[float]:
     """One fresh job in this process, never sampled: the noise floor of the ratio (A/A)."""
-    return _local_job(idle_burst, tally, pairs, window, warmup)
+    return _local_job(lambda _: idle_burst, tally, pairs, window, setup)
 
 
 def _local_job(
-    burst: BurstFn, tally: Tally, pairs: int, window: float, warmup: float
+    sampling: Callable[[Job], BurstFn], tally: Tally, pairs: int, window: float, setup: Setup
 ) -> list[float]:
-    job = Job(parse_scenario(SCENARIO, "bench_sampling"))
-    sinks = job.tasks["sink"]
+    jobs = [Job(parse_scenario(SCENARIO, "bench_sampling")) for _ in range(1 + setup.beside)]
+    job, sinks = jobs[0], jobs[0].tasks["sink"]
 
     def count() -> tuple[float, float]:
         return time.perf_counter(), float(sum(t.records_in.total for t in sinks))
 
-    job.start()
+    burst = sampling(job)
+    for each in jobs:
+        each.start()
     try:
-        time.sleep(warmup)
+        time.sleep(setup.warmup)
         rates = alternate(count, burst, tally, pairs, window)
     finally:
-        result = job.stop()
-    if result.state != "cancelled" or result.leaks:
-        raise SystemExit(f"the job ended {result.state}: {result.error}; leaks {result.leaks}")
+        results = [each.stop() for each in jobs]
+    for result in results:
+        if result.state != "cancelled" or result.leaks:
+            raise SystemExit(f"a job ended {result.state}: {result.error}; leaks {result.leaks}")
     return rates
 
 
@@ -231,7 +315,7 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def pyspy_round(tally: Tally, pairs: int, window: float, warmup: float) -> list[float]:
+def pyspy_round(tally: Tally, pairs: int, window: float, setup: Setup) -> list[float]:
     """One fresh job in a child process, sampled by py-spy from here; its unsampled rates."""
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, SCENARIO],
@@ -250,13 +334,14 @@ def pyspy_round(tally: Tally, pairs: int, window: float, warmup: float) -> list[
 
     sampler = PySpySampler(child.pid, load_profile("bpmon-runtime"))
 
-    def burst(stop: threading.Event) -> Burst:
-        return sampler.burst(SAMPLES, INTERVAL_MS, stop=stop)
+    def burst(stop: threading.Event, _: Progress) -> Taken:
+        taken = sampler.burst(SAMPLES, INTERVAL_MS, stop=stop)
+        return Taken(taken.samples, taken.jitter_ms_p99)
 
     try:
         if stdout.readline().strip() != "ready":
             raise SystemExit("the child job did not start")
-        time.sleep(warmup)
+        time.sleep(setup.warmup)
         before = children_cpu_s()
         rates = alternate(count, burst, tally, pairs, window)
         tally.cpu_s += children_cpu_s() - before
@@ -308,7 +393,7 @@ def figures(tally: Tally, rates: list[float]) -> Figures:
         ratio_q3=q3,
         ratios=len(tally.ratios),
         overhead_pct=(1 - ratio) * 100,
-        cpu_us_per_sample=tally.cpu_s / max(1, tally.samples) * 1e6,
+        cpu_us_per_sample=_per_sample_us(tally),
         samples_per_s=tally.samples / tally.on_s if tally.on_s else 0.0,
         cpu_share_pct=tally.cpu_s / tally.on_s * 100 if tally.on_s else 0.0,
         failed_bursts=tally.failed_bursts,
@@ -325,33 +410,39 @@ def _ms(value: float | None) -> str:
 def print_table(results: dict[str, Figures]) -> None:
     """Two tables (throughput; the sampler's own cost and timing) and the goals."""
     print(
-        f"\n{'sampler':<12}{'job rec/s':>12}{'sampled/none':>14}{'IQR':>16}{'overhead':>10}"
+        f"\n{'sampler':<15}{'job rec/s':>12}{'sampled/none':>14}{'IQR':>16}{'overhead':>10}"
         f"{'ratios':>8}"
     )
     for name, f in results.items():
         iqr = f"{f.ratio_q1:.3f}-{f.ratio_q3:.3f}"
         print(
-            f"{name:<12}{f.rate:>12,.0f}{f.ratio:>14.4f}{iqr:>16}{f.overhead_pct:>9.2f}%"
+            f"{name:<15}{f.rate:>12,.0f}{f.ratio:>14.4f}{iqr:>16}{f.overhead_pct:>9.2f}%"
             f"{f.ratios:>8}"
         )
     print(
-        f"\n{'sampler':<12}{'CPU share':>10}{'CPU/sample':>12}{'samples/s':>11}"
+        f"\n{'sampler':<15}{'CPU share':>10}{'CPU/sample':>12}{'samples/s':>11}"
         f"{'jitter p99':>12}{'worst p99':>11}{'failed bursts':>15}"
     )
     for name, f in results.items():
         if name == "control":
             continue
         print(
-            f"{name:<12}{f.cpu_share_pct:>9.2f}%{f.cpu_us_per_sample:>10.0f}us"
+            f"{name:<15}{f.cpu_share_pct:>9.2f}%{f.cpu_us_per_sample:>10.0f}us"
             f"{f.samples_per_s:>11.1f}{_ms(f.jitter_p99_ms):>10}ms{_ms(f.jitter_p99_worst_ms):>9}ms"
             f"{f.failed_bursts:>15}"
         )
-    inproc = results["in-process"]
-    print(
-        f"\nin-process: overhead {inproc.overhead_pct:.2f}% measured, {inproc.cpu_share_pct:.2f}% "
-        f"of a core taken by the sampler (goal < 1%); jitter p99 {_ms(inproc.jitter_p99_ms)} ms "
-        "(goal < 2 ms)"
-    )
+    print()
+    for name in ("in-process", "runtime", "runtime-every"):
+        if name in results:
+            f = results[name]
+            print(
+                f"{name}: overhead {f.overhead_pct:.2f}% measured, {f.cpu_share_pct:.2f}% of a "
+                f"core taken by the sampler (goal < 1%), {f.cpu_us_per_sample:.0f} us per sample; "
+                f"jitter p99 {_ms(f.jitter_p99_ms)} ms (goal < 2 ms)"
+            )
+
+
+KINDS = ("in-process", "runtime", "runtime-every", "py-spy", "control")
 
 
 def main() -> None:
@@ -363,27 +454,70 @@ def main() -> None:
     parser.add_argument("--pyspy-pairs", type=int, default=4, help="py-spy: sampled windows")
     parser.add_argument("--pyspy-window", type=float, default=2.5, help="py-spy: seconds")
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--skip-pyspy", action="store_true", help="in-process sampler only")
+    parser.add_argument(
+        "--beside", type=int, default=0, help="more copies of the job in the process, unsampled"
+    )
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, run in turn")
+    parser.add_argument("--skip-pyspy", action="store_true", help="leave py-spy out")
     args = parser.parse_args()
-    runs: dict[str, tuple[Round, int, float]] = {
-        "in-process": (in_process_round, args.pairs, args.window)
-    }
-    if not args.skip_pyspy:
-        runs["py-spy"] = (pyspy_round, args.pyspy_pairs, args.pyspy_window)
-    runs["control"] = (control_round, args.pairs, args.window)
+    kinds = [k for k in args.kinds.split(",") if not (args.skip_pyspy and k == "py-spy")]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        parser.error(f"--kinds: unknown {', '.join(unknown)}; pick from {', '.join(KINDS)}")
+    runs = {k: _run_of(k, args) for k in kinds}
+    setup = Setup(args.warmup, args.beside)
     tallies = {name: Tally() for name in runs}
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for round_no in range(args.rounds):
         for name, (run, pairs, window) in runs.items():
-            rates[name] += run(tallies[name], pairs, window, args.warmup)
+            tally = tallies[name]
+            before = replace(tally, jitters_ms=list(tally.jitters_ms))
+            rates[name] += run(tally, pairs, window, setup)
             print(
                 f"round {round_no + 1}/{args.rounds} {name}: job {rates[name][-1]:,.0f} rec/s, "
-                f"median sampled/none {statistics.median(tallies[name].ratios[-pairs:]):.4f}",
+                f"median sampled/none {statistics.median(tally.ratios[-pairs:]):.4f}"
+                f"{_round_cost(tally, before)}",
                 flush=True,
             )
     results = {name: figures(tallies[name], rates[name]) for name in runs}
     print_table(results)
     print(json.dumps({_key(n, k): _round(v) for n, f in results.items() for k, v in _fields(n, f)}))
+
+
+def _run_of(kind: str, args: argparse.Namespace) -> tuple[Round, int, float]:
+    """The round function of ``kind``, with its windows per job and seconds per window."""
+    if kind == "py-spy":
+        return pyspy_round, args.pyspy_pairs, args.pyspy_window
+    rounds: dict[str, Round] = {
+        "in-process": in_process_round,
+        "runtime": runtime_round,
+        "runtime-every": runtime_every_round,
+        "control": control_round,
+    }
+    return rounds[kind], args.pairs, args.window
+
+
+def _per_sample_us(tally: Tally) -> float:
+    """CPU per sample: within bursts where measured (in-process), else per sample taken (py-spy:
+    its dump processes' CPU)."""
+    if tally.between:
+        return tally.between_cpu_s / tally.between * 1e6
+    return tally.cpu_s / max(1, tally.samples) * 1e6
+
+
+def _round_cost(tally: Tally, before: Tally) -> str:
+    """This round's CPU per sample and median burst jitter p99 (nothing for the control)."""
+    if tally.samples == before.samples:
+        return ""
+    this_round = Tally(
+        samples=tally.samples - before.samples,
+        cpu_s=tally.cpu_s - before.cpu_s,
+        between_cpu_s=tally.between_cpu_s - before.between_cpu_s,
+        between=tally.between - before.between,
+    )
+    jitters = tally.jitters_ms[len(before.jitters_ms) :]
+    jitter = _ms(statistics.median(jitters)) if jitters else "-"
+    return f", {_per_sample_us(this_round):.0f} us per sample, jitter p99 {jitter} ms"
 
 
 def _fields(name: str, f: Figures) -> list[tuple[str, float | int | None]]:
