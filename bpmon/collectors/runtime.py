@@ -29,7 +29,7 @@ from bpmon.collectors.observe import (
 from bpmon.collectors.profile import Profile, load_profile
 from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, ThreadCounts
 from bpmon.collectors.target import Ending, Sampler
-from bpmon.errors import JobError
+from bpmon.errors import JobError, JobOverError
 from bpmon.model import (
     Metrics,
     Observation,
@@ -201,9 +201,12 @@ class RuntimeTarget:
         )
 
     def wait(self, seconds: float) -> None:
-        """Let the job run ``seconds`` more (returns early, raising JobError, if it fails)."""
+        """Let the job run ``seconds`` more; returns early, raising JobError if it failed, or
+        JobOverError once it finished (every source bounded and every task done)."""
         self.runtime.wait(seconds)
         self._raise_if_failed()
+        if self.runtime.finished:
+            raise JobOverError(f"job {self.job!r} finished: its sources are bounded, all read")
 
     def stop(self) -> Ending:
         """Stop the job (idempotent): every thread stops and every buffer returns."""

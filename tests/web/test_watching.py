@@ -278,3 +278,13 @@ def test_upkeep_prunes_old_runs_and_temp_files_then_stops_with_the_rest(tmp_path
     assert upkeep is not None and upkeep.pruning is not None and upkeep.pruning.runs == 1
     assert watches.stop_all() == ()
     assert not [t for t in threading.enumerate() if t.name == "bpmon-upkeep"]
+
+
+def test_a_bounded_job_that_finishes_ends_its_watch(registry: Watches) -> None:
+    bounded = tiny("bounded").replace("rate = 200\n", "rate = 200\nrecords = 300\n")
+    job = registry.start_scenario(parse_scenario(bounded))  # 300 records per subtask: 1.5 s
+    wait_until(lambda: registry.running() == [], "the finished job's watch to end")
+    view = registry.job(job)
+    assert view is not None and (view.state, view.error) == ("ended", None)
+    assert view.reason is not None and "finished" in view.reason
+    assert view.leaks == () and task_threads() == []
