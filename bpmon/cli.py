@@ -520,10 +520,9 @@ def _say_saved(ended: JobEnded, json_out: bool) -> None:
             "again",
             err=json_out,
         )
-    if ended.save_errors:
-        unsaved = len(ended.save_errors)
+    if ended.unsaved:
         raise SaveError(
-            f"{unsaved} report(s) printed above could not be saved: {ended.save_errors[0]}"
+            f"{ended.unsaved} report(s) printed above could not be saved: {ended.save_errors[0]}"
         )
 
 

@@ -3,7 +3,7 @@
 :func:`bpmon.service.watch` yields these, in this order: one :class:`JobStarted`; while the job
 runs, :class:`LiveSnapshot` about four times a second (a bare heartbeat about once a second when
 nobody watches live); per burst one :class:`BurstSampled` then one :class:`ReportReady`, or a
-:class:`Trouble` when the burst could not be taken or saved; last one :class:`JobEnded` or
+:class:`Trouble` when the burst could not be taken; last one :class:`JobEnded` or
 :class:`JobFailed`. The CLI's live view, the server's event stream and the dashboard all read the
 same values. Model layer: stdlib only.
 """
@@ -82,7 +82,7 @@ class ReportReady:
     save_error: str | None = None
 
 
-TroubleKind = Literal["unavailable", "overrun", "save"]
+TroubleKind = Literal["unavailable", "overrun"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,8 @@ class Trouble:
     """Something went wrong that the watch rides out (it goes on).
 
     ``unavailable``: the target could not be read for now (it is tried again); ``overrun``: a
-    burst ran far past its plan and was abandoned; ``save``: a report could not be saved.
+    burst ran far past its plan and was abandoned. (A report that could not be saved is said on
+    its :class:`ReportReady`.)
     """
 
     run_id: str
@@ -111,7 +112,8 @@ class JobEnded:
         leaks: what did not end cleanly.
         bursts: how many bursts were diagnosed.
         reason: how the job ended when it ended by itself (finished, cancelled, exited).
-        save_errors: why reports could not be saved, one line each.
+        save_errors: why reports could not be saved, one line each (the first ten).
+        unsaved: how many reports could not be saved.
     """
 
     run_id: str
@@ -121,6 +123,7 @@ class JobEnded:
     bursts: int = 0
     reason: str | None = None
     save_errors: tuple[str, ...] = ()
+    unsaved: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ May import: the collectors' target protocol, the model (the service layer).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -49,6 +50,9 @@ OVERRUN_SLACK_S = 30.0
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 """An unavailable target is tried again after 1 s, 2 s, 4 s, ... at most every 30 s."""
+REASONS_KEPT = 3
+"""The different reasons a gap finding names (the tries for others are counted)."""
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 class StoppedError(Exception):
@@ -153,6 +157,11 @@ class RunLoop:
                 break
             self._check_target()
             yield self.live(phase, metrics=with_metrics)
+
+    def check(self) -> None:
+        """Ask the target how it is now (between two bursts that follow each other at once):
+        raises when it failed or ended by itself; one unavailable for now is noted."""
+        self._check_target()
 
     def _check_target(self) -> None:
         try:
@@ -273,6 +282,11 @@ class RunLoop:
 class Setbacks:
     """The bursts a watch could not take, and what its next report says about them.
 
+    Whatever the length of a gap (a JobManager down for a day), what is kept is bounded: the
+    number of tries, the first :data:`REASONS_KEPT` different reasons (told apart by their
+    words, not their figures: "4 times in 1.7 s" and "4 times in 1.9 s" are one reason, shown
+    as last seen) and how many bursts were abandoned, with the last one's text.
+
     Args:
         job: the job the findings name.
         patience_s: how long the target may stay unreadable before the watch gives up (None:
@@ -286,8 +300,10 @@ class Setbacks:
         self.job, self.patience_s, self._clock = job, patience_s, clock
         self._since: float | None = None
         self._tries = 0
-        self._reasons: list[str] = []
-        self._notes: list[Finding] = []
+        self._reasons: dict[str, str] = {}
+        self._other_reasons = 0
+        self._overruns = 0
+        self._last_overrun = ""
 
     def unavailable(self, exc: UnavailableError) -> float:
         """A burst could not be read: the seconds to wait before the next try.
@@ -295,33 +311,48 @@ class Setbacks:
         Raises:
             UnavailableError: ``exc`` itself, once the gap is longer than the patience.
         """
-        now = self._clock()
-        if self._since is None:
-            self._since = now
-        self._tries += 1
-        if str(exc) not in self._reasons:
-            self._reasons.append(str(exc))
-        if self.patience_s is not None and now - self._since > self.patience_s:
+        self._tried()
+        key = _FIGURES.sub("#", str(exc))
+        if key in self._reasons or len(self._reasons) < REASONS_KEPT:
+            self._reasons[key] = str(exc)
+        elif key not in self._reasons:
+            self._other_reasons += 1
+        if self._out_of_patience():
             raise exc
-        return float(min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** (self._tries - 1)))
+        return float(min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** min(self._tries - 1, 30)))
 
     def overran(self, exc: BurstOverrunError) -> None:
-        """A burst was abandoned: its next report says so (and the gap goes on)."""
+        """A burst was abandoned: its next report says so (and the gap goes on).
+
+        Raises:
+            UnavailableError: the gap is longer than the patience.
+        """
+        self._tried()
+        self._overruns += 1
+        self._last_overrun = str(exc)
+        if self._out_of_patience():
+            raise UnavailableError(f"no burst could be taken for {self.patience_s:g} s: {exc}")
+
+    def _tried(self) -> None:
         if self._since is None:
             self._since = self._clock()
         self._tries += 1
-        self._notes.append(Finding("overrun", self.job, str(exc)))
-        if self.patience_s is not None and self._clock() - self._since > self.patience_s:
-            raise UnavailableError(f"no burst could be taken for {self.patience_s:g} s: {exc}")
+
+    def _out_of_patience(self) -> bool:
+        assert self._since is not None
+        return self.patience_s is not None and self._clock() - self._since > self.patience_s
 
     def findings(self) -> tuple[Finding, ...]:
         """What the next report must say about the bursts missed since the last one; resets."""
-        notes = list(self._notes)
+        notes = []
+        if self._overruns:
+            before = f"{self._overruns} bursts abandoned; the last: " if self._overruns > 1 else ""
+            notes.append(Finding("overrun", self.job, before + self._last_overrun))
         if self._since is not None and self._reasons:
             gap_s = self._clock() - self._since
-            reasons = "; then ".join(self._reasons[:3])
-            others = len(self._reasons) - 3
-            more = f" (and {others} other reasons)" if others > 0 else ""
+            reasons = "; then ".join(self._reasons.values())
+            others = self._other_reasons
+            more = f" (and {others} tries for other reasons)" if others else ""
             notes.append(
                 Finding(
                     "gap",
@@ -330,7 +361,8 @@ class Setbacks:
                     f"{reasons}{more}",
                 )
             )
-        self._since, self._tries, self._reasons, self._notes = None, 0, [], []
+        self._since, self._tries, self._reasons = None, 0, {}
+        self._other_reasons, self._overruns, self._last_overrun = 0, 0, ""
         return tuple(notes)
 
 

@@ -52,6 +52,8 @@ from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
+SAVE_ERRORS_KEPT = 10
+"""The reasons of failed saves a watch keeps (it counts the rest)."""
 PATIENCE_S = 60.0
 """How long a watch of a planned number of bursts waits for an unavailable target (a watch until
 stopped waits for ever)."""
@@ -300,21 +302,29 @@ def watch(
 @dataclass
 class _Outcome:
     """What a watch has done so far: the reports it keeps (a planned number of bursts only),
-    how many bursts it diagnosed, what could not be saved, and how it ended."""
+    how many bursts it diagnosed, what could not be saved (the first few reasons and a count:
+    a watch until stopped on a full disk keeps no more), and how it ended."""
 
     keep: bool
     reports: list[Report] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)
     bursts: int = 0
     save_errors: list[str] = field(default_factory=list)
+    unsaved: int = 0
     failure: str | None = None
     reason: str | None = None
 
+    def not_saved(self, why: str) -> None:
+        self.unsaved += 1
+        if len(self.save_errors) < SAVE_ERRORS_KEPT:
+            self.save_errors.append(why)
+
     def ended(self, run_id: str, leaks: tuple[str, ...]) -> JobEnded:
         args = (run_id, tuple(self.reports), tuple(self.paths), leaks, self.bursts, self.reason)
+        saving = (tuple(self.save_errors), self.unsaved)
         if self.failure is not None:
-            return JobFailed(*args, tuple(self.save_errors), error=self.failure)
-        return JobEnded(*args, tuple(self.save_errors))
+            return JobFailed(*args, *saving, error=self.failure)
+        return JobEnded(*args, *saving)
 
 
 def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str) -> Iterator[Event]:
@@ -347,6 +357,7 @@ def _bursts(
     burst = 0
     while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
         began = loop.clock()
+        loop.check()  # a job that finished or failed ends here, even with bursts back to back
         try:
             observation = yield from loop.sample(burst)
         except UnavailableError as exc:
@@ -383,7 +394,7 @@ def _saved(store: RunStore, report: Report, burst: int, outcome: _Outcome) -> Re
     try:
         path = save_report(store, report, burst)
     except (HistoryError, SaveError) as exc:
-        outcome.save_errors.append(str(exc))
+        outcome.not_saved(str(exc))
         return ReportReady(report.run_id, burst, report, None, str(exc))
     if outcome.keep:
         outcome.paths.append(path)

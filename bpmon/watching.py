@@ -29,12 +29,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bpmon import history_service, service
 from bpmon.collectors.target import Target
-from bpmon.errors import BpmonError, ConfigError, TargetNotFoundError
+from bpmon.errors import BpmonError, ConfigError, JobError, JobOverError, TargetNotFoundError
 from bpmon.events import (
     BurstSampled,
     Event,
@@ -53,7 +53,8 @@ JobState = Literal["running", "ended", "failed", "stored"]
 """A watched job runs, ended (stopped) or failed; a job only in the runs directory is stored."""
 
 JOIN_TIMEOUT_S = 30.0
-"""The longest a stop waits for a watch's thread (a burst in progress is finished first)."""
+"""The longest a stop waits for a watch's thread (a burst in progress is dropped; the job is
+stopped and every runtime thread joined)."""
 STUCK_AFTER_S = 60.0
 """A running watch whose thread has shown no sign of life this long is stuck."""
 UPKEEP_EVERY_S = 3600.0
@@ -257,17 +258,19 @@ class Watches:
     def _begin(self, events: Iterator[Event], stop: threading.Event) -> str:
         """Take the watch's first event here (errors surface to the caller), then hand over."""
         first = next(events)
-        if not isinstance(first, JobStarted):  # the target failed as it started
+        if not isinstance(first, JobStarted):  # the target failed or ended as it started
             _close(events)
-            raise BpmonError(getattr(first, "error", "") or "the watch ended before it started")
+            raise _ended_at_once(first)
         watch = _Watch(first.job, first.run_id, first.source, stop, events)
         with self._lock:
-            if self._closed or (first.job not in self._starting and self._running(first.job)):
-                stop.set()
-                _close(events)
-                raise AlreadyWatchedError(f"job {first.job!r} is watched already; stop it first")
-            self._watches[first.job] = watch
-            self._counters["watches_started_total"] += 1
+            refused = self._closed or (first.job not in self._starting and self._running(first.job))
+            if not refused:
+                self._watches[first.job] = watch
+                self._counters["watches_started_total"] += 1
+        if refused:  # closed outside the lock: stopping a job takes seconds
+            stop.set()
+            _close(events)
+            raise AlreadyWatchedError(f"job {first.job!r} is watched already; stop it first")
         watch.thread = threading.Thread(
             target=self._consume, args=(watch,), name=f"bpmon-watch-{first.job}", daemon=True
         )
@@ -348,7 +351,11 @@ class Watches:
     def _keep_up(self, every_s: float) -> None:
         while not self._upkeep_stop.is_set():
             done = history_service.maintain(self.settings)
-            removed = self.settings.store().remove_stale_temp()
+            try:
+                removed = self.settings.store().remove_stale_temp()
+            except (OSError, BpmonError) as exc:  # the runs directory went away: next time
+                removed = 0
+                done = replace(done, problems=(*done.problems, f"temporary files: {exc}"))
             with self._lock:
                 self.last_upkeep = done
                 self._counters["errors_total"] += len(done.problems)
@@ -503,6 +510,16 @@ def _check_alive(pid: int) -> None:
         raise TargetNotFoundError(f"--monitor-pid {pid}: no process has PID {pid}") from None
     except PermissionError:
         pass
+
+
+def _ended_at_once(first: Event) -> BpmonError:
+    """The error of a watch whose first event was its end: how the job ended, or why it
+    failed."""
+    if isinstance(first, JobFailed):
+        return JobError(first.error)
+    if isinstance(first, JobEnded) and first.reason is not None:
+        return JobOverError(f"{first.reason} before its first burst")
+    return BpmonError("the watch ended before it started")
 
 
 def _close(events: Iterator[Event]) -> None:

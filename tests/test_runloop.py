@@ -23,7 +23,7 @@ from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.errors import JobOverError, UnavailableError
 from bpmon.events import Event, JobEnded, ReportReady, Trouble
 from bpmon.model import Observation
-from bpmon.runloop import BACKOFF_MAX_S, BurstOverrunError, Setbacks
+from bpmon.runloop import BACKOFF_MAX_S, REASONS_KEPT, BurstOverrunError, Setbacks
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, WatchPlan, watch
 
@@ -101,14 +101,32 @@ def test_backoff_doubles_up_to_its_ceiling_and_the_gap_is_said_once() -> None:
     delays = []
     for n in range(8):
         now[0] = float(n)
-        delays.append(setbacks.unavailable(UnavailableError(f"HTTP 503 #{n % 2}")))
+        took = f"{n + 1}.{n}"  # the same reason, other figures: one reason
+        delays.append(setbacks.unavailable(UnavailableError(f"HTTP 503, 4 times in {took} s")))
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, BACKOFF_MAX_S, BACKOFF_MAX_S, BACKOFF_MAX_S]
+    setbacks.unavailable(UnavailableError("job j is RESTARTING"))
     now[0] = 42.0
     [gap] = setbacks.findings()
     assert gap.kind == "gap" and gap.vertex == "job"
-    assert "no window for 42 s" in gap.detail and "8 tries" in gap.detail
-    assert "HTTP 503 #0; then HTTP 503 #1" in gap.detail  # each reason once, in order
+    assert "no window for 42 s" in gap.detail and "9 tries" in gap.detail
+    assert "HTTP 503, 4 times in 8.7 s; then job j is RESTARTING" in gap.detail  # as last seen
     assert setbacks.findings() == ()  # said once: the next report has no gap
+
+
+def test_a_long_gap_keeps_a_bounded_account_of_itself() -> None:
+    setbacks = Setbacks("job", patience_s=None, clock=lambda: 0.0)
+    for n in range(10_000):
+        setbacks.unavailable(UnavailableError(f"reason number {chr(97 + n % 26)}"))
+        setbacks.overran(BurstOverrunError(f"burst {n} abandoned"))
+    overrun, gap = setbacks.findings()
+    assert (overrun.kind, overrun.detail) == (
+        "overrun",
+        "10000 bursts abandoned; the last: burst 9999 abandoned",
+    )
+    assert gap.detail.count("reason number") == REASONS_KEPT == 3  # a, b and c
+    kept = 3 * (10_000 // 26) + 3  # the tries whose reason is a, b or c
+    assert f"(and {10_000 - kept} tries for other reasons)" in gap.detail
+    assert len(gap.detail) < 400
 
 
 def test_a_watch_with_patience_gives_up_once_the_gap_is_longer() -> None:
@@ -232,3 +250,52 @@ def test_a_report_that_cannot_be_saved_is_still_handed_out(tmp_path: Path) -> No
     assert isinstance(ended, JobEnded)
     assert len(ended.reports) == 2 and ended.paths == () and len(ended.save_errors) == 2
     assert [t.kind for t in rest if isinstance(t, Trouble)] == []  # said on the report itself
+
+
+def test_a_job_that_finishes_ends_the_watch_even_with_bursts_back_to_back(
+    tmp_path: Path,
+) -> None:
+    bounded = TINY.replace("rate = 200\n", "rate = 200\nrecords = 200\n")  # done in 1 s
+    target = RuntimeTarget(parse_scenario(bounded))
+    plan = WatchPlan(bursts=None, samples=60, interval_ms=10, every_s=0.1)  # 0.6 s > 0.1 s
+    events = list(watch(target, plan, settings(tmp_path), live=False))
+    ended = events[-1]
+    assert type(ended) is JobEnded and ended.reason is not None and "finished" in ended.reason
+    assert 1 <= ended.bursts <= 4 and task_threads() == []
+
+
+class IgnoresHalt(RuntimeTarget):
+    """The real runtime whose first window takes ``hang_s`` whatever it is told (a py-spy that
+    does not answer and cannot be interrupted)."""
+
+    def __init__(self, hang_s: float) -> None:
+        super().__init__(parse_scenario(TINY))
+        self.hang_s = hang_s
+        self.windows = 0
+
+    def observe(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Observation:
+        self.windows += 1
+        if self.windows == 1:
+            threading.Event().wait(self.hang_s)
+        return super().observe(samples, interval_ms, progress, stop)
+
+
+def test_no_burst_starts_while_an_abandoned_sampler_still_runs(tmp_path: Path) -> None:
+    target = IgnoresHalt(hang_s=2.5)
+    stop = threading.Event()
+    plan = WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=1.0)
+    events: list[Event] = []
+    until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 1, stop)
+    troubles = [e.detail for e in events if isinstance(e, Trouble)]
+    assert troubles[0].startswith("burst 0 abandoned after 1 s")
+    assert troubles[1].startswith("burst 0 not started: the sampler of an abandoned burst")
+    assert target.windows == 2  # the stuck one, then the one reported: never two at once
+    [ready] = [e for e in events if isinstance(e, ReportReady)]
+    [overrun] = [f for f in ready.report.findings if f.kind == "overrun"]
+    assert overrun.detail.startswith("2 bursts abandoned; the last: burst 0 not started")

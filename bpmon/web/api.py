@@ -140,8 +140,8 @@ def get_job(
 
 @router.delete("/jobs/{job}", summary="Stop watching a job")
 def stop_job(job: str, request: Request) -> JSONResponse:
-    """Stop the watch (the burst in progress is finished and saved first); the job stays listed
-    as ``ended``."""
+    """Stop the watch (a burst in progress is dropped; the reports saved stay); the job stays
+    listed as ``ended``."""
     view = _watches(request).stop(job)
     if view is None:
         raise HTTPException(404, f"job {job!r} is not watched by this server; {NOT_A_JOB}")

@@ -22,7 +22,7 @@ import pytest
 
 from bpmon import service
 from bpmon.collectors.runtime import RuntimeTarget
-from bpmon.errors import ConfigError, TargetNotFoundError
+from bpmon.errors import ConfigError, JobOverError, TargetNotFoundError
 from bpmon.model import Observation
 from bpmon.report_json import report_from_json
 from bpmon.scenario import parse_scenario
@@ -288,3 +288,56 @@ def test_a_bounded_job_that_finishes_ends_its_watch(registry: Watches) -> None:
     assert view is not None and (view.state, view.error) == ("ended", None)
     assert view.reason is not None and "finished" in view.reason
     assert view.leaks == () and task_threads() == []
+
+
+class _StuckOnce(RuntimeTarget):
+    """The real runtime whose first window hangs until it is told to stop, and whose second
+    waits for the test to let it go: the window between the two is the test's to look at."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_scenario(tiny("once")))
+        self.windows = 0
+        self.go_on = threading.Event()
+
+    def observe(self, *args: Any, **kwargs: Any) -> Observation:
+        self.windows += 1
+        stop = kwargs.get("stop") or args[3]
+        if self.windows == 1:
+            while not stop.is_set():
+                threading.Event().wait(0.05)
+        elif self.windows == 2:
+            self.go_on.wait(60)
+        return super().observe(*args, **kwargs)
+
+
+def test_an_overrun_watch_is_stuck_until_its_next_report(tmp_path: Path) -> None:
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    target = _StuckOnce()
+    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=0.5)
+    watches.start_target(target, plan)
+    wait_until(watches.stuck, "the abandoned burst to make the watch stuck")
+    target.go_on.set()
+    wait_until(lambda: reports_of(watches, "once") >= 1, "the report after the overrun")
+    assert watches.stuck() == []
+    view = watches.job("once")
+    assert view is not None and view.trouble is None
+    assert view.latest is not None and "overrun" in [f.kind for f in view.latest.findings]
+    assert watches.stop_all(deadline_s=20) == ()
+
+
+class _OverAtStart(RuntimeTarget):
+    """The real runtime whose job is over as the watch starts (a Flink job cancelled between
+    its lookup and the start of the watch)."""
+
+    def start(self) -> None:
+        raise JobOverError(f"job {self.job!r} was CANCELED")
+
+
+def test_a_job_that_ends_as_its_watch_starts_says_how(tmp_path: Path) -> None:
+    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    target = _OverAtStart(parse_scenario(tiny("brief")))
+    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10)
+    with pytest.raises(JobOverError, match=r"^job 'brief' was CANCELED before its first burst$"):
+        watches.start_target(target, plan)
+    assert watches.running() == [] and watches.job("brief") is None
+    assert task_threads() == []
