@@ -52,6 +52,8 @@ from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
+RUN_BURSTS = 10_000
+"""The most bursts in one run folder: a longer watch goes on in a new run (a run id of its own)."""
 SAVE_ERRORS_KEPT = 10
 """The reasons of failed saves a watch keeps (it counts the rest)."""
 PATIENCE_S = 60.0
@@ -104,6 +106,8 @@ class WatchPlan:
             job restarting) before the watch gives up; None waits for ever.
         abandon_after_s: how long a burst may run before it is abandoned as overrun (None:
             four times its planned length plus 30 s).
+        run_bursts: the most bursts saved in one run; the watch goes on in a new run after
+            that (None: one run, whatever its length).
     """
 
     samples: int = 100
@@ -115,6 +119,7 @@ class WatchPlan:
     duration_s: float | None = None
     patience_s: float | None = PATIENCE_S
     abandon_after_s: float | None = None
+    run_bursts: int | None = RUN_BURSTS
 
     def __post_init__(self) -> None:
         if self.samples < 1 or not self.interval_ms > 0:
@@ -128,6 +133,8 @@ class WatchPlan:
             raise ConfigError(f"--duration {self.duration_s}: must be a positive number of seconds")
         if self.every_s is not None and not self.every_s > 0:
             raise ConfigError(f"--every {self.every_s}: must be a positive number of seconds")
+        if self.run_bursts is not None and self.run_bursts < 1:
+            raise ConfigError(f"run_bursts = {self.run_bursts}: a run holds at least 1 burst")
 
 
 def resolve_scenario(name_or_path: str, *, allow_unsupported: bool = False) -> Scenario:
@@ -296,7 +303,8 @@ def watch(
     store.check_writable()
     loop_plan = LoopPlan(plan.samples, plan.interval_ms, plan.abandon_after_s)
     loop = RunLoop(target, loop_plan, rules, stop or threading.Event(), live=live)
-    return _watch(loop, plan, store, settings.new_run_id(target.job))
+    cursor = _RunCursor(settings.new_run_id(target.job), lambda: settings.new_run_id(target.job))
+    return _watch(loop, plan, store, cursor)
 
 
 @dataclass
@@ -327,14 +335,31 @@ class _Outcome:
         return JobEnded(*args, *saving)
 
 
-def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str) -> Iterator[Event]:
+@dataclass
+class _RunCursor:
+    """The run the next burst is saved in, and its number there. A watch until stopped starts
+    a new run every :attr:`WatchPlan.run_bursts` bursts, so no run folder (nor its manifest)
+    grows without bound: a week at a burst a second is some sixty runs of 10,000 bursts."""
+
+    run_id: str
+    new_run_id: Callable[[], str]
+    burst: int = 0
+
+    def advance(self, run_bursts: int | None) -> None:
+        """The burst was saved: the next one follows it, in a new run past ``run_bursts``."""
+        self.burst += 1
+        if run_bursts is not None and self.burst >= run_bursts:
+            self.run_id, self.burst = self.new_run_id(), 0
+
+
+def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor) -> Iterator[Event]:
     target = loop.target
     outcome = _Outcome(keep=plan.bursts is not None)
     try:
         target.start()
-        yield JobStarted(run_id, target.job, target.source, plan.bursts, plan.duration_s)
+        yield JobStarted(cursor.run_id, target.job, target.source, plan.bursts, plan.duration_s)
         yield from loop.warm_up(plan.warmup_s, plan.settle_s)
-        yield from _bursts(loop, plan, store, run_id, outcome)
+        yield from _bursts(loop, plan, store, cursor, outcome)
         if plan.duration_s is not None:
             yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
     except JobError as exc:
@@ -346,16 +371,16 @@ def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str) -> Iter
     finally:
         loop.end()
         ending = target.stop()
-    yield outcome.ended(run_id, ending.leaks)
+    yield outcome.ended(cursor.run_id, ending.leaks)
 
 
 def _bursts(
-    loop: RunLoop, plan: WatchPlan, store: RunStore, run_id: str, outcome: _Outcome
+    loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor, outcome: _Outcome
 ) -> Iterator[Event]:
     """Sample, diagnose and save bursts until the plan is done or the watch is stopped."""
     setbacks = Setbacks(loop.target.job, plan.patience_s)
-    burst = 0
-    while not loop.stopped and (plan.bursts is None or burst < plan.bursts):
+    while not loop.stopped and (plan.bursts is None or outcome.bursts < plan.bursts):
+        run_id, burst = cursor.run_id, cursor.burst
         began = loop.clock()
         loop.check()  # a job that finished or failed ends here, even with bursts back to back
         try:
@@ -373,8 +398,8 @@ def _bursts(
         yield BurstSampled(run_id, burst, observation)
         report = _diagnosed(observation, loop.rules, setbacks.findings())
         yield _saved(store, report, burst, outcome)
-        burst += 1
-        if plan.every_s is not None and (plan.bursts is None or burst < plan.bursts):
+        cursor.advance(plan.run_bursts)
+        if plan.every_s is not None and (plan.bursts is None or outcome.bursts < plan.bursts):
             yield from loop.idle(plan.every_s - (loop.clock() - began), "waiting")
 
 

@@ -121,6 +121,8 @@ class _Watch:
     leaks: tuple[str, ...] = ()
     thread: threading.Thread | None = None
     beat: float = field(default_factory=time.monotonic)
+    runs: set[str] = field(default_factory=set)
+    """Every run this watch saved in (a long watch goes on in a new run now and then)."""
     trouble: str | None = None
     overrun: bool = False
     reason: str | None = None
@@ -301,6 +303,8 @@ class Watches:
         elif isinstance(event, ReportReady):
             summary = BurstSummary.of(event.run_id, event.burst, event.report)
             with self._lock:
+                watch.run_id = event.run_id
+                watch.runs.add(event.run_id)
                 watch.latest = event.report
                 watch.history.append(summary)
                 watch.trouble, watch.overrun = event.save_error, False
@@ -470,7 +474,8 @@ class Watches:
         shows the newest stored run instead (its own run has no report to show).
         """
         past = () if stored is None else stored.history
-        history = tuple(s for s in past if s.run_id != watch.run_id) + tuple(watch.history)
+        own = watch.runs | {watch.run_id}
+        history = tuple(s for s in past if s.run_id not in own) + tuple(watch.history)
         run_id: str | None = watch.run_id
         latest = watch.latest
         if latest is None and watch.state != "running":

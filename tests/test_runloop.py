@@ -299,3 +299,21 @@ def test_no_burst_starts_while_an_abandoned_sampler_still_runs(tmp_path: Path) -
     [ready] = [e for e in events if isinstance(e, ReportReady)]
     [overrun] = [f for f in ready.report.findings if f.kind == "overrun"]
     assert overrun.detail.startswith("2 bursts abandoned; the last: burst 0 not started")
+
+
+def test_a_long_watch_goes_on_in_a_new_run_every_so_many_bursts(tmp_path: Path) -> None:
+    target = RuntimeTarget(parse_scenario(TINY))
+    stop = threading.Event()
+    plan = WatchPlan(bursts=None, samples=10, interval_ms=10, run_bursts=2)
+    events: list[Event] = []
+    until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 5, stop)
+    ready = [e for e in events if isinstance(e, ReportReady)]
+    runs = list(dict.fromkeys(e.run_id for e in ready))
+    assert len(runs) == 3 and [e.burst for e in ready] == [0, 1, 0, 1, 0]
+    assert all(e.report.run_id == e.run_id for e in ready)
+    for run_id in runs:
+        saved = sorted(p.name for p in (tmp_path / run_id).iterdir())
+        assert saved[0] == "bursts.jsonl" and len(saved) in (2, 3)  # a manifest, 1 or 2 bursts
+    ended = events[-1]
+    assert isinstance(ended, JobEnded)
+    assert (ended.run_id, ended.bursts) == (ready[-1].run_id, 5)  # the run it ended in

@@ -341,3 +341,18 @@ def test_a_job_that_ends_as_its_watch_starts_says_how(tmp_path: Path) -> None:
         watches.start_target(target, plan)
     assert watches.running() == [] and watches.job("brief") is None
     assert task_threads() == []
+
+
+def test_a_watch_that_goes_on_in_new_runs_shows_each_burst_once(tmp_path: Path) -> None:
+    settings = service.Settings(runs_dir=tmp_path)
+    watches = Watches(settings, every_s=0.05, stored=StoredJobs(settings, ttl_s=0))
+    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=0.05, run_bursts=2)
+    watches.start_target(RuntimeTarget(parse_scenario(tiny("rolls"))), plan)
+    wait_until(lambda: reports_of(watches, "rolls") >= 5, "five bursts in three runs")
+    view = watches.job("rolls")
+    assert view is not None and view.latest is not None
+    keys = [(b.run_id, b.burst) for b in view.history]
+    assert len(keys) == len(set(keys))  # the stored runs of this watch are not shown twice
+    assert len({run for run, _ in keys}) >= 3
+    assert view.run_id == view.latest.run_id == keys[-1][0]
+    assert watches.stop_all() == ()
