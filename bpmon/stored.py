@@ -3,12 +3,13 @@
 The server answers ``/api/v1/jobs`` and every Prometheus scrape from this index, so asking must
 be cheap and must never wait long, whatever the size of the runs directory:
 
-- **it reads manifests, not reports**: each run folder's ``bursts.jsonl``
-  (:mod:`bpmon.history.manifest`) is read from where the last reading stopped, so a burst is read
-  once, and a restart over weeks of bursts reads lines, not reports. Only each job's newest
-  report is read whole. A report without its manifest line (a run saved before manifests, a
-  process killed between the two writes) is read once and its line added (should its writer
-  add the same line a moment later, the duplicate is harmless).
+- **it reads manifests, not reports, and not all of them**: of each run folder's
+  ``bursts.jsonl`` (:mod:`bpmon.history.manifest`) it reads the first line and the newest
+  :data:`HISTORY_LIMIT` at first, then from where the last reading stopped, so a restart over
+  weeks of bursts reads a few lines per run. Only each job's newest report is read whole. A
+  report without its manifest line (a run saved before manifests, a process killed between the
+  two writes) is read once and its line added (should its writer add the same line a moment
+  later, the duplicate is harmless).
 - **it keeps what it shows**: per run, the last :data:`HISTORY_LIMIT` bursts in short; per job,
   the last :data:`HISTORY_LIMIT` of its runs' bursts and its newest report.
 - **it refreshes beside the requests**: a reading older than ``ttl_s`` starts a refresh on a
@@ -60,39 +61,16 @@ class StoredJob:
     history: tuple[BurstSummary, ...]
 
 
-class _Covered:
-    """Which burst numbers of a run are known, as ranges (a run's bursts are consecutive)."""
-
-    def __init__(self) -> None:
-        self._ranges: list[list[int]] = []
-
-    def __contains__(self, n: int) -> bool:
-        return any(lo <= n <= hi for lo, hi in self._ranges)
-
-    def add(self, n: int) -> bool:
-        """Mark ``n`` known; False when it was already."""
-        if n in self:
-            return False
-        for r in self._ranges:
-            if n == r[1] + 1:
-                r[1] = n
-                return True
-            if n == r[0] - 1:
-                r[0] = n
-                return True
-        self._ranges.append([n, n])
-        return True
-
-
 @dataclass(eq=False)
 class _Run:
-    """One run folder as read so far (owned by the refresh, never shared)."""
+    """One run folder as read so far (owned by the refresh, never shared): its first burst, its
+    newest :data:`HISTORY_LIMIT` bursts, and where its manifest was read up to."""
 
     run_id: str
     mtime_ns: int = -1
     position: Position | None = None
+    first: BurstSummary | None = None
     recent: dict[int, BurstSummary] = field(default_factory=dict)
-    covered: _Covered = field(default_factory=_Covered)
     checked: bool = False
     bad_lines: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = ()
@@ -103,11 +81,16 @@ class _Run:
         return self.bad_lines + self.unreadable
 
     def add(self, summary: BurstSummary) -> None:
-        self.covered.add(summary.burst)
         self.recent[summary.burst] = summary
+        if self.first is None or summary.burst < self.first.burst:
+            self.first = summary
         if len(self.recent) > HISTORY_LIMIT * 5 // 4:  # trim now and then, not every time
             keep = sorted(self.recent)[-HISTORY_LIMIT:]
             self.recent = {b: self.recent[b] for b in keep}
+
+    def forget(self) -> None:
+        """The manifest was replaced (pruned): what was read of it no longer holds."""
+        self.position, self.first, self.recent, self.bad_lines = None, None, {}, ()
 
     @property
     def newest(self) -> BurstSummary | None:
@@ -115,7 +98,7 @@ class _Run:
 
     @property
     def oldest(self) -> BurstSummary | None:
-        return self.recent[min(self.recent)] if self.recent else None
+        return self.first
 
 
 class StoredJobs:
@@ -254,15 +237,14 @@ class StoredJobs:
 
 
 def _catch_up(run: _Run, folder: Path, mtime_ns: int) -> None:
-    """Read what is new in a run folder: its manifest from the last position, then, the first
-    time and whenever the folder changed without a new line, any report that has no line."""
+    """Read what is new in a run folder: the first time, its manifest's first line and newest
+    lines (never all of it); then, from where the last read stopped. The first time, and
+    whenever the folder changed without a new line, reports without a line are looked for."""
     try:
-        lines = manifest.read(folder, run.position)
+        lines = _new_lines(run, folder)
     except HistoryError as exc:
         run.unreadable = (str(exc),)
         return
-    if lines.restarted:  # pruned: start over
-        run.recent, run.covered, run.bad_lines = {}, _Covered(), ()
     for summary in lines.summaries:
         run.add(summary)
     run.position, run.bad_lines = lines.position, run.bad_lines + lines.bad
@@ -272,12 +254,31 @@ def _catch_up(run: _Run, folder: Path, mtime_ns: int) -> None:
     run.mtime_ns = mtime_ns
 
 
+def _new_lines(run: _Run, folder: Path) -> manifest.Lines:
+    if run.position is not None:
+        lines = manifest.read(folder, run.position)
+        if not lines.restarted:
+            return lines
+        run.forget()
+    run.first = manifest.first(folder)  # the run's start, for ordering (not in its history)
+    return manifest.tail(folder, HISTORY_LIMIT)
+
+
 def _add_missing(run: _Run, folder: Path) -> tuple[str, ...]:
-    """Read the reports that have no manifest line and add their lines."""
+    """Read the reports that have no manifest line and add their lines: every report of a run
+    saved before manifests existed; else those after the newest line (a writer killed between
+    a report and its line), found by asking for each next file."""
+    if run.position is None:  # no manifest at all
+        missing = burst_numbers(folder)
+    else:
+        newest = run.newest
+        missing = []
+        following = 0 if newest is None else newest.burst + 1
+        while (folder / burst_file_name(following)).is_file():
+            missing.append(following)
+            following += 1
     problems = []
-    for burst in burst_numbers(folder):
-        if burst in run.covered:
-            continue
+    for burst in missing:
         try:
             report = read_report(folder / burst_file_name(burst))
         except (HistoryError, TargetNotFoundError) as exc:

@@ -34,6 +34,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -158,30 +159,57 @@ def append(run_dir: Path, summary: BurstSummary) -> None:
         out.write(summary.to_line().encode("utf-8"))
 
 
-def rewrite(run_dir: Path, keep: Callable[[BurstSummary], bool]) -> int:
-    """Replace the manifest of ``run_dir`` with the lines ``keep`` keeps; returns lines dropped.
+def rewrite(run_dir: Path, keep: Callable[[int], bool]) -> int:
+    """Replace the manifest of ``run_dir`` with the lines of the bursts ``keep`` keeps (it is
+    given burst numbers); returns the lines dropped.
 
     Done under the manifest's lock and by an atomic rename, so a writer appending meanwhile
-    waits and then appends to the new file. Lines that are not valid summaries are dropped.
+    waits and then appends to the new file. Only each line's burst number is read (a run holds
+    at most some 10,000 lines: a fraction of a second); a line without one is dropped.
     """
     path = run_dir / MANIFEST_FILE
     if not path.is_file():
         return 0
-    with _locked(path) as held:
+    temp = path.with_name(f".{MANIFEST_FILE}.rewrite.tmp")
+    dropped = 0
+    with _locked(path) as held, open(temp, "wb") as out:
         held.seek(0)
-        lines = held.read().decode("utf-8", "replace").splitlines(keepends=True)
-        kept = [line for line in lines if _kept(run_dir.name, line, keep)]
-        temp = path.with_name(f".{MANIFEST_FILE}.rewrite.tmp")
-        temp.write_text("".join(kept), encoding="utf-8")
+        for line in held:
+            burst = line_burst(line)
+            if line.endswith(b"\n") and burst is not None and keep(burst):
+                out.write(line)
+            else:
+                dropped += 1
+        out.flush()
         os.replace(temp, path)
-    return len(lines) - len(kept)
+    return dropped
 
 
-def _kept(run_id: str, line: str, keep: Callable[[BurstSummary], bool]) -> bool:
+_BURST_FIELD = re.compile(rb'^\{"burst":(\d+),')
+_END_FIELD = re.compile(rb'"end":"([^"]+)"')
+
+
+def line_burst(line: bytes) -> int | None:
+    """The burst number of a manifest line, read without parsing the line (None: not one)."""
+    found = _BURST_FIELD.match(line)
+    return int(found.group(1)) if found else None
+
+
+def ends(run_dir: Path) -> dict[int, datetime]:
+    """When each burst of ``run_dir``'s manifest ended, read line by line without parsing the
+    lines whole; lines without both fields are left out."""
+    found: dict[int, datetime] = {}
     try:
-        return line.endswith("\n") and keep(BurstSummary.from_line(run_id, line))
-    except HistoryError:
-        return False
+        with open(run_dir / MANIFEST_FILE, "rb") as src:
+            for line in src:
+                burst, end = line_burst(line), _END_FIELD.search(line)
+                if burst is None or end is None:
+                    continue
+                with contextlib.suppress(HistoryError):
+                    found[burst] = parse_timestamp(end.group(1).decode("ascii", "replace"))
+    except OSError:
+        return {}
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +256,8 @@ def read(run_dir: Path, since: Position | None = None) -> Lines:
     except OSError as exc:
         raise HistoryError(f"{path}: {(exc.strerror or str(exc)).lower()}") from None
     end = data.rfind(b"\n") + 1  # only complete lines
-    found, bad = [], []
-    for number, raw in enumerate(data[:end].splitlines()):
-        try:
-            found.append(BurstSummary.from_line(run_dir.name, raw.decode("utf-8")))
-        except (HistoryError, UnicodeDecodeError) as exc:
-            bad.append(f"{path}: line {number + 1} after byte {offset}: {exc}; skipped")
-    return Lines(tuple(found), Position(stat.st_ino, offset + end), restarted, tuple(bad))
+    found, bad = _parsed(run_dir, data[:end].splitlines(), offset)
+    return Lines(found, Position(stat.st_ino, offset + end), restarted, bad)
 
 
 def first(run_dir: Path) -> BurstSummary | None:
@@ -249,6 +272,48 @@ def first(run_dir: Path) -> BurstSummary | None:
         return BurstSummary.from_line(run_dir.name, line.decode("utf-8"))
     except (HistoryError, UnicodeDecodeError):
         return None
+
+
+TAIL_BLOCK = 256 * 1024
+
+
+def tail(run_dir: Path, count: int) -> Lines:
+    """The last ``count`` complete lines of ``run_dir``'s manifest (its newest bursts), read
+    from the end: a run of 10,000 lines costs what its last ``count`` cost. The position is
+    the end of the last complete line."""
+    path = run_dir / MANIFEST_FILE
+    try:
+        with open(path, "rb") as src:
+            stat = os.fstat(src.fileno())
+            data, start = b"", stat.st_size
+            while start > 0 and data.count(b"\n") <= count:
+                step = min(TAIL_BLOCK, start)
+                start -= step
+                src.seek(start)
+                data = src.read(step) + data
+    except FileNotFoundError:
+        return Lines((), None)
+    except OSError as exc:
+        raise HistoryError(f"{path}: {(exc.strerror or str(exc)).lower()}") from None
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].split(b"\n")[:-1]
+    if start > 0:
+        lines = lines[1:]  # the first may be cut
+    summaries, bad = _parsed(run_dir, lines[-count:] if count else [], start)
+    return Lines(summaries, Position(stat.st_ino, start + end), False, bad)
+
+
+def _parsed(
+    run_dir: Path, lines: list[bytes], offset: int
+) -> tuple[tuple[BurstSummary, ...], tuple[str, ...]]:
+    found, bad = [], []
+    for number, raw in enumerate(lines):
+        try:
+            found.append(BurstSummary.from_line(run_dir.name, raw.decode("utf-8")))
+        except (HistoryError, UnicodeDecodeError) as exc:
+            where = run_dir / MANIFEST_FILE
+            bad.append(f"{where}: line {number + 1} after byte {offset}: {exc}; skipped")
+    return tuple(found), tuple(bad)
 
 
 @contextlib.contextmanager

@@ -320,7 +320,7 @@ def _run_info(run_dir: Path, first: BurstSummary, bursts: list[int]) -> RunInfo:
 
 def _burst_ends(run_dir: Path, bursts: list[int]) -> dict[int, datetime]:
     """When each burst's window ended: its manifest line, its report, else its file's time."""
-    ends = {line.burst: line.time for line in manifest.read(run_dir).summaries}
+    ends = manifest.ends(run_dir)
     for b in bursts:
         if b in ends:
             continue
@@ -333,9 +333,9 @@ def _burst_ends(run_dir: Path, bursts: list[int]) -> dict[int, datetime]:
     return {b: ends.get(b, datetime.max.replace(tzinfo=UTC)) for b in bursts}
 
 
-def _not_in(gone: frozenset[int]) -> Callable[[BurstSummary], bool]:
+def _not_in(gone: frozenset[int]) -> Callable[[int], bool]:
     """Keeps the manifest lines of bursts not in ``gone``."""
-    return lambda line: line.burst not in gone
+    return lambda burst: burst not in gone
 
 
 def _held(bursts: list[int]) -> str:

@@ -65,7 +65,7 @@ def test_concurrent_writers_and_a_rewrite_lose_no_line_and_tear_none(tmp_path: P
         w.start()
     dropped = 0
     while any(w.is_alive() for w in writers):  # rewrite (drop nothing) while they append
-        dropped += manifest.rewrite(run_dir, lambda line: True)
+        dropped += manifest.rewrite(run_dir, lambda burst: True)
     for w in writers:
         w.join(60)
         assert w.exitcode == 0
@@ -89,7 +89,7 @@ def test_a_reader_takes_complete_lines_from_where_it_stopped(tmp_path: Path) -> 
     after = manifest.read(run_dir, first.position)
     assert [s.burst for s in after.summaries] == [2]
     assert len(after.bad) == 1 and "skipped" in after.bad[0]
-    manifest.rewrite(run_dir, lambda line: line.burst != 0)  # a prune replaces the file
+    manifest.rewrite(run_dir, lambda burst: burst != 0)  # a prune replaces the file
     again = manifest.read(run_dir, after.position)
     assert again.restarted and [s.burst for s in again.summaries] == [2]
 
@@ -115,9 +115,9 @@ def test_the_index_keeps_a_bounded_window_of_a_long_run(tmp_path: Path) -> None:
     run_dir.mkdir()
     total = HISTORY_LIMIT * 2 + 7
     with open(run_dir / MANIFEST_FILE, "w", encoding="utf-8") as out:
-        for k in range(total):
+        for k in range(total - 1):  # a long run's lines (its older reports pruned)...
             out.write(summary(run_id, k).to_line())
-    RunStore(tmp_path).save(report(run_id, total - 1), burst=total - 1)
+    RunStore(tmp_path).save(report(run_id, total - 1), burst=total - 1)  # ...and its newest
     stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
     history = stored.jobs()["orders"].history
     assert len(history) == HISTORY_LIMIT
@@ -184,3 +184,29 @@ def test_two_writers_of_one_burst_never_replace_each_other(tmp_path: Path) -> No
         stored = RunStore(root).load("r1")
         assert stored.job == saved[0]  # the winner's file, whole
         assert [s.job for s in manifest.read(root / "r1").summaries] == saved
+
+
+def test_the_tail_is_the_newest_lines_across_read_blocks(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    for k in range(700):  # ~700 KB: the tail spans several blocks
+        manifest.append(run_dir, summary("r1", k))
+    last = manifest.tail(run_dir, 500)
+    assert [s.burst for s in last.summaries] == list(range(200, 700))
+    assert last.bad == () and last.position is not None
+    assert last.position.offset == (run_dir / MANIFEST_FILE).stat().st_size
+    assert [s.burst for s in manifest.tail(run_dir, 5000).summaries] == list(range(700))
+    manifest.append(run_dir, summary("r1", 700))
+    assert [s.burst for s in manifest.read(run_dir, last.position).summaries] == [700]
+
+
+def test_a_report_saved_after_the_newest_line_without_its_own_is_found(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    run_id = "20261122T101500Z-orders-0003"
+    for k in range(4):
+        store.save(report(run_id, k), burst=k)
+    run_dir = tmp_path / run_id
+    manifest.rewrite(run_dir, lambda burst: burst < 2)  # killed before lines 2 and 3
+    stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
+    assert [s.burst for s in stored.jobs()["orders"].history] == [0, 1, 2, 3]
+    assert [s.burst for s in manifest.read(run_dir).summaries] == [0, 1, 2, 3]  # added
