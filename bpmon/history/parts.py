@@ -276,12 +276,23 @@ def read_part(pq: Any, part: Part) -> pa.Table:
 
 
 def row_groups(pq: Any, part: Part) -> Iterator[pa.Table]:
-    """The rows of ``part`` one row group at a time, with the current schema."""
+    """The rows of ``part`` one row group at a time, with the current schema, for a rewrite.
+
+    Raises:
+        ValueError: the part has columns the current schema does not know (a later bpmon
+            wrote it): rewriting it would drop them, so it must not be rewritten here.
+    """
     import pyarrow as pa
 
     schema = arrow_schema(part.table)
     with pq.ParquetFile(part.path) as file:
         have = file.schema_arrow
+        unknown = [name for name in have.names if schema.get_field_index(name) < 0]
+        if unknown:
+            raise ValueError(
+                f"{part.name} has columns this bpmon does not know ({', '.join(unknown)}): a "
+                "later bpmon wrote it; compact with that bpmon, which keeps them"
+            )
         present = [f.name for f in schema if have.get_field_index(f.name) >= 0]
         for index in range(file.num_row_groups):
             got = file.read_row_group(index, columns=present)

@@ -173,3 +173,15 @@ def test_a_dataset_an_older_bpmon_wrote_compacts_and_reads_the_same(
     done = compact(pq, tmp_path, today=None)
     assert (done.merged, done.files_after, done.problems) == (40, 2, [])
     exactly(store, {(RUN, b) for b in range(40)})
+
+
+def test_a_later_versions_part_is_never_compacted_by_this_one(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path, compact=False)
+    later = {**OLD_ROWS, **{c: [0.5, 0.5] for c in ADDED}, "gc_time_ratio": [0.01, 0.02]}
+    path = write_older(store, later, "later-0")
+    write_older(store, {**OLD_ROWS, "run_id": ["20261122T080000Z-enrich-0001"] * 2}, "older-0")
+    before = path.read_bytes()
+    done = compact(pq, tmp_path, today=None)
+    assert len(done.problems) == 1 and "gc_time_ratio" in done.problems[0]
+    assert path.read_bytes() == before  # its column is kept: left as it was
+    assert pq.read_table(path).column("gc_time_ratio").to_pylist() == [0.01, 0.02]
