@@ -424,7 +424,9 @@ def serve(
     it prints every thread's stack and exits 1.
 
     Exit codes: 0 stopped cleanly; 1 something did not stop cleanly, or the
-    stop was forced; 2 bad set-up (one line, nothing started).
+    stop was forced; 2 bad set-up (one line, nothing started); 5 a target to
+    watch cannot be read (a Flink cluster that does not answer, no such PID);
+    130 stopped while the watches were starting.
     """
     with _errors():
         _serve(

@@ -301,8 +301,10 @@ def maintain(settings: Settings) -> Maintenance:
     are pruned (the Parquet days, the run folders and burst reports), then past days are merged
     into one part per job and table, today's parts in tiers (appends already do most of it),
     and leftovers of killed writers are removed. With nothing to do it lists folders and
-    opens no file. Nothing waits: a history busy with another compaction is left for the next
-    call.
+    opens no file. The compaction does not wait: a job-day busy with another compaction is left
+    for the next call. The prune may wait, up to 30 s for a compaction and 30 s more for
+    readers (Spark), then names the history busy and leaves it for the next call (run it on a
+    thread of its own, as ``bpmon serve`` does).
     """
     began = time.monotonic()
     problems: list[str] = []

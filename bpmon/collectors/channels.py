@@ -79,7 +79,7 @@ class ChannelTally:
 
     def stride(self, planned: int) -> int:
         """Read after one sample in this many, in a burst of ``planned`` samples."""
-        by_burst = planned // max(1, self.readings_per_burst)
+        by_burst = math.ceil(planned / max(1, self.readings_per_burst))
         by_width = math.ceil(len(self._sums) / CHANNELS_PER_READING)
         return max(1, by_burst, by_width)
 

@@ -42,6 +42,7 @@ class ProcessTarget:
         pause: bool = False,
     ) -> None:
         self.pid = pid
+        self._started: str | None = None  # the process's start time, once watched
         self.profile = load_profile(collector_profile)
         self.graph = load_topology(topology) if topology is not None else None
         self._sampler: Sampler = PySpySampler(pid, self.profile, pause=pause)
@@ -61,6 +62,7 @@ class ProcessTarget:
         no such process to watch."""
         if not process_alive(self.pid):
             raise process_not_found(self.pid)
+        self._started = start_time(self.pid)
 
     def observe(
         self,
@@ -89,7 +91,9 @@ class ProcessTarget:
         self._raise_if_exited()
 
     def _raise_if_exited(self) -> None:
-        if not process_alive(self.pid):
+        """JobOverError once the process exited (or its PID went to another process)."""
+        reused = self._started is not None and start_time(self.pid) != self._started
+        if reused or not process_alive(self.pid):
             raise JobOverError(f"process {self.pid} exited")
 
     def stop(self) -> Ending:
@@ -110,3 +114,15 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return True  # no /proc here: it answered the signal
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def start_time(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22), so
+    a PID given to another process after ours exited is told apart; None where there is no
+    /proc (then the PID alone is trusted)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None

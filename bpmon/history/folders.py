@@ -11,6 +11,7 @@ May import: the model layer, bpmon.history.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ TRASH = ".trash"
 _CHECKED: OrderedDict[tuple[str, int, int, int], Part | str] = OrderedDict()
 """What :func:`check_part` said of the files this process looked at, by file identity."""
 _CHECKED_KEPT = 8192
+_CHECKED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -126,14 +128,17 @@ def _checked(pq: Any, table: TableName, path: Path) -> Part | str | None:
     except FileNotFoundError:
         return None
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if key in _CHECKED:
-        _CHECKED.move_to_end(key)
-        return _CHECKED[key]
+    with _CHECKED_LOCK:
+        known = _CHECKED.get(key)
+        if known is not None:
+            _CHECKED.move_to_end(key)
+            return known
     checked = check_part(pq, table, path)
     if not TEMP_NAME.fullmatch(path.name):
-        _CHECKED[key] = checked
-        if len(_CHECKED) > _CHECKED_KEPT:
-            _CHECKED.popitem(last=False)
+        with _CHECKED_LOCK:
+            _CHECKED[key] = checked
+            if len(_CHECKED) > _CHECKED_KEPT:
+                _CHECKED.popitem(last=False)
     return checked
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,6 +72,8 @@ _said: set[str] = set()
 _WINDOWS: OrderedDict[Path, Windows] = OrderedDict()
 """The windows of compacted parts already read by this process (their files never change)."""
 _WINDOWS_KEPT = 256
+_WINDOWS_LOCK = threading.Lock()
+"""Watches append from threads of their own: the cache is shared."""
 
 
 class MissingDependencyError(BpmonError, ImportError):
@@ -339,15 +342,18 @@ def _due_after(names: list[str]) -> bool:
 
 def _compacted_windows(path: Path) -> Windows:
     """The windows a compacted part holds (cached: its file never changes); none if unreadable."""
-    if path in _WINDOWS:
-        _WINDOWS.move_to_end(path)
-        return _WINDOWS[path]
+    with _WINDOWS_LOCK:
+        known = _WINDOWS.get(path)
+        if known is not None:
+            _WINDOWS.move_to_end(path)
+            return known
     pq = require_pyarrow()
     try:
         windows = Windows.decode(pq.read_metadata(path).metadata[WINDOWS_KEY])
     except Exception:  # torn, foreign or unfinished: not a part that holds anything
         return Windows()
-    _WINDOWS[path] = windows
-    if len(_WINDOWS) > _WINDOWS_KEPT:
-        _WINDOWS.popitem(last=False)
+    with _WINDOWS_LOCK:
+        _WINDOWS[path] = windows
+        if len(_WINDOWS) > _WINDOWS_KEPT:
+            _WINDOWS.popitem(last=False)
     return windows

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from bpmon.collectors.channels import CHANNELS_PER_READING, READINGS_PER_BURST, ChannelTally
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.sampler import StackSampler
@@ -139,3 +141,11 @@ def test_a_wide_job_is_read_more_sparsely() -> None:
     assert CHANNELS_PER_READING < 13 * 13
     assert readings_per_channel(13, 9) == (2, {5})
     assert readings_per_channel(13, 100) == (5, {20})
+
+
+@pytest.mark.parametrize("planned", [10, 20, 30, 50, 100, 110, 1000])
+def test_a_burst_takes_at_most_its_readings_whatever_its_samples(planned: int) -> None:
+    tally = ChannelTally({})
+    taken = [done for done in range(1, planned + 1) if (done - 1) % tally.stride(planned) == 0]
+    assert taken[0] == 1  # always a reading after the first sample
+    assert min(planned, READINGS_PER_BURST) // 2 <= len(taken) <= READINGS_PER_BURST
