@@ -53,6 +53,9 @@ HEALTH_TIMEOUT_S = 1.0
 RSS_GROWTH_LIMIT_MB = 20.0
 RESTART_LIMIT_S = 2.0
 STOP_LIMIT_S = 5.0
+HISTORY_FILES_PER_JOB = 80
+"""What compaction keeps a job-day's Parquet history to, whatever the bursts: at most 31 single
+parts and a few compacted ones per table (``docs/history.md``), both tables."""
 
 
 @dataclass
@@ -99,7 +102,8 @@ class Server:
         self.tail: deque[str] = deque(maxlen=200)
         self.lines = 0
         found = queue.Queue[str | None]()
-        threading.Thread(target=self._drain, args=(found,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(found,), daemon=True)
+        self._drainer.start()
         url = found.get(timeout=120)
         if url is None:
             raise SystemExit(f"bpmon serve ended before serving: {''.join(self.tail)[-500:]}")
@@ -127,7 +131,11 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        return code, time.monotonic() - began
+        took = time.monotonic() - began
+        self._drainer.join(10)  # the pipe ends with the process
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code, took
 
 
 def status_of(pid: int) -> tuple[float, int]:
