@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from bpmon.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
+
 Level = Literal["OK", "LOW", "HIGH"]
 Source = Literal["runtime", "pyspy", "flink"]
 SampleState = Literal["backpressured", "idle", "busy"]
@@ -80,7 +82,14 @@ class Metrics:
         in_pool_usage: ``inPoolUsage`` (remote channels only).
         records_in_per_s: ``numRecordsInPerSecond``.
         records_out_per_s: ``numRecordsOutPerSecond``.
-        extra: any further metric by its Flink (or ``bpmon_``-prefixed) name.
+        soft_backpressured_ratio: ``softBackPressuredTimeMsPerSecond / 1000``.
+        hard_backpressured_ratio: ``hardBackPressuredTimeMsPerSecond / 1000``.
+        accounting_span_ms: task time the busy / idle / backpressured shares were taken over,
+            when they come from the window's own running totals (None: Flink's gauges).
+        backlog: a source's ``pendingRecords`` and its growth (FLIP-33; sources that report it).
+        spill: what the subtask's partitions spilled to disk (where the target measures it).
+        scheduling: the subtask's deployment state and the cluster's slots (where known).
+        extra: further metrics by name, for chained operators (being replaced by samples).
     """
 
     busy_ratio: float | None = None
@@ -90,6 +99,12 @@ class Metrics:
     in_pool_usage: float | None = None
     records_in_per_s: float | None = None
     records_out_per_s: float | None = None
+    soft_backpressured_ratio: float | None = None
+    hard_backpressured_ratio: float | None = None
+    accounting_span_ms: float | None = None
+    backlog: SourceBacklog | None = None
+    spill: Spill | None = None
+    scheduling: TaskScheduling | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
 
 
@@ -253,6 +268,9 @@ class Observation:
     load: RuntimeLoad | None = None
     channels: tuple[ChannelWindow, ...] = ()
     """Per-channel readings over the window (bpmon's runtime only; empty elsewhere)."""
+    signals: frozenset[Signal] = RUNTIME
+    """What the target observes (:mod:`bpmon.signals`): a rule needing anything else stays
+    silent and the report says so."""
     notes: tuple[Finding, ...] = ()
     """What the collector itself has to say (how many samples a Flink burst took, where Flink's
     own levels differ): added to the report's findings as they are."""

@@ -137,12 +137,6 @@ def subtask_metrics(values: Mapping[str, float], names: MetricNames, index: int)
         value = get(quantity)
         return None if value is None else value / 1000
 
-    extra = {
-        name: values[f"{index}.{name}"]
-        for quantity, name in names.names.items()
-        if quantity in ("soft", "hard", "in_floating", "in_exclusive")
-        and f"{index}.{name}" in values
-    }
     return Metrics(
         busy_ratio=per_second("busy"),
         idle_ratio=per_second("idle"),
@@ -151,7 +145,8 @@ def subtask_metrics(values: Mapping[str, float], names: MetricNames, index: int)
         in_pool_usage=get("in_pool"),
         records_in_per_s=get("records_in"),
         records_out_per_s=get("records_out"),
-        extra=extra,
+        soft_backpressured_ratio=per_second("soft"),
+        hard_backpressured_ratio=per_second("hard"),
     )
 
 
@@ -213,7 +208,7 @@ def window_accounting(
         backpressured_time_ratio=backpressured / span,
         records_in_per_s=None if records_in is None else records_in * 1000 / span,
         records_out_per_s=None if records_out is None else records_out * 1000 / span,
-        extra={"bpmon_accounting_span_ms": span},
+        accounting_span_ms=span,
     )
 
 
@@ -246,9 +241,9 @@ def soft_share(m: Metrics) -> float | None:
     part is the backpressured time less Flink's hard-backpressured gauge. None when the task
     gives no soft-backpressured time.
     """
-    soft = m.extra.get(CANDIDATES["soft"][0])
-    hard = m.extra.get(CANDIDATES["hard"][0], 0.0)
-    if "bpmon_accounting_span_ms" in m.extra and m.backpressured_time_ratio is not None:
+    soft = None if m.soft_backpressured_ratio is None else m.soft_backpressured_ratio * 1000
+    hard = (m.hard_backpressured_ratio or 0.0) * 1000
+    if m.accounting_span_ms is not None and m.backpressured_time_ratio is not None:
         # the window's own totals: soft = all backpressured time but the hard part
         hard = min(hard, m.backpressured_time_ratio * 1000)
         soft = m.backpressured_time_ratio * 1000 - hard

@@ -61,7 +61,7 @@ def over_window(
         backpressured_time_ratio=exact.backpressured_time_ratio,
         records_in_per_s=exact.records_in_per_s,
         records_out_per_s=exact.records_out_per_s,
-        extra={**m.extra, **exact.extra},
+        accounting_span_ms=exact.accounting_span_ms,
     )
 
 

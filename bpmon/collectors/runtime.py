@@ -43,7 +43,9 @@ from bpmon.model import RuntimeLoad as ModelLoad
 from bpmon.runtime.job import Job
 from bpmon.runtime.load import RuntimeLoad
 from bpmon.runtime.metrics import TaskMetrics, counters, job_metrics, window_metrics
+from bpmon.runtime.scheduler import TaskState
 from bpmon.scenario import Scenario
+from bpmon.signals import SlotWait, SourceBacklog, Spill, TaskScheduling
 
 
 def model_load(load: RuntimeLoad) -> ModelLoad:
@@ -67,7 +69,41 @@ def metrics_of(m: TaskMetrics) -> Metrics:
         in_pool_usage=m.in_pool_usage,
         records_in_per_s=m.records_in_per_s,
         records_out_per_s=m.records_out_per_s,
+        soft_backpressured_ratio=m.soft_backpressured_ms_per_s / 1000,
+        hard_backpressured_ratio=m.hard_backpressured_ms_per_s / 1000,
+        backlog=_backlog(m),
+        spill=_spill(m),
+        scheduling=_scheduling(m),
         extra=m.as_flink(),
+    )
+
+
+def _backlog(m: TaskMetrics) -> SourceBacklog | None:
+    if m.pending_records is None and m.pending_records_growth_per_s is None:
+        return None
+    pending = None if m.pending_records is None else float(m.pending_records)
+    return SourceBacklog(pending_records=pending, growth_per_s=m.pending_records_growth_per_s)
+
+
+def _spill(m: TaskMetrics) -> Spill | None:
+    if m.spilled_bytes_per_s is None:
+        return None
+    return Spill(
+        written_bytes_per_s=m.spilled_bytes_per_s,
+        read_bytes_per_s=m.spill_read_bytes_per_s or 0.0,
+        disk_ms_per_s=m.spill_disk_ms_per_s or 0.0,
+    )
+
+
+def _scheduling(m: TaskMetrics) -> TaskScheduling:
+    wait = m.slot_wait
+    return TaskScheduling(
+        state=TaskState(m.state).name,
+        waited_s=m.wait_s,
+        slots_total=None if wait is None else wait.total,
+        slot_wait=None
+        if wait is None
+        else SlotWait(region=wait.region, missing=wait.missing, needed=wait.slots),
     )
 
 

@@ -38,17 +38,11 @@ def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> floa
     return sum(caps) / len(caps) if caps else None
 
 
-PENDING_RECORDS = "pendingRecords"
-"""FLIP-33's per-source gauge of records owed (a Kafka source's lag)."""
-PENDING_GROWTH = "bpmon_pendingRecordsGrowthPerSecond"
-"""How fast ``pendingRecords`` grew over the window (records/s; negative while catching up)."""
-
-
 def _source_offer(vertex: VertexObservation) -> float | None:
     """What a source would emit if nothing held it back: records out + lag growth."""
     total = 0.0
     for s in vertex.subtasks:
-        growth = s.metrics.extra.get(PENDING_GROWTH)
+        growth = None if s.metrics.backlog is None else s.metrics.backlog.growth_per_s
         if s.metrics.records_out_per_s is None or growth is None:
             return None
         total += max(0.0, s.metrics.records_out_per_s + growth)

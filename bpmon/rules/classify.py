@@ -3,8 +3,9 @@
 For a *busy* suspect, its busy subtasks are those at least ``busy_share_of_max`` as busy as its
 busiest one. Then, first match wins:
 
-- ``spilling``: a subtask reports a spill metric (``[kinds] spill_metrics``, bytes/s) at least
-  ``spill_bytes_per_s_min``; these subtasks are named.
+- ``spilling``: a subtask's pipelined or hybrid outputs spill to disk (its metrics' ``spill``) at
+  least ``spill_bytes_per_s_min`` bytes/s; these subtasks are named. A vertex whose every output
+  is a blocking exchange writes all of it to disk by design, which is not a cause.
 - ``slow-sink``: the vertex is a sink (kind ``sink``, or no consumer in the graph).
 - ``slow-operator``: every subtask is busy; the operator as a whole lacks capacity.
 - ``slow-subtask``: the busy subtasks spend at least ``slow_subtask_ratio`` times as long per
@@ -78,7 +79,12 @@ def classify(
     if suspect.mechanism == "network":
         held = held_at_link(obs.channels, suspect.pressing, vertex.name, rules)
         return _network(vertex, rules, held)
-    return _busy_kind(vertex, loc, rules)
+    return _busy_kind(vertex, loc, rules, _only_blocking_outputs(obs, vertex.name))
+
+
+def _only_blocking_outputs(obs: Observation, name: str) -> bool:
+    outputs = [e for v in obs.vertices for e in v.inputs if e.source == name]
+    return bool(outputs) and all(e.exchange == "blocking" for e in outputs)
 
 
 def _network(
@@ -119,10 +125,12 @@ def busy_subtasks(vertex: VertexObservation, rules: RulesConfig) -> list[Subtask
     return [s for s, b in values if b is not None and top > 0 and b >= cut]
 
 
-def _busy_kind(vertex: VertexObservation, loc: Localization, rules: RulesConfig) -> Classification:
+def _busy_kind(
+    vertex: VertexObservation, loc: Localization, rules: RulesConfig, blocking_only: bool = False
+) -> Classification:
     hot = busy_subtasks(vertex, rules)
     indices = tuple(s.index for s in hot)
-    spill = _spilling(vertex, rules)
+    spill = None if blocking_only else _spilling(vertex, rules)
     if spill is not None:
         return spill
     consumers = loc.graph.consumers.get(vertex.name, ())
@@ -264,8 +272,9 @@ def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
 
 def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification | None:
     spilled = {
-        s.index: sum(s.metrics.extra.get(m, 0.0) for m in rules.kinds.spill_metrics)
+        s.index: s.metrics.spill.written_bytes_per_s
         for s in vertex.subtasks
+        if s.metrics.spill is not None
     }
     heavy = {i: b for i, b in spilled.items() if b > 0 and b >= rules.kinds.spill_bytes_per_s_min}
     if not heavy:

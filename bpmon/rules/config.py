@@ -73,7 +73,6 @@ class KindRules:
     busy_share_of_max: float = 0.80
     skew_ratio: float = 1.5
     slow_subtask_ratio: float = 2.0
-    spill_metrics: tuple[str, ...] = ("spilledBytesPerSecond",)
     spill_bytes_per_s_min: float = 1.0
 
 
@@ -163,9 +162,6 @@ class RulesConfig:
 def _check_table(table: str, value: object) -> None:
     for f in fields(value):  # type: ignore[arg-type]
         current = getattr(value, f.name)
-        if isinstance(f.default, tuple):
-            _check_names(f"{table}.{f.name}", current)
-            continue
         low, high = _BOUNDS.get(f"{table}.{f.name}", _UNIT)
         if isinstance(current, bool) or not isinstance(current, int | float):
             raise ConfigError(f"{table}.{f.name} = {current!r}: expected a number")
@@ -173,11 +169,6 @@ def _check_table(table: str, value: object) -> None:
             upper = "" if high == float("inf") else f" and {high:g}"
             lead = f"between {low:g}{upper}" if upper else f">= {low:g}"
             raise ConfigError(f"{table}.{f.name} = {current!r}: expected a number {lead}")
-
-
-def _check_names(name: str, value: object) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{name} = {value!r}: expected a list of metric names (strings)")
 
 
 def _check_order(rules: RulesConfig) -> None:
@@ -245,8 +236,18 @@ def _from_document(document: dict[str, Any], origin: str) -> RulesConfig:
     return replace(RulesConfig(), origin=origin, **tables)
 
 
+RETIRED = {
+    "kinds.spill_metrics": "spilling is read from the targets' typed spill figures (the "
+    "metrics' spill); delete the key",
+}
+"""Keys older bpmon versions knew, with what replaced them."""
+
+
 def _table_from(name: str, cls: type, raw: dict[str, Any]) -> object:
     known = {f.name for f in fields(cls)}
+    for key in sorted(raw):
+        if f"{name}.{key}" in RETIRED:
+            raise ConfigError(f"{name}.{key} is no longer read: {RETIRED[f'{name}.{key}']}")
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(

@@ -1,16 +1,17 @@
 """Causes no stack sample shows: a region that waits for slots, and a partition that spills.
 
-Both come from the metrics of bpmon's runtime (``docs/scenario.md``, Scheduling), which a thread
-sample cannot give: a task that has no slot has no thread to sample, and a producer whose hybrid
-partition spills is not backpressured at all, it writes to disk instead.
+Both come from typed parts of the metrics (:mod:`bpmon.signals`) which a thread sample cannot
+give: a task that has no slot has no thread to sample, and a producer whose hybrid partition
+spills is not backpressured at all, it writes to disk instead.
 
-- ``resource-starved``: every subtask of a region is SCHEDULED (Flink's state ordinal 1,
-  ``bpmon_taskState``): its bulk of slots waits (``bpmon_slotsMissing`` of ``bpmon_regionSlots``
-  lacking, for ``bpmon_slotWaitSeconds``). The cause is named on the region's vertex of the largest
-  parallelism, the one whose slots the region needs most.
+- ``resource-starved``: every subtask of a vertex waits to be deployed (CREATED, SCHEDULED or
+  DEPLOYING: its ``scheduling``) and the cluster has no slot free for it. bpmon's runtime says
+  which pipelined region waits and how many slots it lacks; a Flink cluster says the states and
+  its free slots (``/overview``), which is what the rule needs. The cause is named on the waiting
+  vertex of the largest parallelism (per region where known), the one whose slots are needed most.
 - ``spilling``: a producer writing a hybrid exchange spills more than ``SPILL_MIN_BYTES_PER_S``
-  (``bpmon_spilledBytesPerSecond``). Blocking exchanges write everything to disk by design and are
-  not a cause.
+  (its metrics' ``spill``; bpmon's runtime only). Blocking exchanges write everything to disk by
+  design and are not a cause.
 
 Each cause carries its evidence with numbers and a recommendation, like every other kind.
 """
@@ -20,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bpmon.model import Observation, RootCause, VertexObservation
+from bpmon.signals import Spill, TaskScheduling
 
-SCHEDULED = 1.0
-"""Flink's ``ExecutionState.SCHEDULED`` ordinal, as ``bpmon_taskState`` gives it."""
 SPILL_MIN_BYTES_PER_S = 64 * 1024
 """Below this, a partition's spilling is too little to name as a cause."""
 STARVED_CONFIDENCE = 0.9
@@ -36,45 +36,56 @@ def scheduling_causes(observation: Observation) -> list[RootCause]:
     return [*_starved(observation), *_spilling(observation)]
 
 
-def _extra(vertex: VertexObservation, name: str) -> list[float]:
-    return [s.metrics.extra[name] for s in vertex.subtasks if name in s.metrics.extra]
+def _states(vertex: VertexObservation) -> list[TaskScheduling]:
+    return [s.metrics.scheduling for s in vertex.subtasks if s.metrics.scheduling is not None]
+
+
+def _waiting(vertex: VertexObservation) -> bool:
+    """Every subtask of ``vertex`` waits for deployment, and no slot is free for it."""
+    states = _states(vertex)
+    if not states or len(states) != len(vertex.subtasks) or not all(s.waiting for s in states):
+        return False
+    if any(s.slot_wait is not None and s.slot_wait.missing > 0 for s in states):
+        return True
+    free = [s.slots_free for s in states if s.slots_free is not None]
+    return bool(free) and min(free) < len(vertex.subtasks)
 
 
 def _starved(observation: Observation) -> list[RootCause]:
-    regions: dict[int, list[VertexObservation]] = {}
-    for vertex in observation.vertices:
-        states = _extra(vertex, "bpmon_taskState")
-        regions_of = _extra(vertex, "bpmon_region")
-        waiting = (
-            bool(states) and len(states) == len(vertex.subtasks) and set(states) == {SCHEDULED}
-        )
-        if waiting and regions_of:
-            regions.setdefault(int(regions_of[0]), []).append(vertex)
-    return [_starved_cause(index, vertices) for index, vertices in sorted(regions.items())]
+    groups: dict[int, list[VertexObservation]] = {}
+    for vertex in (v for v in observation.vertices if _waiting(v)):
+        wait = next((s.slot_wait for s in _states(vertex) if s.slot_wait is not None), None)
+        groups.setdefault(-1 if wait is None else wait.region, []).append(vertex)
+    return [_starved_cause(index, vertices) for index, vertices in sorted(groups.items())]
 
 
 def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCause:
     widest = max(vertices, key=lambda v: v.parallelism)
-    first = widest.subtasks[0].metrics.extra
-    missing = int(max(max(_extra(v, "bpmon_slotsMissing"), default=0) for v in vertices))
-    needed = int(first.get("bpmon_regionSlots", widest.parallelism))
-    total = int(first.get("bpmon_clusterSlots", 0))
-    waited = max(max(_extra(v, "bpmon_slotWaitSeconds"), default=0.0) for v in vertices)
+    states = [s for v in vertices for s in _states(v)]
+    waits = [s.slot_wait for s in states if s.slot_wait is not None]
+    free = min((s.slots_free for s in states if s.slots_free is not None), default=0)
+    needed = max((w.needed for w in waits), default=sum(v.parallelism for v in vertices))
+    missing = max((w.missing for w in waits), default=max(1, needed - free))
+    total = next((s.slots_total for s in states if s.slots_total is not None), None)
+    waited = max((s.waited_s for s in states if s.waited_s is not None), default=None)
     names = ", ".join(v.name for v in vertices)
     subtasks = sum(len(v.subtasks) for v in vertices)
     lower = max(1, widest.parallelism - missing)
+    which = f"region {region} ({names})" if region >= 0 else names
+    waiting = "" if waited is None else f" waiting {waited:.1f} s"
+    cluster = "" if total is None else f"{total} slots in the cluster, "
     return RootCause(
         vertex=widest.name,
         kind="resource-starved",
         subtasks=tuple(s.index for s in widest.subtasks),
         confidence=STARVED_CONFIDENCE,
         evidence=(
-            f"region {region} ({names}) is not running: its {subtasks} subtasks are SCHEDULED, "
-            f"waiting {waited:.1f} s for a bulk of {needed} slots",
+            f"{which} is not running: its {subtasks} subtasks wait to be deployed,"
+            f"{waiting} for {needed} slots",
             f"{missing} of the {needed} slots it needs {'is' if missing == 1 else 'are'} not free "
-            f"({total} slots in the cluster, the others held by regions that run)",
-            f"{widest.name} needs {widest.parallelism} slots (its parallelism), the most in the "
-            "region; records cannot reach a region that has not started",
+            f"({cluster}the others held by tasks that run)",
+            f"{widest.name} needs {widest.parallelism} slots (its parallelism), the most of "
+            "those waiting; records cannot reach a task that has not started",
         ),
         recommendation=(
             f"add {missing} slot{'s' if missing != 1 else ''} ([cluster] "
@@ -83,6 +94,10 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCa
             "which let regions run one after another in fewer slots"
         ),
     )
+
+
+def _spills(vertex: VertexObservation) -> list[Spill]:
+    return [s.metrics.spill for s in vertex.subtasks if s.metrics.spill is not None]
 
 
 def _spilling(observation: Observation) -> list[RootCause]:
@@ -94,7 +109,7 @@ def _spilling(observation: Observation) -> list[RootCause]:
             for e in v.inputs
             if e.source == vertex.name and e.exchange.startswith("hybrid")
         ]
-        spilled = sum(_extra(vertex, "bpmon_spilledBytesPerSecond"))
+        spilled = sum(s.written_bytes_per_s for s in _spills(vertex))
         if outgoing and spilled >= SPILL_MIN_BYTES_PER_S:
             causes.append(_spilling_cause(vertex, outgoing, spilled))
     return causes
@@ -105,8 +120,8 @@ def _spilling_cause(
     outgoing: Sequence[tuple[VertexObservation, object]],
     spilled: float,
 ) -> RootCause:
-    read = sum(_extra(vertex, "bpmon_spillReadBytesPerSecond"))
-    disk_ms = max(_extra(vertex, "bpmon_spillDiskTimeMsPerSecond"), default=0.0)
+    read = sum(s.read_bytes_per_s for s in _spills(vertex))
+    disk_ms = max((s.disk_ms_per_s for s in _spills(vertex)), default=0.0)
     exchanges = sorted({getattr(e, "exchange", "") for _, e in outgoing})
     consumers = [v for v, _ in outgoing]
     busy = [

@@ -107,7 +107,9 @@ def test_without_topology_the_profile_groups_threads() -> None:
 
 def test_metrics_fill_their_subtasks_and_the_rest_stay_none() -> None:
     metrics = {
-        "transform": {1: Metrics(out_pool_usage=1.0, records_in_per_s=250.0, extra={"credit": 2.0})}
+        "transform": {
+            1: Metrics(out_pool_usage=1.0, records_in_per_s=250.0, soft_backpressured_ratio=0.5)
+        }
     }
     obs = observation_from_burst(
         PIPELINE,
@@ -119,7 +121,7 @@ def test_metrics_fill_their_subtasks_and_the_rest_stay_none() -> None:
     )
     second = obs.vertex("transform").subtasks[1]
     assert (second.metrics.out_pool_usage, second.metrics.records_in_per_s) == (1.0, 250.0)
-    assert second.metrics.extra == {"credit": 2.0}
+    assert second.metrics.soft_backpressured_ratio == 0.5
     first = obs.vertex("transform").subtasks[0]
     assert first.metrics.out_pool_usage is None and first.metrics.busy_ratio is None
 

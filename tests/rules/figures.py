@@ -324,7 +324,7 @@ def _skew(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> Non
 
 def _spill(c: Check, cause: RootCause | None, m: re.Match[str], line: str) -> None:
     named = c.subtasks(m["v"], m["idx"], line)
-    total = sum(s.metrics.extra.get(k, 0.0) for s in named for k in RULES.kinds.spill_metrics)
+    total = sum(s.metrics.spill.written_bytes_per_s for s in named if s.metrics.spill)
     c.expect(m["b"] == f"{total:,.0f}", line, f"they spill {total:,.0f} bytes/s")
 
 

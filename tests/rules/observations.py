@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from bpmon.model import (
     Edge,
@@ -21,6 +22,18 @@ from bpmon.model import (
     VertexObservation,
     Window,
 )
+from bpmon.signals import SourceBacklog, Spill
+
+
+def lag(growth: float) -> dict[str, Any]:
+    """A source's further metrics: its ``pendingRecords`` grew by ``growth`` records/s."""
+    return {"backlog": SourceBacklog(pending_records=None, growth_per_s=growth)}
+
+
+def spilled(bytes_per_s: float) -> dict[str, Any]:
+    """A subtask's further metrics: it spilled ``bytes_per_s`` to disk."""
+    return {"spill": Spill(written_bytes_per_s=bytes_per_s)}
+
 
 WINDOW = Window(
     start=datetime(2026, 11, 22, 10, 15, 2, tzinfo=UTC),
@@ -48,7 +61,7 @@ def sub(
     samples: int = 100,
     timed: bool = True,
     drift: float = 0.03,
-    metrics: Mapping[str, float] | None = None,
+    metrics: Mapping[str, Any] | None = None,
 ) -> SubtaskWindow:
     """One subtask: ``bp`` and ``busy`` shares of its samples, idle the rest.
 
@@ -77,7 +90,7 @@ def sub(
             in_pool_usage=in_pool,
             records_in_per_s=rin,
             records_out_per_s=rout,
-            extra=dict(metrics or {}),
+            **dict(metrics or {}),
         ),
     )
 

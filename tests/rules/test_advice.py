@@ -8,13 +8,13 @@ import re
 import pytest
 
 from bpmon.model import Observation
-from bpmon.rules.advice import PENDING_GROWTH, capacity_per_subtask, offered_rates
+from bpmon.rules.advice import capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
 
 from .figures import problems, unaccounted
-from .observations import edge, observation, sub, vertex
+from .observations import edge, lag, observation, sub, vertex
 
 RULES = RulesConfig()
 
@@ -29,11 +29,6 @@ def test_capacity_averages_subtasks_and_skips_nearly_idle_ones() -> None:
             sub(2, busy=0.01, rin=90, timed=False)]  # fmt: skip
     assert capacity_per_subtask(subs, 0.05) == pytest.approx(1500)
     assert capacity_per_subtask([sub(0, busy=0.5)], 0.05) is None
-
-
-def lag(growth: float) -> dict[str, float]:
-    """A source's extra metrics: its pendingRecords grew by ``growth`` records/s."""
-    return {PENDING_GROWTH: growth}
 
 
 def test_offered_rate_is_records_out_plus_lag_growth_and_follows_the_edges() -> None:

@@ -9,7 +9,7 @@ from bpmon.rules.classify import Classification, busy_subtasks, classify
 from bpmon.rules.config import KindRules, RulesConfig
 from bpmon.rules.localize import localize
 
-from .observations import edge, observation, sub, vertex
+from .observations import edge, observation, spilled, sub, vertex
 
 RULES = RulesConfig()
 
@@ -92,13 +92,12 @@ def test_a_sink_is_a_slow_sink_even_with_one_busy_subtask() -> None:
     assert (cls.kind, cls.subtasks) == ("slow-sink", (0,))
 
 
-def test_spilling_is_named_from_the_configured_metric() -> None:
-    spilled = {"spilledBytesPerSecond": 2e6}
-    cls = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled), sub(1, busy=0.96, rin=500))
+def test_spilling_is_named_from_the_spill_figures() -> None:
+    cls = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled(2e6)), sub(1, busy=0.96, rin=500))
     assert (cls.kind, cls.subtasks) == ("spilling", (0,))
-    renamed = RulesConfig(kinds=KindRules(spill_metrics=("other",)))
-    plain = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled), sub(1, busy=0.96, rin=500),
-                    rules=renamed)  # fmt: skip
+    higher = RulesConfig(kinds=KindRules(spill_bytes_per_s_min=3e6))
+    plain = kind_of(sub(0, busy=0.97, rin=500, metrics=spilled(2e6)), sub(1, busy=0.96, rin=500),
+                    rules=higher)  # fmt: skip
     assert plain.kind == "slow-operator"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bpmon.errors import ConfigError
-from bpmon.rules.config import LevelRules, RulesConfig, load_rules
+from bpmon.rules.config import KindRules, LevelRules, RulesConfig, load_rules
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -28,10 +28,11 @@ def test_shipped_file_is_found_by_name() -> None:
 
 
 def test_missing_keys_keep_their_defaults(tmp_path: Path) -> None:
-    rules = load_rules(write(tmp_path, "[levels]\nok_max = 0.2\n[kinds]\nspill_metrics = []\n"))
+    rules = load_rules(write(tmp_path, "[levels]\nok_max = 0.2\n[kinds]\nskew_ratio = 2\n"))
     assert rules.levels.ok_max == 0.2
     assert rules.levels.low_max == 0.5
-    assert rules.kinds.spill_metrics == ()
+    assert rules.kinds.skew_ratio == 2
+    assert rules.kinds.busy_share_of_max == KindRules().busy_share_of_max
     assert rules.bottleneck == RulesConfig().bottleneck
 
 
@@ -46,8 +47,7 @@ def test_missing_keys_keep_their_defaults(tmp_path: Path) -> None:
         ("levels = 3\n", ["levels = 3", "expected a table"]),
         ("[levels]\nok_max = 0.6\n", ["levels.ok_max = 0.6", "levels.low_max = 0.5"]),
         ("[kinds]\nskew_ratio = 0.9\n", ["kinds.skew_ratio", ">= 1"]),
-        ("[kinds]\nspill_metrics = 'spilled'\n", ["kinds.spill_metrics", "list of metric names"]),
-        ("[kinds]\nspill_metrics = [1]\n", ["kinds.spill_metrics"]),
+        ("[kinds]\nspill_metrics = []\n", ["kinds.spill_metrics", "no longer read", "delete"]),
         ("[bottleneck]\nbusy_min = 0.95\n", ["bottleneck.busy_min", "saturated_busy"]),
         ("[capacity]\nutilisation_target = 1.5\n", ["utilisation_target"]),
         ("[capacity]\nutilisation_target = 0\n", ["utilisation_target"]),

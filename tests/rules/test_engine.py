@@ -12,11 +12,10 @@ import re
 import pytest
 
 from bpmon.model import Observation, Report, RootCause, TargetSettings
-from bpmon.rules.advice import PENDING_GROWTH
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
-from .observations import edge, observation, sub, vertex
+from .observations import edge, lag, observation, spilled, sub, vertex
 
 RULES = RulesConfig()
 
@@ -39,7 +38,7 @@ def first(report: Report) -> RootCause:
     return report.root_causes[0]
 
 
-LAG = {PENDING_GROWTH: 4000.0}
+LAG = lag(4000.0)
 """Each source owes 4,000 more records every second: it would emit 5,000/s."""
 
 
@@ -452,7 +451,7 @@ def test_spilling_bottleneck() -> None:
     obs = observation(
         vertex("source", sub(0, bp=0.9, busy=0.05, rout=800)),
         vertex("window", sub(0, busy=0.97, rin=800, rout=10,
-                             metrics={"spilledBytesPerSecond": 4_000_000.0}),
+                             metrics=spilled(4_000_000.0)),
                inputs=[edge("source", "hash")]),
         vertex("sink", sub(0, busy=0.02, rin=10), inputs=[edge("window")], kind="sink"),
     )  # fmt: skip
@@ -481,9 +480,9 @@ def test_diagnose_loads_the_shipped_rules_by_default() -> None:
 def capped_fan_out(score_rate_in: float) -> Observation:
     """source (TM0, owes 140 records/s more each second: offers 800/s) -> ship on TM1 over a
     capped link (idle) and -> score, local, 80% busy at ``score_rate_in`` records/s."""
-    lag = {PENDING_GROWTH: 140.0}
+    owed = lag(140.0)
     return observation(
-        vertex("source", sub(0, bp=0.98, busy=0.01, rout=660, out_pool=0.6, tm=0, metrics=lag),
+        vertex("source", sub(0, bp=0.98, busy=0.01, rout=660, out_pool=0.6, tm=0, metrics=owed),
                kind="source"),
         vertex("ship", sub(0, busy=0.03, rin=660, rout=660, in_pool=0.0, tm=1),
                inputs=[edge("source", "forward")]),

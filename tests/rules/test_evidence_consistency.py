@@ -18,14 +18,13 @@ from rich.console import Console
 
 from bpmon.model import Observation, Report, TargetSettings
 from bpmon.render import render_markdown, render_text
-from bpmon.rules.advice import PENDING_GROWTH
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import load_example
 from bpmon.service import Settings, drain, run_scenario
 
 from .figures import problems, table_percent, unaccounted
-from .observations import edge, observation, sub, vertex
+from .observations import edge, lag, observation, sub, vertex
 
 RULES = RulesConfig()
 
@@ -139,7 +138,7 @@ def test_a_few_busy_subtasks_are_contrasted_with_the_tables_figures() -> None:
     assert f"agg[0] is busy {shown[0]}%, the others {shown[2]}% to {shown[1]}%" in evidence(report)
 
 
-LAG = {PENDING_GROWTH: 2000.0}
+LAG = lag(2000.0)
 """The source owes 2,000 more records every second."""
 
 

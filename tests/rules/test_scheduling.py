@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bpmon.model import Report
+from bpmon.model import Report, SubtaskWindow
+from bpmon.rules.scheduling import scheduling_causes
 from bpmon.scenario import parse_scenario
 from bpmon.service import Settings, drain, run_scenario
+from bpmon.signals import TaskScheduling
+
+from .observations import edge, observation, sub, vertex
 
 MONITOR = "[monitor]\nwarmup_s = 0.6\nsamples = 10\ninterval_ms = 10\n"
 
@@ -57,7 +61,7 @@ def test_a_region_waiting_for_slots_is_resource_starved(tmp_path: Path) -> None:
     assert cause.evidence[0].startswith("region 1 (b, b-out) is not running: its 2 subtasks")
     assert cause.evidence[1] == (
         "1 of the 1 slots it needs is not free (2 slots in the cluster, the others held by "
-        "regions that run)"
+        "tasks that run)"
     )
     assert cause.recommendation.startswith("add 1 slot ([cluster] slots_per_task_manager")
 
@@ -104,4 +108,29 @@ def test_a_blocking_exchange_writes_to_disk_by_design_and_is_no_cause(tmp_path: 
     report = report_of(spill_job("blocking", 10), tmp_path, 2.2)
     assert not [c for c in report.root_causes or () if c.kind in ("spilling", "resource-starved")]
     [source] = [v for v in report.vertices if v.name == "src"]
-    assert source.subtasks[0].metrics.extra["bpmon_spilledBytesPerSecond"] > 0  # it does spill
+    spill = source.subtasks[0].metrics.spill
+    assert spill is not None and spill.written_bytes_per_s > 0  # it does spill
+
+
+def _flink_sub(index: int, state: str, free: int) -> SubtaskWindow:
+    """A subtask as the Flink collector gives it: a state and the cluster's free slots."""
+    scheduling = TaskScheduling(state=state, waited_s=12.0, slots_total=4, slots_free=free)
+    return sub(index, busy=0.5, rin=100, metrics={"scheduling": scheduling})
+
+
+def test_flink_states_and_free_slots_name_the_waiting_vertex() -> None:
+    """Flink says no region and no shortfall: the states and free slots are enough."""
+    running = vertex("src", *(_flink_sub(i, "RUNNING", 0) for i in range(4)))
+    waiting = vertex("wide", *(_flink_sub(i, "SCHEDULED", 0) for i in range(5)),
+                     inputs=[edge("src")])  # fmt: skip
+    [cause] = scheduling_causes(observation(running, waiting))
+    assert (cause.kind, cause.vertex) == ("resource-starved", "wide")
+    assert cause.subtasks == tuple(range(5))
+    assert "waiting 12.0 s for 5 slots" in cause.evidence[0]
+    assert cause.evidence[1].startswith("5 of the 5 slots it needs are not free (4 slots in")
+
+
+def test_waiting_subtasks_with_free_slots_are_only_deploying() -> None:
+    """A vertex about to deploy, with slots free, is not starved (it will run in a moment)."""
+    deploying = vertex("wide", *(_flink_sub(i, "DEPLOYING", 6) for i in range(5)))
+    assert scheduling_causes(observation(deploying)) == []

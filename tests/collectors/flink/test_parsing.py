@@ -132,7 +132,7 @@ def test_a_soft_backpressured_subtask_reads_as_flink_wrote_it() -> None:
     assert m.busy_ratio is not None and m.busy_ratio <= 0.1
     assert m.out_pool_usage is not None and m.out_pool_usage >= 1.0
     assert m.in_pool_usage == 0.0  # local channels only
-    assert m.extra["softBackPressuredTimeMsPerSecond"] >= 900
+    assert m.soft_backpressured_ratio is not None and m.soft_backpressured_ratio >= 0.9
     share = soft_share(m)
     assert share is not None and share >= 0.9
 
@@ -157,11 +157,9 @@ def test_queries_are_split_only_past_the_url_limit() -> None:
 
 def test_soft_share_is_of_the_time_neither_busy_nor_hard_backpressured() -> None:
     """A FLIP-27 source's idle time overlaps its soft-backpressured time in Flink 2.3."""
-    source = Metrics(
-        busy_ratio=0.0, idle_ratio=0.946, extra={"softBackPressuredTimeMsPerSecond": 643}
-    )
+    source = Metrics(busy_ratio=0.0, idle_ratio=0.946, soft_backpressured_ratio=0.643)
     assert soft_share(source) == pytest.approx(0.643)
-    half = Metrics(busy_ratio=0.5, idle_ratio=0.25, extra={"softBackPressuredTimeMsPerSecond": 250})
+    half = Metrics(busy_ratio=0.5, idle_ratio=0.25, soft_backpressured_ratio=0.25)
     assert soft_share(half) == pytest.approx(0.5)
     assert soft_share(Metrics(busy_ratio=0.5)) is None
 
