@@ -22,7 +22,7 @@ from types import CodeType, FrameType
 from typing import NamedTuple, Protocol
 
 from bpmon.clock import utc_now
-from bpmon.collectors.frames import FrameSource, current_frames
+from bpmon.collectors.frames import NEEDS_GC_PAUSE, FrameSource, collection_paused, current_frames
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.model import SampleState
 
@@ -177,8 +177,10 @@ def record_burst(
 class StackSampler:
     """Samples the stacks of every thread of THIS process (``sys._current_frames``).
 
-    The frames come from ``frame_source``: by default ``frames.current_frames``, which pauses the
-    garbage collector for the call where it could deadlock (CPython before 3.12, gh-106883).
+    The frames come from ``frame_source``: by default ``frames.current_frames``; then, where the
+    collector can deadlock or crash the process against stack reading (CPython before 3.12,
+    gh-106883), it is paused over the whole sample, the call and the walk of every stack
+    (:mod:`bpmon.collectors.frames`). A frame source passed in is called as it is.
     The calling thread is left out, and so is every thread the profile ignores. Stacks are
     classified once per distinct stack (keyed by its code objects). A thread whose innermost
     frame (and that frame's caller) is the same frame object as at the previous sample is still
@@ -206,6 +208,7 @@ class StackSampler:
         self._named_only = named_only
         self._classifier = StackClassifier(profile)
         self._frame_source = frame_source
+        self._pause_collection = NEEDS_GC_PAUSE and frame_source is current_frames
         self._thread_names = thread_names
         self._clock = clock
         self._sleep = sleep
@@ -242,6 +245,12 @@ class StackSampler:
 
     def sample(self) -> Snapshot:
         """One sample now: the state of every sampled thread, all read at the same instant."""
+        if not self._pause_collection:
+            return self._sample()
+        with collection_paused():
+            return self._sample()
+
+    def _sample(self) -> Snapshot:
         at = self._clock()
         frames = self._frame_source()
         names = self._thread_names()

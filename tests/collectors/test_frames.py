@@ -25,7 +25,9 @@ from types import FrameType
 import pytest
 
 from bpmon.collectors.frames import NEEDS_GC_PAUSE, FrameSource, current_frames, gc_paused
+from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import find_py_spy
+from bpmon.collectors.sampler import StackSampler
 from bpmon.errors import CollectorError
 
 STRESS = Path(__file__).with_name("frames_stress.py")
@@ -38,6 +40,8 @@ class Outcome:
     hung: bool
     lines: list[str]
     dump: str = ""
+    returncode: int | None = None
+    stderr: str = ""
 
 
 def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
@@ -69,8 +73,9 @@ def _native_dump(pid: int) -> str:
 def run_stress(source: str, seconds: float, stall_s: float, limit_s: float) -> Outcome:
     """Run the stress; hung when the samples stand still ``stall_s`` (or no line comes that
     long), or it has not ended after ``limit_s``. A hung child is dumped, then killed."""
-    cmd = [sys.executable, str(STRESS), "--source", source, "--seconds", str(seconds)]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
+    cmd = [sys.executable, "-X", "faulthandler", str(STRESS), "--source", source]
+    cmd += ["--seconds", str(seconds)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         lines, out = [], _lines(proc)
         started = moved = time.monotonic()
         samples = ""
@@ -79,7 +84,9 @@ def run_stress(source: str, seconds: float, stall_s: float, limit_s: float) -> O
                 with contextlib.suppress(queue.Empty):
                     line = out.get(timeout=1.0)
                     if line is None:
-                        return Outcome(hung=False, lines=lines)
+                        assert proc.stderr is not None
+                        code, err = proc.wait(timeout=30), proc.stderr.read()
+                        return Outcome(hung=False, lines=lines, returncode=code, stderr=err)
                     lines.append(line)
                     word, *rest = line.split()
                     if word != "beat" or rest[1] != samples:
@@ -96,6 +103,7 @@ def test_samplers_under_collector_pressure_never_hang() -> None:
     """Before the fix this hung in 10 runs of 10 (within 2 s); now it samples for 20 s."""
     outcome = run_stress("bpmon", seconds=20, stall_s=15, limit_s=150)
     assert not outcome.hung, f"the samplers hung (gh-106883?): {outcome.lines[-3:]}"
+    assert outcome.returncode == 0, f"the stress died: {outcome.stderr[-3000:]}"
     last = outcome.lines[-1].split()
     assert last[0] == "done" and int(last[1]) > 1000, outcome.lines[-3:]
     assert last[2] == "True"  # the collector is enabled again after all those samples
@@ -222,3 +230,45 @@ def test_the_collector_is_back_on_when_the_source_fails() -> None:
     with pytest.raises(RuntimeError, match="no frames"):
         gc_paused(broken)()
     assert gc.isenabled()
+
+
+def _in_sample_body() -> bool:
+    """Whether the calling thread is inside a sampler's sample body (frames call or walk)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.endswith("sampler.py") and code.co_name in ("_sample", "_read"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def collections_during_samples(sampler: StackSampler) -> int:
+    """Collections that start inside ``sampler``'s 5 samples, with one due at every object."""
+    counted = [0]
+
+    def seen(phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start" and _in_sample_body():
+            counted[0] += 1
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(seen)
+    gc.set_threshold(1)
+    try:
+        for _ in range(5):
+            sampler.sample()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(seen)
+    return counted[0]
+
+
+@pytest.mark.skipif(not NEEDS_GC_PAUSE, reason="gh-106883 was fixed in CPython 3.12")
+def test_no_collection_runs_while_the_sampler_walks_the_stacks() -> None:
+    """Walking ``f_back`` makes frame objects; a collection there crashed the stress test."""
+    profile = load_profile("python-queue")
+    with parked_threads(20):
+        bare = StackSampler(profile, sys._current_frames)  # the caller's source: not paused
+        assert collections_during_samples(bare) > 0
+    with parked_threads(20):
+        assert collections_during_samples(StackSampler(profile)) == 0
