@@ -91,6 +91,7 @@ from bpmon.model import (
     VertexObservation,
     Window,
 )
+from bpmon.signals import FLINK
 
 SNAPSHOT_EVERY_S = 1.0
 """A live view asks for a snapshot four times a second; Flink's metric store refreshes at most
@@ -240,6 +241,7 @@ class FlinkTarget:
             vertices=vertices,
             settings=TargetSettings(task_managers=managers),
             notes=tuple(notes),
+            signals=FLINK,
         )
 
     def snapshot(self) -> Observation | None:
@@ -259,6 +261,7 @@ class FlinkTarget:
                 source="flink",
                 window=Window(start=now, end=now, samples=0, interval_ms=0.0),
                 vertices=vertices,
+                signals=FLINK,
             )
             if vertices
             else None
