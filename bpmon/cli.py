@@ -158,6 +158,15 @@ def run(
             "whether the backpressure is gone.",
         ),
     ] = False,
+    observe: Annotated[
+        str,
+        typer.Option(
+            metavar="TARGET",
+            help="Diagnose from only what this target would show of the job: runtime (all), "
+            "flink (its REST API and samples: no per-channel or spill figures) or pyspy "
+            "(stacks alone).",
+        ),
+    ] = "runtime",
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
 ) -> None:
@@ -171,7 +180,7 @@ def run(
         if bursts < 1:
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
         loaded = resolve_scenario(scenario)
-        events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration)
+        events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration, observe=observe)
         if not verify:
             _show_watch(events, loaded.name, json_out)
             return
@@ -185,7 +194,8 @@ def run(
             raise ConfigError("--verify: the report recommends no parallelism to try")
         again = changed(loaded, changes)
         label = ", ".join(map(str, changes))
-        second = _watched(run_scenario(again, settings, duration_s=duration), label, view)
+        rerun = run_scenario(again, settings, duration_s=duration, observe=observe)
+        second = _watched(rerun, label, view)
         _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
 
 

@@ -50,6 +50,7 @@ from bpmon.rules.engine import diagnose
 from bpmon.runloop import BurstOverrunError, LoopPlan, RunLoop, Setbacks, StoppedError
 from bpmon.scenario import Scenario, example_names, load_example, load_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
+from bpmon.signals import VIEWS, Signal
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
 RUN_BURSTS = 10_000
@@ -217,13 +218,31 @@ def run_scenario(
     every_s: float | None = None,
     stop: threading.Event | None = None,
     live: bool = True,
+    observe: str = "runtime",
 ) -> Iterator[Event]:
     """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`.
 
     With ``bursts=None`` the job runs until stopped, a burst every ``every_s`` seconds.
+    ``observe`` diagnoses from only what that target would show of the job (``runtime``: all;
+    ``flink``: what Flink's REST API and samples give; ``pyspy``: stacks alone).
+
+    Raises:
+        ConfigError: ``observe`` names no known target.
     """
     plan = scenario_plan(scenario, bursts=bursts, duration_s=duration_s, every_s=every_s)
-    return watch(RuntimeTarget(scenario), plan, settings, stop=stop, live=live)
+    target = RuntimeTarget(scenario, view=view_of(observe))
+    return watch(target, plan, settings, stop=stop, live=live)
+
+
+def view_of(observe: str) -> frozenset[Signal]:
+    """The signals ``--observe NAME`` keeps; ConfigError naming the choices otherwise."""
+    view = VIEWS.get(observe)
+    if view is None:
+        raise ConfigError(
+            f"--observe {observe}: expected one of {', '.join(VIEWS)} (what that target would "
+            "show of the job; default runtime, everything)"
+        )
+    return view
 
 
 def monitor_process(

@@ -37,6 +37,9 @@ class Signal(StrEnum):
     """Which member of a chained task is on the stack in each busy sample."""
     TASK_STATES = "task-states"
     """Each subtask's deployment state and the cluster's free slots."""
+    SLOT_REQUESTS = "slot-requests"
+    """Which pipelined region a waiting subtask belongs to and how many slots it lacks (bpmon's
+    runtime scheduler; Flink shows the states and the free slots only)."""
     CHANNELS = "channels"
     """Per-channel backlog, queued buffers and credit (no real system publishes these)."""
     SPILL = "spill"
@@ -45,9 +48,9 @@ class Signal(StrEnum):
 
 RUNTIME = frozenset(Signal)
 """bpmon's runtime: everything."""
-FLINK = frozenset(Signal) - {Signal.CHANNELS, Signal.SPILL}
-"""A Flink cluster through its REST API and its samples: no per-channel readings, and no spill
-metric for hybrid partitions (Flink 2.3 publishes none)."""
+FLINK = frozenset(Signal) - {Signal.CHANNELS, Signal.SPILL, Signal.SLOT_REQUESTS}
+"""A Flink cluster through its REST API and its samples: no per-channel readings, no spill
+metric for hybrid partitions (Flink 2.3 publishes none), no region's slot request."""
 PYSPY = frozenset({Signal.SAMPLES, Signal.CHAIN_SAMPLES})
 """A Python process through py-spy: stacks only."""
 VIEWS: dict[str, frozenset[Signal]] = {"runtime": RUNTIME, "flink": FLINK, "pyspy": PYSPY}

@@ -38,6 +38,7 @@ from bpmon.model import (
     Window,
 )
 from bpmon.scenario import OperatorSpec, Scenario, default_thread_pattern, thread_pattern
+from bpmon.signals import VIEWS
 
 _SHOWN_THREADS = 8
 
@@ -89,7 +90,9 @@ def observation_from_burst(
         planned_samples=burst.planned_samples,
         planned_interval_ms=burst.planned_interval_ms,
     )
-    return Observation(job=job, source=source, window=window, vertices=tuple(vertices))
+    return Observation(
+        job=job, source=source, window=window, vertices=tuple(vertices), signals=VIEWS[source]
+    )
 
 
 def _by_topology(

@@ -29,6 +29,7 @@ from bpmon.collectors.observe import (
 from bpmon.collectors.profile import Profile, load_profile
 from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, ThreadCounts
 from bpmon.collectors.target import Ending, Sampler
+from bpmon.collectors.views import observed_as
 from bpmon.errors import JobError, JobOverError
 from bpmon.model import (
     Metrics,
@@ -45,7 +46,7 @@ from bpmon.runtime.load import RuntimeLoad
 from bpmon.runtime.metrics import TaskMetrics, counters, job_metrics, window_metrics
 from bpmon.runtime.scheduler import TaskState
 from bpmon.scenario import Scenario
-from bpmon.signals import SlotWait, SourceBacklog, Spill, TaskScheduling
+from bpmon.signals import RUNTIME, Signal, SlotWait, SourceBacklog, Spill, TaskScheduling
 
 
 def model_load(load: RuntimeLoad) -> ModelLoad:
@@ -101,6 +102,7 @@ def _scheduling(m: TaskMetrics) -> TaskScheduling:
         state=TaskState(m.state).name,
         waited_s=m.wait_s,
         slots_total=None if wait is None else wait.total,
+        slots_free=None if wait is None else wait.free,
         slot_wait=None
         if wait is None
         else SlotWait(region=wait.region, missing=wait.missing, needed=wait.slots),
@@ -116,6 +118,8 @@ class RuntimeTarget:
         job: an already built job of ``scenario`` (tests); built here when None.
         readings_per_burst: channel readings a burst takes at most (see ``channels.py``); as
             many as the burst's samples reads the channels after every sample.
+        view: diagnose from only these signals (``--observe flink``: what a Flink cluster
+            would show of the same job, :func:`~bpmon.collectors.views.observed_as`).
     """
 
     def __init__(
@@ -125,8 +129,10 @@ class RuntimeTarget:
         job: Job | None = None,
         *,
         readings_per_burst: int = READINGS_PER_BURST,
+        view: frozenset[Signal] = RUNTIME,
     ) -> None:
         self.runtime = job if job is not None else Job(scenario)
+        self.view = view
         self._readings_per_burst = readings_per_burst
         self.scenario = self.runtime.scenario  # with chaining, the tasks' scenario
         self.profile = profile or load_profile("bpmon-runtime")
@@ -181,7 +187,8 @@ class RuntimeTarget:
         load = self.runtime.load(since)
         readings = window_metrics(start, counters(self.runtime.tasks))
         observation = self._observation(burst, readings)
-        return replace(observation, load=model_load(load), channels=channels.windows())
+        observation = replace(observation, load=model_load(load), channels=channels.windows())
+        return observed_as(observation, self.view)
 
     def _task_threads(self) -> dict[int, str]:
         """``{thread id: name}`` of this job's started task threads: the only threads its bursts
@@ -234,6 +241,7 @@ class RuntimeTarget:
             window=Window(start=now, end=now, samples=0, interval_ms=0.0),
             vertices=vertices,
             settings=self._settings,
+            signals=self.view,
         )
 
     def wait(self, seconds: float) -> None:

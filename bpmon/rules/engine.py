@@ -39,6 +39,7 @@ from bpmon.rules.localize import Localization, localize
 from bpmon.rules.scheduling import scheduling_causes
 from bpmon.rules.series import evidence_line, next_in_series, recommendation_tail
 from bpmon.rules.stall import find_stalls
+from bpmon.rules.unobserved import unobserved_finding
 
 
 def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Report:
@@ -64,6 +65,9 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         causes = [cause for cause, _ in stalls] + causes  # nothing moves there: no bottleneck
         causes += scheduling_causes(observation)  # no slot, or spilling: no sample shows them
         causes = with_chain_evidence(causes, observation)  # which member of a chain
+    missing = unobserved_finding(observation)
+    if missing is not None:  # what the target could not show: no rule could use it
+        findings = (*findings, missing)
     return Report(
         run_id=observation.run_id,
         job=observation.job,

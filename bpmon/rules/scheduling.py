@@ -64,7 +64,8 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCa
     states = [s for v in vertices for s in _states(v)]
     waits = [s.slot_wait for s in states if s.slot_wait is not None]
     free = min((s.slots_free for s in states if s.slots_free is not None), default=0)
-    needed = max((w.needed for w in waits), default=sum(v.parallelism for v in vertices))
+    # without the region's request: the widest waiting vertex, as slot sharing packs the rest
+    needed = max((w.needed for w in waits), default=widest.parallelism)
     missing = max((w.missing for w in waits), default=max(1, needed - free))
     total = next((s.slots_total for s in states if s.slots_total is not None), None)
     waited = max((s.waited_s for s in states if s.waited_s is not None), default=None)

@@ -62,6 +62,8 @@ class SlotWait:
         since: when the bulk was requested (the scheduler's clock).
         slots: the slots the bulk needs in all.
         total: the slots the cluster has.
+        free: the slots no region holds, when the wait was last marked (what Flink's
+            ``/overview`` shows as slots available).
     """
 
     region: int
@@ -69,6 +71,7 @@ class SlotWait:
     since: float
     slots: int
     total: int
+    free: int = 0
 
 
 class _Bulk:
@@ -219,6 +222,7 @@ class RegionScheduler:
             bulk.pending_since,
             bulk.region.slots,
             self._total,
+            self._total - len(self._holder),
         )
         for task in bulk.tasks:
             task.slot_wait = wait

@@ -134,3 +134,24 @@ def test_waiting_subtasks_with_free_slots_are_only_deploying() -> None:
     """A vertex about to deploy, with slots free, is not starved (it will run in a moment)."""
     deploying = vertex("wide", *(_flink_sub(i, "DEPLOYING", 6) for i in range(5)))
     assert scheduling_causes(observation(deploying)) == []
+
+
+def test_what_flink_shows_still_names_a_region_short_of_slots(tmp_path: Path) -> None:
+    """--observe flink: no region and no shortfall, only states and free slots."""
+    scenario = parse_scenario(STARVED)
+    events = run_scenario(scenario, Settings(runs_dir=tmp_path), duration_s=1.0, observe="flink")
+    [cause] = [
+        c for c in drain(events).reports[0].root_causes or () if c.kind == "resource-starved"
+    ]
+    assert (cause.vertex, cause.subtasks) == ("b", (0,))
+    assert cause.evidence[1].startswith("1 of the 1 slots it needs is not free (2 slots in")
+
+
+def test_spilling_is_not_named_from_what_flink_shows(tmp_path: Path) -> None:
+    scenario = parse_scenario(spill_job("hybrid-full", 10))
+    events = run_scenario(scenario, Settings(runs_dir=tmp_path), duration_s=2.2, observe="flink")
+    report = drain(events).reports[0]
+    assert not [c for c in report.root_causes or () if c.kind == "spilling"]
+    [note] = [f for f in report.findings if f.kind == "unobserved"]
+    assert "spill figures (spilling cannot be named)" in note.detail
+    assert "per-channel readings" in note.detail
