@@ -28,6 +28,7 @@ CauseKind = Literal[
     "resource-starved",
     "spilling",
     "stalled",
+    "source-limited",
 ]
 
 REPORT_SCHEMA = "bpmon.report/1"

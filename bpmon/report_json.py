@@ -54,6 +54,7 @@ CAUSE_KINDS: tuple[CauseKind, ...] = (
     "resource-starved",
     "spilling",
     "stalled",
+    "source-limited",
 )
 
 _RATIO_DIGITS = 3

@@ -38,6 +38,7 @@ from bpmon.rules.levels import (
 from bpmon.rules.localize import Localization, localize
 from bpmon.rules.scheduling import scheduling_causes
 from bpmon.rules.series import evidence_line, next_in_series, recommendation_tail
+from bpmon.rules.sources import source_causes
 from bpmon.rules.stall import find_stalls
 from bpmon.rules.unobserved import unobserved_finding
 
@@ -64,6 +65,8 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         causes, findings = _bottlenecks(rest, rules)
         causes = [cause for cause, _ in stalls] + causes  # nothing moves there: no bottleneck
         causes += scheduling_causes(observation)  # no slot, or spilling: no sample shows them
+        named = {c.vertex for c in causes}
+        causes += [c for c in source_causes(observation, rules) if c.vertex not in named]
         causes = with_chain_evidence(causes, observation)  # which member of a chain
     missing = unobserved_finding(observation)
     if missing is not None:  # what the target could not show: no rule could use it

@@ -163,6 +163,9 @@ class Task:
 
     def _main(self) -> None:
         self.state = TaskState.RUNNING
+        # busy from its first instruction: a source that is always behind its schedule never
+        # waits, so no wait's end would ever mark it busy (it read idle all along)
+        self.account.mark(State.BUSY)
         try:
             if self._limiter is not None:
                 self._run_source(self._limiter)

@@ -1,0 +1,126 @@
+"""A job limited by its source: busy all the time, never backpressured, its lag growing.
+
+Backpressure points downstream of the blocked tasks; when the slow task *is* the source (a
+source chained with a costly operator, a source that parses or decompresses, a split reader at
+its limit), nothing is backpressured at all and every other task idles. Flink's UI shows a
+healthy job while the lag (FLIP-33 ``pendingRecords``, a Kafka consumer's lag) grows.
+
+``source-limited`` is named for a source vertex (no inputs) when:
+
+- its busiest subtask is busy at least ``[bottleneck] saturated_busy`` (blended samples and time),
+- none of its subtasks is above OK (it does not wait for buffers: nothing downstream holds it),
+- its ``pendingRecords`` grow (summed over its subtasks) by at least ``MIN_GROWTH_SHARE`` of what
+  it emits: it reads less than it is offered.
+
+A source that gives no ``pendingRecords`` cannot be told apart from one that simply reads as fast
+as its input lets it, so no cause is named without them (the report's ``unobserved`` finding says
+they were missing). The recommendation sizes the source from its measured capacity (records out
+÷ busy, per subtask) and the offered rate (records out plus the lag's growth), and names the
+partition or split count as the limit of a source's parallelism. With a chain, records out are
+the chain's: the sizing takes each record read to leave the chain as one record (a filter or a
+flatMap in the chain scales both sides alike and leaves the parallelism unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+
+from bpmon.model import Observation, RootCause, SubtaskWindow, VertexObservation
+from bpmon.rules.classify import busy_span
+from bpmon.rules.config import RulesConfig
+from bpmon.rules.levels import backpressure_ratio, blended_busy, busy_ratio, percent
+
+MIN_GROWTH_SHARE = 0.02
+"""The lag must grow by at least this share of the records emitted (noise below)."""
+CONFIDENCE = 0.8
+"""Busy time, no backpressure and a growing lag say it together; a short window can still catch a
+burst of input that the source will read away."""
+
+
+def source_causes(observation: Observation, rules: RulesConfig) -> list[RootCause]:
+    """The ``source-limited`` causes of one window (an empty list for most jobs)."""
+    return [
+        cause
+        for vertex in observation.vertices
+        if not vertex.inputs
+        for cause in [_limited(vertex, rules)]
+        if cause is not None
+    ]
+
+
+def _growth(subs: tuple[SubtaskWindow, ...]) -> float | None:
+    growths = [s.metrics.backlog.growth_per_s if s.metrics.backlog else None for s in subs]
+    known = [g for g in growths if g is not None]
+    return sum(known) if known else None
+
+
+def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
+    subs = vertex.subtasks
+    busiest = max((blended_busy(s) or 0.0 for s in subs), default=0.0)
+    pressed = max((backpressure_ratio(s) or 0.0 for s in subs), default=0.0)
+    growth = _growth(subs)
+    emitted = [s.metrics.records_out_per_s for s in subs]
+    if busiest < rules.bottleneck.saturated_busy or pressed > rules.levels.ok_max:
+        return None
+    if growth is None or None in emitted:
+        return None
+    out = sum(e for e in emitted if e is not None)
+    if out <= 0 or growth < MIN_GROWTH_SHARE * out:
+        return None
+    offered = round(out + growth)
+    busy = [(s.metrics.records_out_per_s or 0.0, busy_ratio(s) or 0.0) for s in subs]
+    caps = [r / b for r, b in busy if b >= rules.capacity.min_busy]
+    cap = round(sum(caps) / len(caps)) if caps else None
+    target = rules.capacity.utilisation_target
+    wanted = math.ceil(offered / (cap * target)) if cap else None
+    return RootCause(
+        vertex=vertex.name,
+        kind="source-limited",
+        subtasks=tuple(s.index for s in subs),
+        confidence=CONFIDENCE,
+        evidence=_evidence(vertex, pressed, out, growth, cap),
+        recommendation=_advice(vertex, offered, wanted, target),
+        capacity_per_subtask=float(cap) if cap else None,
+        offered_rate=float(offered),
+        recommended_parallelism=wanted,
+    )
+
+
+def _evidence(
+    vertex: VertexObservation, pressed: float, out: float, growth: float, cap: int | None
+) -> tuple[str, ...]:
+    name, n = vertex.name, len(vertex.subtasks)
+    who = f"the only subtask of {name} is" if n == 1 else f"the {n} subtasks of {name} are"
+    lines = [
+        f"{who} busy {busy_span(list(vertex.subtasks))} and not backpressured "
+        f"({percent(pressed)}): nothing downstream holds {name} back",
+        f"its pendingRecords grow by ~{growth:,.0f} records/s: it emits ~{out:,.0f} records/s "
+        f"of the ~{out + growth:,.0f} offered, and the lag grows",
+    ]
+    if cap:
+        lines.append(
+            f"{name} handles ~{cap:,} records/s per subtask at 100% busy (records out / busy)"
+        )
+    return tuple(lines)
+
+
+def _advice(vertex: VertexObservation, offered: int, wanted: int | None, target: float) -> str:
+    name = vertex.name
+    chained = " -> " in name
+    lead = f"The source {name} cannot read what it is offered: " + (
+        "split the costly operator off the source's chain (chain = false, or "
+        "disableChaining()) and give it its own parallelism, or raise the chain's parallelism"
+        if chained
+        else "raise its parallelism, or make each record cheaper to read (deserialisation, "
+        "decompression)"
+    )
+    sizing = (
+        f"; {wanted} subtasks instead of {vertex.parallelism} would read the ~{offered:,} "
+        f"records/s offered at {target:.0%} utilisation"
+        if wanted
+        else ""
+    )
+    return (
+        f"{lead}{sizing}. A source reads at most one partition or split per subtask: "
+        "beyond the topic's partition count (the split count) more subtasks idle."
+    )
