@@ -6,9 +6,14 @@ busy. The offered rate is estimated the way Flink's autoscaler does: each source
 emits plus the growth of what it owes, FLIP-33's ``pendingRecords`` (a Kafka source's lag; the
 runtime's rate-limited sources owe the records their schedule is behind). That rate is carried
 along the edges, multiplied by each vertex's measured records out / records in (and by the
-parallelism across a broadcast edge). A source that does not report ``pendingRecords`` leaves the
-offered rate unknown: the old DS2 guess (records out / (1 - backpressured ratio)) explodes as the
-ratio nears 1, so it is not used to size anything, and the advice says what is missing.
+parallelism across a broadcast edge).
+
+A source that does not report ``pendingRecords`` (Flink's DataGen source, many others) leaves the
+offered rate unmeasured. For sizing only, it is then *estimated* as Flink's autoscaler estimates
+a source's observed rate: records out / (1 - backpressured share), the share capped at
+``MAX_BACKPRESSURED`` so a source blocked all the window does not read as infinitely fast. The
+evidence says it is an estimate and how it was made. The estimate never decides whether a busy
+vertex has room (:func:`offered_rates` with ``estimate=False``): only measured lags do that.
 
 The parallelism suggested is the smallest that takes the offered rate at ``utilisation_target``
 (0.9 by default: within one subtask of the least that removes the bottleneck); ``bpmon run
@@ -25,7 +30,7 @@ from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph, Suspect
-from bpmon.rules.levels import busy_ratio
+from bpmon.rules.levels import backpressure_ratio, busy_ratio
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
@@ -38,15 +43,35 @@ def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> floa
     return sum(caps) / len(caps) if caps else None
 
 
-def _source_offer(vertex: VertexObservation) -> float | None:
-    """What a source would emit if nothing held it back: records out + lag growth."""
+MAX_BACKPRESSURED = 0.95
+"""The most of a window a source counts as held back when its rate is estimated."""
+
+
+def _source_offer(vertex: VertexObservation, estimate: bool) -> float | None:
+    """What a source would emit if nothing held it back: records out + lag growth, or, with
+    ``estimate`` and no lag reported, records out / (1 - backpressured share)."""
     total = 0.0
     for s in vertex.subtasks:
+        out = s.metrics.records_out_per_s
         growth = None if s.metrics.backlog is None else s.metrics.backlog.growth_per_s
-        if s.metrics.records_out_per_s is None or growth is None:
+        if out is not None and growth is not None:
+            total += max(0.0, out + growth)
+            continue
+        held = backpressure_ratio(s) if estimate else None
+        if out is None or held is None:
             return None
-        total += max(0.0, s.metrics.records_out_per_s + growth)
+        total += out / (1.0 - min(held, MAX_BACKPRESSURED))
     return total if vertex.subtasks else None
+
+
+def estimated(obs: Observation) -> bool:
+    """Whether a source's offered rate had to be estimated (it reports no pendingRecords)."""
+    return any(
+        s.metrics.backlog is None or s.metrics.backlog.growth_per_s is None
+        for v in obs.vertices
+        if not v.inputs
+        for s in v.subtasks
+    )
 
 
 def _amplification(vertex: VertexObservation) -> float | None:
@@ -59,10 +84,13 @@ def _amplification(vertex: VertexObservation) -> float | None:
     return total_out / total_in if total_in > 0 else None
 
 
-def offered_rates(obs: Observation, graph: JobGraph, rules: RulesConfig) -> dict[str, float | None]:
+def offered_rates(
+    obs: Observation, graph: JobGraph, rules: RulesConfig, *, estimate: bool = False
+) -> dict[str, float | None]:
     """The records/s each vertex would be offered if nothing upstream were blocked.
 
-    None where a source upstream reports no ``pendingRecords`` or a rate is missing.
+    None where a rate is missing, or a source upstream reports no ``pendingRecords`` (unless
+    ``estimate``: then from its records out and backpressured share).
     """
     offered_out: dict[str, float | None] = {}
     offered_in: dict[str, float | None] = {}
@@ -71,7 +99,7 @@ def offered_rates(obs: Observation, graph: JobGraph, rules: RulesConfig) -> dict
         edges = graph.producers[name]
         if not edges:
             offered_in[name] = None
-            offered_out[name] = _source_offer(vertex)
+            offered_out[name] = _source_offer(vertex, estimate)
             continue
         parts = [offered_out.get(e.source) for e in edges]
         total: float | None = None
@@ -109,6 +137,10 @@ class Advice:
 _ESTIMATE = (
     "the sources' records out plus the growth of their pendingRecords, carried along the graph"
 )
+_ESTIMATED = (
+    "estimated: the sources report no pendingRecords, so each counts as its records out / the "
+    "share of time it was not backpressured, as Flink's autoscaler estimates a source's rate"
+)
 _NO_LAG = (
     "the offered rate is unknown: the sources report no pendingRecords (FLIP-33), so how much "
     "more they would send is not measured"
@@ -126,7 +158,7 @@ def advise(
     vertex = obs.vertex(suspect.vertex)
     demand = whole_rate(offered.get(vertex.name))
     if cls.kind in ("slow-operator", "slow-sink"):
-        return _scale(vertex, cls, demand, rules)
+        return _scale(vertex, cls, demand, rules, estimated(obs))
     if cls.kind == "data-skew":
         return _skew(vertex, cls, demand, rules)
     if cls.kind == "slow-subtask":
@@ -163,7 +195,11 @@ def _fixed_advice(kind: str, name: str, producers: str) -> str:
 
 
 def _scale(
-    vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
+    vertex: VertexObservation,
+    cls: Classification,
+    demand: float | None,
+    rules: RulesConfig,
+    guessed: bool = False,
 ) -> Advice:
     # When only some subtasks are named (a slow instance, a hot key), they are the ones that
     # cannot keep up: the vertex is sized from their capacity, not from the average.
@@ -207,7 +243,8 @@ def _scale(
             "sources must sustain (parallelism = that rate / capacity per subtask).",
             cap,
         )
-    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({_ESTIMATE})")
+    how = _ESTIMATED if guessed else _ESTIMATE
+    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({how})")
     tail = " if the external system scales with them" if sink else ""
     hot = _hot_share(vertex, named) if subset else None
     if hot is not None:

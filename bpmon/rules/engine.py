@@ -93,7 +93,9 @@ def _bottlenecks(
     roomy = frozenset(s.vertex for s in loc.suspects if _has_headroom(s, obs, offered, rules))
     if roomy:  # what they wait on is elsewhere: search again without them
         loc = localize(obs, rules, roomy)
-    causes = [_root_cause(s, loc, obs, offered, rules) for s in loc.suspects]
+    # sizing may estimate what a source without pendingRecords offers; the room test above may not
+    sizing = offered_rates(obs, loc.graph, rules, estimate=True) if loc.suspects else {}
+    causes = [_root_cause(s, loc, obs, sizing, rules) for s in loc.suspects]
     causes.sort(key=lambda c: (-c.confidence, c.vertex))
     return causes, loc.findings
 

@@ -101,18 +101,28 @@ def test_recommended_parallelism_is_the_least_that_takes_the_offered_rate_at_the
     assert roomy and roomy[0].recommended_parallelism == math.ceil(10000 / 700)
 
 
-def test_without_pending_records_no_parallelism_is_recommended() -> None:
+def test_without_pending_records_the_offered_rate_is_estimated_and_says_so() -> None:
+    """1,000 records/s out while held back 60% of the window: ~2,500 records/s offered."""
     obs = observation(
-        vertex("src", sub(0, bp=0.95, busy=0.02, rout=1000)),
+        vertex("src", sub(0, bp=0.60, busy=0.02, rout=1000)),
         vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
         vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")]),
     )
-    report = diagnose(obs, RULES)
-    assert report.root_causes
-    cause = report.root_causes[0]
-    assert cause.recommended_parallelism is None and cause.offered_rate is None
+    [cause] = diagnose(obs, RULES).root_causes or ()
+    assert cause.offered_rate == 2500.0
     assert cause.capacity_per_subtask is not None
-    assert any("pendingRecords" in line for line in cause.evidence)
+    wanted = math.ceil(2500 / (cause.capacity_per_subtask * RULES.capacity.utilisation_target))
+    assert cause.recommended_parallelism == wanted
+    assert any("(estimated: the sources report no pendingRecords" in e for e in cause.evidence)
+
+
+def test_a_source_held_back_all_the_window_counts_as_held_95_percent() -> None:
+    obs = observation(
+        vertex("src", sub(0, bp=1.0, busy=0.0, rout=1000)),
+        vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
+    )
+    [cause] = diagnose(obs, RULES).root_causes or ()
+    assert cause.offered_rate == 20000.0  # 1,000 / (1 - 0.95), not infinite
 
 
 def test_without_rates_the_recommendation_says_it_cannot_size() -> None:
