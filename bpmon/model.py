@@ -159,6 +159,9 @@ class SubtaskWindow:
         metrics: the target's metric values (all None when it gives none).
         data_path: whether the thread was ever seen on the data path (exchanging records with
             another stage); False for a thread that only sleeps or waits to keep a program alive.
+        chain_samples: a chained task's busy samples by chain position (index 0: the chain's
+            head): how many hand-over frames (the profile's ``chain_hop``) each busy stack
+            showed. Empty when the profile has no ``chain_hop`` or nothing was sampled.
     """
 
     index: int
@@ -170,6 +173,7 @@ class SubtaskWindow:
     task_manager: int | None = None
     metrics: Metrics = NO_METRICS
     data_path: bool = True
+    chain_samples: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +215,8 @@ class VertexObservation:
     """One job vertex (operator) and its subtasks over a window.
 
     ``kind`` is the operator kind when the target knows it (``source``, ``map``, ``sink``, ...).
+    ``operators`` are a chained vertex's operators in chain order, from the job's plan (empty:
+    one operator, or the target cannot tell).
     """
 
     name: str
@@ -218,6 +224,7 @@ class VertexObservation:
     inputs: tuple[Edge, ...] = ()
     subtasks: tuple[SubtaskWindow, ...] = ()
     kind: str | None = None
+    operators: tuple[str, ...] = ()
 
 
 FlowControl = Literal["credit", "tcp"]
@@ -334,11 +341,31 @@ class NextInSeries:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainShare:
+    """Which operator of a chained root cause is on the stack, from its busy stack samples.
+
+    Attributes:
+        operator: the operator on the stack in the most busy samples.
+        position: its place in the chain (0: the head).
+        samples: the busy samples that found it working.
+        busy_samples: the busy samples of the cause's subtasks, all positions.
+        shares: every operator's share of ``busy_samples``, in chain order.
+    """
+
+    operator: str
+    position: int
+    samples: int
+    busy_samples: int
+    shares: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RootCause:
     """A bottleneck: the vertex, the kind of cause, how sure, why, and what to do.
 
     ``next_in_series`` names the vertices after it that would limit once it keeps up (sized
     like it), so that raising it alone is known to move the backpressure, not remove it.
+    ``in_chain``: on a chained vertex, which of its operators the stack samples found working.
     """
 
     vertex: str
@@ -351,6 +378,7 @@ class RootCause:
     offered_rate: float | None = None
     recommended_parallelism: int | None = None
     next_in_series: tuple[NextInSeries, ...] = ()
+    in_chain: ChainShare | None = None
 
 
 @dataclass(frozen=True, slots=True)
