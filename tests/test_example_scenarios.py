@@ -249,7 +249,7 @@ def test_examples_load_from_a_zipped_package_with_only_the_standard_library(tmp_
     """The loader finds its examples through importlib.resources, not through a checkout path."""
     archive = tmp_path / "bpmon.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        for file in ["__init__.py", "errors.py", "model.py"]:
+        for file in ["__init__.py", "errors.py", "model.py", "signals.py"]:
             zf.write(PACKAGE / file, f"bpmon/{file}")
         for path in [*PACKAGE.glob("scenario/*.py"), *PACKAGE.glob("scenarios/*.toml")]:
             zf.write(path, f"bpmon/{path.relative_to(PACKAGE)}")
