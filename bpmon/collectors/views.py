@@ -31,6 +31,8 @@ def _vertex(vertex: VertexObservation, keep: frozenset[Signal]) -> VertexObserva
 def _subtask(sub: SubtaskWindow, keep: frozenset[Signal]) -> SubtaskWindow:
     if Signal.SAMPLES not in keep:
         sub = replace(sub, samples=0, backpressured=0, idle=0, busy=0)
+    if Signal.SAMPLES not in keep or Signal.CHAIN_SAMPLES not in keep:
+        sub = replace(sub, chain_samples=())
     return replace(sub, metrics=_metrics(sub.metrics, keep))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,13 @@ def test_flink_keeps_its_metrics_and_loses_channels_and_spill() -> None:
 
 
 def test_pyspy_keeps_the_samples_alone() -> None:
-    obs = observation(vertex("src", sub(0, bp=0.4, busy=0.5, rout=3.0, out_pool=1.0)))
-    seen = observed_as(obs, PYSPY).vertices[0].subtasks[0]
+    chained = replace(sub(0, bp=0.4, busy=0.5, rout=3.0, out_pool=1.0), chain_samples=(10, 40))
+    seen = observed_as(observation(vertex("src", chained)), PYSPY).vertices[0].subtasks[0]
     assert (seen.samples, seen.backpressured, seen.busy) == (100, 40, 50)
+    assert seen.chain_samples == (10, 40)  # py-spy reads the same stacks
     assert seen.metrics == Metrics()
+    bare = observed_as(observation(vertex("src", chained)), frozenset({Signal.SAMPLES}))
+    assert bare.vertices[0].subtasks[0].chain_samples == ()
 
 
 def test_a_view_never_adds_what_was_not_observed() -> None:
