@@ -27,6 +27,12 @@ both parts and per category. Figures:
 - calibration: every root cause bucketed by confidence, with the share right (vertex, and vertex
   with kind).
 
+Every window is also diagnosed a second time from only what a Flink cluster would show of it
+(``bpmon.collectors.views.observed_as(window, signals.FLINK)``: no per-channel readings, no
+spill figures, no region's slot request; what ``bpmon run --observe flink`` does), and bpmon's
+figures are printed for both side by side: how much of the accuracy rests on signals only the
+runtime has.
+
 A run whose report says ``runtime-saturated`` (bpmon's runtime could not keep up, because the
 machine was busy with something else) describes the Python process, not the job: it is run again,
 up to twice, and the reruns are printed and counted in the JSON (``saturated``).
@@ -54,14 +60,28 @@ from pathlib import Path
 
 from diagnosis_corpus import CATEGORIES, SPLITS, Case, CorpusError, load_corpus
 from diagnosis_scoring import judge, shows_pattern
-from diagnosis_tables import Outcome, Recommendation, figures, print_report
+from diagnosis_tables import (
+    LABELS,
+    PARTS,
+    Outcome,
+    Recommendation,
+    figures,
+    in_part,
+    print_report,
+    totals,
+)
 
 from bpmon import service
+from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.sampler import Progress, StopSignal
+from bpmon.collectors.views import observed_as
 from bpmon.errors import BpmonError
 from bpmon.events import JobEnded, JobFailed, ReportReady
-from bpmon.model import Report
+from bpmon.model import Observation, Report
+from bpmon.rules.engine import diagnose
 from bpmon.scenario import InputSpec, Scenario, load_scenario
 from bpmon.scenario.network import OutputFlush
+from bpmon.signals import FLINK
 from bpmon.whatif import recommended_changes
 
 END_RIGHT_AFTER_S = 0.001
@@ -74,12 +94,37 @@ BUSY_CEILING = 0.98
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One run of a scenario: its report and how long the verdict took, or why there is none."""
+    """One run of a scenario: its report and how long the verdict took, or why there is none;
+    ``flink``: the same window diagnosed from only what Flink would show of it."""
 
     report: Report | None
     verdict_s: float | None
     error: str | None = None
     reruns: int = 0
+    flink: Report | None = None
+
+
+class KeptWindow(RuntimeTarget):
+    """The runtime target, keeping its last window so it can be diagnosed again as Flink sees it."""
+
+    last: Observation | None = None
+
+    def observe(
+        self,
+        samples: int = 100,
+        interval_ms: float = 50.0,
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> Observation:
+        self.last = super().observe(samples, interval_ms, progress, stop)
+        return self.last
+
+
+def as_flink_shows(target: KeptWindow, settings: service.Settings) -> Report | None:
+    """The target's last window diagnosed from only what a Flink cluster would show of it."""
+    if target.last is None:
+        return None
+    return diagnose(observed_as(target.last, FLINK), settings.rules())
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +201,10 @@ def _run_once(job: Job) -> Run:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bpmon-bench-") as runs:
         settings = service.Settings(runs_dir=Path(runs))
+        target = KeptWindow(scenario)
         try:
-            events = service.run_scenario(
-                scenario, settings, bursts=1, duration_s=END_RIGHT_AFTER_S
-            )
+            plan = service.scenario_plan(scenario, bursts=1, duration_s=END_RIGHT_AFTER_S)
+            events = service.watch(target, plan, settings)
             for event in events:
                 if isinstance(event, ReportReady):
                     report, verdict_s = event.report, time.perf_counter() - started
@@ -169,7 +214,8 @@ def _run_once(job: Job) -> Run:
                     return Run(report, verdict_s, f"the job leaked: {', '.join(event.leaks)}")
         except BpmonError as exc:
             return Run(None, None, str(exc))
-    return Run(report, verdict_s, None if report is not None else "no report")
+    error = None if report is not None else "no report"
+    return Run(report, verdict_s, error, flink=as_flink_shows(target, settings))
 
 
 def run_all(jobs: Sequence[Job], workers: int, label: Callable[[Job], str]) -> list[Run]:
@@ -268,6 +314,31 @@ def _verify_label(job: Job) -> str:
     return f"{Path(job.path).stem} with " + ", ".join(f"{v}.parallelism={p}" for v, p in changes)
 
 
+VIEW_FIGURES = ("top1", "kind", "false_positive")
+
+
+def print_views(every: Sequence[Outcome], flink: Sequence[Outcome]) -> dict[str, object]:
+    """bpmon's figures from every signal and from what Flink shows, on the same windows."""
+    print("\nbpmon from every signal | from only what Flink shows (same windows):")
+    out: dict[str, object] = {}
+    for part in PARTS:
+        pair = [
+            totals([o for o in group if in_part(o.case, part)], "bpmon") for group in (every, flink)
+        ]
+        cells = "  ".join(f"{LABELS[f]} {pair[0][f]} | {pair[1][f]}" for f in VIEW_FIGURES)
+        print(f"  {part:<9} {cells}")
+        out[part] = {f: [str(pair[0][f]), str(pair[1][f])] for f in VIEW_FIGURES}
+    changed = [
+        f"{a.case.name}: {a.verdicts['bpmon'].named[:1]} -> {b.verdicts['bpmon'].named[:1]}"
+        for a, b in zip(every, flink, strict=True)
+        if "bpmon" in a.verdicts
+        and "bpmon" in b.verdicts
+        and a.verdicts["bpmon"].named[:1] != b.verdicts["bpmon"].named[:1]
+    ]
+    print("  named otherwise from what Flink shows: " + ("; ".join(changed) or "none"))
+    return out
+
+
 def main() -> None:
     """Run the corpus, print the tables, then a JSON line."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -311,12 +382,18 @@ def main() -> None:
     ]
     recommendations = [] if args.no_verify else verify(outcomes, args.jobs)
     print_report(outcomes, recommendations)
+    as_flink = [
+        replace(o, report=run.flink, verdicts=judge(o.case, run.flink) if run.flink else {})
+        for o, run in zip(outcomes, runs, strict=True)
+    ]
+    views = print_views(outcomes, as_flink)
     reruns = sum(run.reruns for run in runs)
     saturated = sum(_saturated(run.report) for run in runs)
     print(f"\nruns repeated because the runtime saturated: {reruns}; still saturated: {saturated}")
     elapsed = time.perf_counter() - started
     doc = figures(outcomes, recommendations, elapsed, verified=not args.no_verify)
     doc["saturated"] = {"reruns": reruns, "still": saturated}
+    doc["views"] = views
     print(json.dumps(doc))
 
 
