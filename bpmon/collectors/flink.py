@@ -70,6 +70,7 @@ from bpmon.collectors.flink_window import (
     DumpCost,
     SampleGrid,
     ambiguous_note,
+    chain_operators,
     disagreements,
     dump_cost,
     over_window,
@@ -333,6 +334,7 @@ class FlinkTarget:
                 inputs=tuple(e for e in v.inputs if e.source in shown),
                 subtasks=self._subtasks(placement, v, tally, before, retry),
                 kind=v.kind,
+                operators=chain_operators(v.task_name or v.name),
             )
             for v in running
         )

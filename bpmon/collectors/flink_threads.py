@@ -30,7 +30,9 @@ full is *suspended* in its mailbox, exactly as one without input: the profile li
 ``suspended``. :class:`Tally` keeps those samples apart, and :meth:`Tally.counts` splits them
 between backpressured and idle in the proportion of the task's own time accounting over the
 window (soft-backpressured vs idle ms/s). A sample blocked requesting a buffer (hard
-backpressure) is exact, and so is a busy one.
+backpressure) is exact, and so is a busy one. A busy sample of a chained task is also counted at
+its chain position: the ``ChainingOutput.pushToOperator`` frames on its stack (the profile's
+``chain_hop``), 0 in the chain's head.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bpmon.collectors.profile import StackClassifier
-from bpmon.collectors.sampler import ThreadCounts
+from bpmon.collectors.sampler import ThreadCounts, count_position
 
 _FRAME = re.compile(r"^\s*at (?:[\w.@-]*/{1,2})?(?P<frame>[^\s(]+)\(")
 _ATTEMPT = re.compile(r"#(\d+)$")
@@ -97,6 +99,7 @@ class _Counts:
     idle: int = 0
     busy: int = 0
     suspended: int = 0
+    chain: list[int] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -169,7 +172,7 @@ class Tally:
 
     def _count(self, key: SubtaskKey, frames: tuple[str, ...]) -> None:
         counts = self._counts.setdefault(key, _Counts())
-        state = self.classifier.classify(frames)
+        state, _, position = self.classifier.read_chain(frames)
         if state == "idle" and self.classifier.suspended(frames):
             counts.suspended += 1
         elif state == "backpressured":
@@ -178,6 +181,8 @@ class Tally:
             counts.idle += 1
         else:
             counts.busy += 1
+            if self.classifier.profile.chain_hop is not None:
+                count_position(counts.chain, position)
 
     def ambiguous(self) -> frozenset[SubtaskKey]:
         """The subtasks whose thread cannot be told from another's (same name, task manager and
@@ -207,6 +212,7 @@ class Tally:
             backpressured=c.backpressured + soft,
             idle=c.idle + c.suspended - soft,
             busy=c.busy,
+            chain=tuple(c.chain),
         )
 
     def suspended(self, key: SubtaskKey) -> int:

@@ -84,7 +84,23 @@ def subtask_window(
         busy=counts.busy if counts else 0,
         task_manager=task_manager,
         metrics=metrics,
+        chain_samples=counts.chain if counts else (),
     )
+
+
+def chain_operators(task_name: str) -> tuple[str, ...]:
+    """The operators of a chained vertex in chain order, from Flink's name of it: Flink joins
+    a chain's operator names with ``" -> "`` (``"Source: numbers -> parse"``). A split inside
+    parentheses (an operator chained to several, ``"a -> (b, c)"``) is not a hop: it stays
+    one name. One operator (no chain): empty."""
+    names, depth, start = [], 0, 0
+    for i, char in enumerate(task_name):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and task_name.startswith(" -> ", i):
+            names.append(task_name[start:i])
+            start = i + 4
+    names.append(task_name[start:])
+    return tuple(names) if len(names) > 1 else ()
 
 
 def level(ratio: float) -> str:

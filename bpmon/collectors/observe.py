@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from bpmon.collectors.profile import Profile
 from bpmon.collectors.sampler import Burst, ThreadCounts
@@ -111,9 +112,8 @@ def _by_topology(
             raise ConfigError(_no_match_message(op, topology, threads))
         taken.update(i for _, i, _ in mine)
         ordered = tuple(t for _, _, t in sorted(mine, key=lambda m: _order(m[0], m[2].name)))
-        vertices.append(
-            _vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind, listed=True)
-        )
+        vertex = _vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind, listed=True)
+        vertices.append(replace(vertex, operators=tuple(m.name for m in op.members)))
     return vertices
 
 
@@ -177,6 +177,7 @@ def _subtask(
         task_manager=task_manager,
         metrics=m if m is not None else NO_METRICS,
         data_path=data_path,
+        chain_samples=counts.chain,
     )
 
 

@@ -4,7 +4,9 @@ A profile is data, not code: ordered lists of stack patterns that make a stack s
 *backpressured* or *idle* (anything else is *busy*), thread names to leave out, and the thread-name
 regex that turns a thread into a subtask of a vertex, and the frames of the *data path* (a thread
 seen in one of them exchanges records with other stages; one never seen there, such as a main
-thread sleeping to keep a program alive, is never blamed as a bottleneck). The file format is
+thread sleeping to keep a program alive, is never blamed as a bottleneck), and the frame of one
+hop of an operator chain (``chain_hop``: a busy stack showing ``k`` of them is at the chain's
+``k``-th operator after the head). The file format is
 documented in the shipped profiles themselves (``collectors/python-queue.toml`` describes it).
 
 Frames are written ``path:qualname`` for Python (innermost frame first in a stack) and
@@ -40,6 +42,7 @@ _KEYS = (
     *_STATE_KEYS,
     "data_path",
     "suspended",
+    "chain_hop",
 )
 _CACHE_LIMIT = 50_000
 
@@ -80,6 +83,9 @@ class Profile:
         suspended: patterns of a thread waiting for EITHER input or output, which its stack
             cannot tell apart (a Flink task suspended in its mailbox). They count as idle; a
             collector with the target's time accounting may split them (the Flink collector).
+        chain_hop: the frame regex of one hop of an operator chain, where one chained operator
+            hands a record to the next (Flink's ``ChainingOutput.pushToOperator``); a stack
+            sample shows one per operator the record has passed. None: chains are not read.
     """
 
     name: str
@@ -93,6 +99,7 @@ class Profile:
     path: Path | None = None
     data_path: tuple[StackPattern, ...] | None = None
     suspended: tuple[StackPattern, ...] = ()
+    chain_hop: re.Pattern[str] | None = None
 
     def ignores(self, thread_name: str) -> bool:
         """Whether the collectors leave the thread called ``thread_name`` out."""
@@ -147,11 +154,13 @@ class StackClassifier:
         self._patterns = profile.patterns()
         self._data_path = profile.data_path
         data_rx = [rx for p in (*(self._data_path or ()), *profile.suspended) for rx in p.frames]
-        elements = [rx for _, p in self._patterns for rx in p.frames] + data_rx
+        hop = [profile.chain_hop] if profile.chain_hop is not None else []
+        elements = [rx for _, p in self._patterns for rx in p.frames] + data_rx + hop
         self._elements: tuple[re.Pattern[str], ...] = tuple(dict.fromkeys(elements))
         self._element_id = {rx: i for i, rx in enumerate(self._elements)}
+        self._hop = self._element_id[profile.chain_hop] if profile.chain_hop is not None else None
         self._frames: dict[str, frozenset[int]] = {}
-        self._stacks: dict[tuple[str, ...], tuple[SampleState, bool]] = {}
+        self._stacks: dict[tuple[str, ...], tuple[SampleState, bool, int]] = {}
 
     def classify(self, frames: Sequence[str]) -> SampleState:
         """The state of one sample of a thread whose stack is ``frames`` (innermost first)."""
@@ -163,6 +172,12 @@ class StackClassifier:
         On the data path: backpressured, or a frame matching a ``data_path`` pattern; always
         when the profile has no ``data_path`` key (it cannot tell).
         """
+        state, on_path, _ = self.read_chain(frames)
+        return state, on_path
+
+    def read_chain(self, frames: Sequence[str]) -> tuple[SampleState, bool, int]:
+        """:meth:`read`, and the chain position the stack is at: how many of its frames match
+        the profile's ``chain_hop`` (0 without one: the chain's head, or no chain)."""
         key = tuple(frames)
         found = self._stacks.get(key)
         if found is None:
@@ -170,7 +185,9 @@ class StackClassifier:
             state = self._classify(matched)
             on_path = self._data_path is None or state == "backpressured"
             on_path = on_path or any(self._matches(p, matched) for p in self._data_path or ())
-            found = (state, on_path)
+            hop = self._hop
+            depth = 0 if hop is None else sum(hop in ids for ids in matched)
+            found = (state, on_path, depth)
             if len(self._stacks) >= _CACHE_LIMIT:
                 self._stacks.clear()
             self._stacks[key] = found
@@ -255,6 +272,8 @@ def parse_profile(raw: Mapping[str, object], where: str, path: Path | None = Non
     )
     groups = {key: _patterns(raw, key, where) for key in _STATE_KEYS}
     data_path = _patterns(raw, "data_path", where) if "data_path" in raw else None
+    hop_text = _string(raw, "chain_hop", where)
+    chain_hop = _regex(hop_text, f"{where}: chain_hop") if hop_text else None
     return Profile(
         name=name,
         description=_string(raw, "description", where),
@@ -267,6 +286,7 @@ def parse_profile(raw: Mapping[str, object], where: str, path: Path | None = Non
         path=path,
         data_path=data_path,
         suspended=_patterns(raw, "suspended", where),
+        chain_hop=chain_hop,
     )
 
 

@@ -48,6 +48,11 @@ from bpmon.runtime.scheduler import TaskState
 from bpmon.scenario import Scenario
 from bpmon.signals import RUNTIME, Signal, SlotWait, SourceBacklog, Spill, TaskScheduling
 
+DITHER = 0.5
+"""Each sample after the first is taken up to half an interval late, at random: the runtime's
+paced work repeats exactly (a chain's members in turn, a few ms a cycle), and samples on a fixed
+grid would see it at one phase (``sampler.record_burst``)."""
+
 
 def model_load(load: RuntimeLoad) -> ModelLoad:
     """The runtime's own load over a window, as the model carries it to the rules."""
@@ -137,7 +142,7 @@ class RuntimeTarget:
         self.scenario = self.runtime.scenario  # with chaining, the tasks' scenario
         self.profile = profile or load_profile("bpmon-runtime")
         self._sampler: Sampler = StackSampler(
-            self.profile, thread_names=self._task_threads, named_only=True
+            self.profile, thread_names=self._task_threads, named_only=True, dither=DITHER
         )
         network = scenario.network
         self._settings = TargetSettings(

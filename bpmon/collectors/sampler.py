@@ -13,12 +13,13 @@ does not drift. How late each sample was is recorded; the burst reports its 99th
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import CodeType, FrameType
+from types import CodeType, FrameType, MappingProxyType
 from typing import NamedTuple, Protocol
 
 from bpmon.clock import utc_now
@@ -34,8 +35,13 @@ Progress = Callable[[int, int], None]
 
 _CACHE_LIMIT = 50_000
 
-_Reading = tuple[SampleState, bool]
-"""What one stack was read as: its state, and whether it shows the thread on the data path."""
+_Reading = tuple[SampleState, bool, int]
+"""What one stack was read as: its state, whether it shows the thread on the data path, and the
+chain position it is at (the profile's ``chain_hop`` frames on it)."""
+
+ChainDepths = Mapping[int, int]
+"""Per thread id, the chain position of its stack in one sample, for busy threads of a profile
+with a ``chain_hop`` (threads not listed: no position read)."""
 
 
 class StopSignal(Protocol):
@@ -47,10 +53,12 @@ class StopSignal(Protocol):
 
 
 class Snapshot(NamedTuple):
-    """One sample: when the stacks were read (monotonic seconds) and every thread's state."""
+    """One sample: when the stacks were read (monotonic seconds), every thread's state, and the
+    chain position of every busy thread (when the profile reads chains)."""
 
     at: float
     threads: Iterable[ThreadState]
+    chain: ChainDepths = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +66,8 @@ class ThreadCounts:
     """How one thread's samples of a burst were classified.
 
     ``data_path``: whether any of its samples showed it on the data path (see
-    :meth:`~bpmon.collectors.profile.StackClassifier.read`).
+    :meth:`~bpmon.collectors.profile.StackClassifier.read`). ``chain``: its busy samples by
+    chain position (index 0: the chain's head), empty when the profile reads no chains.
     """
 
     name: str
@@ -67,6 +76,7 @@ class ThreadCounts:
     idle: int = 0
     busy: int = 0
     data_path: bool = True
+    chain: tuple[int, ...] = ()
 
     @property
     def total(self) -> int:
@@ -126,19 +136,28 @@ def record_burst(
     wall_clock: Callable[[], datetime] = utc_now,
     progress: Progress | None = None,
     stop: StopSignal | None = None,
+    dither: float = 0.0,
 ) -> Burst:
     """Call ``take`` at ``samples`` absolute deadlines ``interval_ms`` apart and tally the result.
 
     ``take`` returns a :class:`Snapshot`, or None when the target could not be read this time (a
     missed sample). The window stays open until the last interval has passed.
 
+    ``dither`` (0 to < 1) moves each deadline after the first later by a random share of up to
+    that much of an interval. A target whose work repeats with a period that divides the
+    interval (bpmon's runtime paces its chained operators exactly: a 2 ms cycle fits ten times
+    in 20 ms) would otherwise be seen at the same phase sample after sample, and which chained
+    operator is on the stack would depend on that phase, not on its share of the time.
+
     Raises:
-        ValueError: ``samples`` < 1 or ``interval_ms`` <= 0.
+        ValueError: ``samples`` < 1, ``interval_ms`` <= 0 or ``dither`` outside [0, 1).
     """
-    if samples < 1 or not interval_ms > 0:
+    if samples < 1 or not interval_ms > 0 or not 0 <= dither < 1:
         raise ValueError(
-            f"a burst needs samples >= 1 and interval_ms > 0, got {samples}, {interval_ms}"
+            f"a burst needs samples >= 1, interval_ms > 0 and 0 <= dither < 1, got {samples}, "
+            f"{interval_ms}, {dither}"
         )
+    shift = random.Random().random if dither else None
     interval_s = interval_ms / 1000.0
     tally = _Tally()
     lateness: list[float] = []
@@ -148,7 +167,7 @@ def record_burst(
     for k in range(samples):
         if stop is not None and stop.is_set():
             break
-        deadline = t0 + k * interval_s
+        deadline = t0 + (k + (dither * shift() if shift and k else 0.0)) * interval_s
         _sleep_until(deadline, clock, sleep)
         snapshot = take()
         if snapshot is None:
@@ -156,7 +175,7 @@ def record_burst(
         else:
             lateness.append(snapshot.at - deadline)
             taken_at.append(snapshot.at)
-            tally.add(snapshot.threads)
+            tally.add(snapshot.threads, snapshot.chain)
         if progress is not None:
             progress(k + 1, samples)
     if not (stop is not None and stop.is_set()):
@@ -198,14 +217,16 @@ class StackSampler:
         *,
         wall_clock: Callable[[], datetime] = utc_now,
         named_only: bool = False,
+        dither: float = 0.0,
     ) -> None:
         """Sample with ``profile``; the outside world (frames, names, time) is injectable.
 
         ``named_only``: sample only the threads ``thread_names`` lists (a target that knows its
-        own threads, among others it must not count).
+        own threads, among others it must not count). ``dither``: see :func:`record_burst`.
         """
         self.profile = profile
         self._named_only = named_only
+        self._dither = dither
         self._classifier = StackClassifier(profile)
         self._frame_source = frame_source
         self._pause_collection = NEEDS_GC_PAUSE and frame_source is current_frames
@@ -239,6 +260,7 @@ class StackSampler:
                 wall_clock=self._wall_clock,
                 progress=progress,
                 stop=stop,
+                dither=self._dither,
             )
         finally:
             self._last.clear()  # hold no frames (and their locals) between bursts
@@ -256,6 +278,8 @@ class StackSampler:
         names = self._thread_names()
         me = threading.get_ident()
         states: list[ThreadState] = []
+        chain: dict[int, int] = {}
+        reads_chains = self.profile.chain_hop is not None
         last, self._last = self._last, {}
         for ident, frame in frames.items():
             if ident == me:
@@ -273,8 +297,10 @@ class StackSampler:
             else:
                 reading = self._read(frame)
             self._last[ident] = (frame, frame.f_back, reading)
-            states.append((ident, name, *reading))
-        return Snapshot(at, states)
+            states.append((ident, name, reading[0], reading[1]))
+            if reads_chains and reading[0] == "busy":
+                chain[ident] = reading[2]
+        return Snapshot(at, states, chain)
 
     def _is_ignored(self, name: str) -> bool:
         ignored = self._ignored.get(name)
@@ -293,7 +319,7 @@ class StackSampler:
         if hit is not None:
             return hit[0]
         texts = [f"{code.co_filename}:{code.co_qualname}" for code in codes]
-        reading = self._classifier.read(texts)
+        reading = self._classifier.read_chain(texts)
         if len(self._stacks) >= _CACHE_LIMIT:
             self._stacks.clear()
         self._stacks[key] = (reading, tuple(codes))
@@ -301,14 +327,15 @@ class StackSampler:
 
 
 class _Tally:
-    """Counts per thread (id and name) over the samples of a burst, and whether any of its
-    samples showed it on the data path."""
+    """Counts per thread (id and name) over the samples of a burst, whether any of its samples
+    showed it on the data path, and its busy samples per chain position."""
 
     def __init__(self) -> None:
         self._counts: dict[tuple[int, str], dict[SampleState, int]] = {}
         self._on_path: set[tuple[int, str]] = set()
+        self._chain: dict[tuple[int, str], list[int]] = {}
 
-    def add(self, threads: Iterable[ThreadState]) -> None:
+    def add(self, threads: Iterable[ThreadState], chain: ChainDepths) -> None:
         for ident, name, state, on_path in threads:
             counts = self._counts.get((ident, name))
             if counts is None:
@@ -316,6 +343,9 @@ class _Tally:
             counts[state] += 1
             if on_path:
                 self._on_path.add((ident, name))
+            depth = chain.get(ident) if state == "busy" else None
+            if depth is not None:
+                count_position(self._chain.setdefault((ident, name), []), depth)
 
     def result(self) -> tuple[ThreadCounts, ...]:
         ordered = sorted(self._counts.items(), key=lambda item: (item[0][1], item[0][0]))
@@ -327,9 +357,17 @@ class _Tally:
                 c["idle"],
                 c["busy"],
                 (ident, name) in self._on_path,
+                tuple(self._chain.get((ident, name), ())),
             )
             for (ident, name), c in ordered
         )
+
+
+def count_position(counts: list[int], position: int) -> None:
+    """Count one busy sample at chain ``position`` in ``counts`` (grown as needed)."""
+    if position >= len(counts):
+        counts.extend([0] * (position + 1 - len(counts)))
+    counts[position] += 1
 
 
 def _sleep_until(

@@ -1,85 +1,143 @@
-"""An operator chain inside one task: its members applied in order, records and time per member.
+"""An operator chain inside one task: its members run nested, each serving its own cost.
 
 With ``chaining = true`` a task runs several operators (``scenario/chained.py``), as Flink's
-``OperatorChain`` does: the records of one input buffer go through each member in turn, each
-charging its own ``cost_us`` per record it receives to the task's service time (so a chain of a
-500 us map and a 1,500 us map handles at most 500 records/s per subtask) and applying its own
-fanout or selectivity. Each member counts the records it received and emitted and the service
-time it charged, which the metrics report per operator: when a chain is the bottleneck, the
-diagnosis names the member that takes its time.
+``OperatorChain`` does, and as there they run NESTED on the task's thread: the head works on a
+chunk of records, then hands its output to the next member through one call
+(:meth:`Chain._hand_over`, Flink's ``ChainingOutput.pushToOperator``), which works and hands
+over in turn. A stack sample taken while member ``k`` works therefore shows exactly ``k``
+hand-over frames: the ``bpmon-runtime`` profile's ``chain_hop``, from which the collectors tell
+which member is on the stack (``rules/chains.py``), as they would on a Flink thread.
+
+Each member serves its own ``cost_us`` per record it receives inside its own frames
+(:class:`MemberService`), applying its own fanout or selectivity and counting the records it
+received and emitted, so a chain of a 500 us map and a 1,500 us map still handles at most 500
+records/s per subtask. Nothing the scenario configures is reported as a measurement: which
+member takes the chain's time is for the stack samples to show.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from bpmon.runtime.operators import Transform
 from bpmon.scenario import OperatorSpec
 
-NS_PER_US = 1000
-"""A chained task's service time is charged in nanoseconds (its ServiceTime costs 1 ns)."""
+MAX_CREDIT_S = 0.02
+"""Oversleep a member may count as service already given (``ServiceTime``'s ``max_lag_s``)."""
+
+
+class MemberService:
+    """Makes one chain member spend ``cost_us`` per record, inside the member's own frames.
+
+    Unlike ``pacing.ServiceTime``, which counts any gap since its last charge as service given
+    (up to its lag), a member serves each charge at once and credits only its OWN oversleep: the
+    time the sleep ran past its end (a late wake-up, a wait for the GIL). The time the other
+    members of the chain spent between two of its charges is theirs, not its service, so the
+    chain's capacity stays ``1 / sum(cost)`` and each member's time stays inside its frames.
+    The credit is at most :data:`MAX_CREDIT_S`. Owned by the task thread; not thread-safe.
+    """
+
+    __slots__ = ("_cost", "_credit", "_now", "_sleep")
+
+    def __init__(
+        self, cost_us: float, now: Callable[[], float], sleep: Callable[[float], None]
+    ) -> None:
+        """Serve ``cost_us`` microseconds per record (``slow_subtasks`` applied) on ``now``;
+        ``sleep`` may raise to abort a long service (the job cancelled)."""
+        self._cost = cost_us / 1_000_000
+        self._now = now
+        self._sleep = sleep
+        self._credit = 0.0
+
+    def charge(self, records: int) -> None:
+        """Serve ``records`` records now, less the oversleep credited so far."""
+        owed = records * self._cost - self._credit
+        if owed <= 0:
+            self._credit = -owed
+            return
+        until = self._now() + owed
+        self._serve(until)
+        self._credit = min(MAX_CREDIT_S, max(0.0, self._now() - until))
+
+    def _serve(self, until: float) -> None:
+        """Sleep until ``until``: the member is busy serving records (one named frame)."""
+        while (remaining := until - self._now()) > 0:
+            self._sleep(remaining)
 
 
 class ChainMember:
     """One operator of a chain in one subtask: what it costs and what it counted."""
 
-    __slots__ = ("busy_us", "cost_us", "name", "records_in", "records_out", "transform")
+    __slots__ = ("cost_us", "name", "records_in", "records_out", "service", "transform")
 
-    def __init__(self, spec: OperatorSpec, index: int) -> None:
+    def __init__(
+        self,
+        spec: OperatorSpec,
+        index: int,
+        now: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> None:
         self.name = spec.name
         self.cost_us = spec.cost_of(index)
+        self.service = MemberService(self.cost_us, now, sleep)
         self.transform = Transform(spec)
         self.records_in = 0
         self.records_out = 0
-        self.busy_us = 0.0
 
 
 class Chain:
-    """The members of one chained subtask.
+    """The members of one chained subtask, run nested.
 
     Args:
         spec: the chain (its ``members``).
         index: the subtask index (``slow_subtasks`` of each member apply).
-        charge_ns: charges service time to the task, in nanoseconds.
+        now: the task's clock, seconds.
+        sleep: the task's sleep (raises when the job is cancelled).
     """
 
-    def __init__(self, spec: OperatorSpec, index: int, charge_ns: Callable[[int], None]) -> None:
-        self.members = [ChainMember(m, index) for m in spec.members]
+    def __init__(
+        self,
+        spec: OperatorSpec,
+        index: int,
+        *,
+        now: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.members = [ChainMember(m, index, now, sleep) for m in spec.members]
         self._source_head = spec.members[0].kind == "source"
-        self._charge_ns = charge_ns
 
     def cost_us(self) -> float:
         """Service time per record entering the chain, ignoring fanout (for chunk sizing)."""
         return sum(m.cost_us for m in self.members)
 
     def from_source(self, records: Sequence[object]) -> Sequence[object]:
-        """Records a source head emitted, through the rest of the chain."""
+        """Records a source head emitted, served by the head, then through the rest."""
         head = self.members[0]
         head.records_out += len(records)
-        cost = head.cost_us * len(records)
-        head.busy_us += cost
-        self._charge_ns(int(cost * NS_PER_US))
-        return self._through(self.members[1:], records)
+        head.service.charge(len(records))
+        return self._hand_over(1, records) if records else records
 
     def apply(self, records: Sequence[object]) -> Sequence[object]:
         """Input records of the task, through every member; what the tail emits."""
-        members = self.members[1:] if self._source_head else self.members
-        return self._through(members, records)
+        return self._run(1 if self._source_head else 0, records) if records else records
 
-    def _through(
-        self, members: Sequence[ChainMember], records: Sequence[object]
-    ) -> Sequence[object]:
-        for member in members:
-            if not records:
-                break
-            member.records_in += len(records)
-            cost = member.cost_us * len(records)
-            member.busy_us += cost
-            self._charge_ns(int(cost * NS_PER_US))
-            records = member.transform.apply(records)
-            member.records_out += len(records)
-        return records
+    def _run(self, position: int, records: Sequence[object]) -> Sequence[object]:
+        """Member ``position`` works on ``records`` and hands its output on; the tail's output."""
+        member = self.members[position]
+        member.records_in += len(records)
+        member.service.charge(len(records))
+        out = member.transform.apply(records)
+        member.records_out += len(out)
+        if out and position + 1 < len(self.members):
+            return self._hand_over(position + 1, out)
+        return out
 
-    def totals(self) -> tuple[tuple[str, int, int, float], ...]:
-        """Each member's name, records in and out, and service time in us so far (any thread)."""
-        return tuple((m.name, m.records_in, m.records_out, m.busy_us) for m in self.members)
+    def _hand_over(self, position: int, records: Sequence[object]) -> Sequence[object]:
+        """One hop of the chain (Flink's ``ChainingOutput.pushToOperator``): the next member
+        runs inside this frame, so a stack shows one of these per member it is past."""
+        return self._run(position, records)
+
+    def totals(self) -> tuple[tuple[str, int, int], ...]:
+        """Each member's name and records in and out so far (any thread)."""
+        return tuple((m.name, m.records_in, m.records_out) for m in self.members)

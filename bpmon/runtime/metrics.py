@@ -34,12 +34,12 @@ from bpmon.runtime.task import Task
 
 @dataclass(frozen=True, slots=True)
 class OperatorRates:
-    """One member of a chained task over a window: its records and the service time it took."""
+    """One member of a chained task over a window: its records in and out (Flink's operator
+    scope counts these too; which member takes the time is for the stack samples to show)."""
 
     name: str
     records_in_per_s: float
     records_out_per_s: float
-    busy_ms_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,6 @@ class TaskMetrics:
             values |= {
                 f"bpmon_operator.{op.name}.numRecordsInPerSecond": op.records_in_per_s,
                 f"bpmon_operator.{op.name}.numRecordsOutPerSecond": op.records_out_per_s,
-                f"bpmon_operator.{op.name}.busyTimeMsPerSecond": op.busy_ms_per_s,
             }
         wait = self.slot_wait
         if wait is not None:
@@ -151,8 +150,8 @@ class TaskCounters:
     """What its blocking or hybrid outputs wrote to and read from disk (None: none spill)."""
     slot_wait: SlotWait | None = None
     """While it waits for slots: its region's bulk."""
-    members: tuple[tuple[str, int, int, float], ...] = ()
-    """A chained task's members: name, records in and out, service time (us), cumulative."""
+    members: tuple[tuple[str, int, int], ...] = ()
+    """A chained task's members: name, records in and out, cumulative."""
     busy_measured: bool = True
     """False for a legacy source: Flink reports its busy time as NaN."""
 
@@ -280,23 +279,16 @@ def _between(start: TaskCounters, end: TaskCounters) -> TaskMetrics:
 
 
 def _operator_rates(
-    start: tuple[tuple[str, int, int, float], ...],
-    end: tuple[tuple[str, int, int, float], ...],
+    start: tuple[tuple[str, int, int], ...],
+    end: tuple[tuple[str, int, int], ...],
     span: float,
 ) -> tuple[OperatorRates, ...]:
-    """Each chain member's rates and busy time between two readings."""
-    before = {name: (a, b, c) for name, a, b, c in start}
+    """Each chain member's record rates between two readings."""
+    before = {name: (a, b) for name, a, b in start}
     rates = []
-    for name, records_in, records_out, busy_us in end:
-        in0, out0, busy0 = before.get(name, (0, 0, 0.0))
-        rates.append(
-            OperatorRates(
-                name,
-                (records_in - in0) / span,
-                (records_out - out0) / span,
-                (busy_us - busy0) / 1000 / span,
-            )
-        )
+    for name, records_in, records_out in end:
+        in0, out0 = before.get(name, (0, 0))
+        rates.append(OperatorRates(name, (records_in - in0) / span, (records_out - out0) / span))
     return tuple(rates)
 
 

@@ -30,7 +30,7 @@ from bpmon.errors import WaitCancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.chain import NS_PER_US, Chain
+from bpmon.runtime.chain import Chain
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.operators import Transform
@@ -98,10 +98,10 @@ class Task:
         self.records_out = RateMeter(now=clock)
         self.buffers_out = RateMeter(now=clock)
         self._buffers_counted = 0
-        cost_us = 1 / NS_PER_US if spec.members else spec.cost_of(index)
+        cost_us = 0.0 if spec.members else spec.cost_of(index)  # a chain's members serve theirs
         self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep)
-        self.chain = Chain(spec, index, self.service.charge) if spec.members else None
-        """The operators of a chained task, applied in order (None: one operator)."""
+        self.chain = Chain(spec, index, now=clock, sleep=self._sleep) if spec.members else None
+        """The operators of a chained task, run nested (None: one operator)."""
         self._chunk = chunk_size(
             spec,
             self.chain.cost_us() if self.chain else spec.cost_of(index),

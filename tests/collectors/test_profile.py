@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from bpmon.collectors.flink_threads import LEGACY_SOURCE_THREAD, parse_dump
+from bpmon.collectors.flink_window import chain_operators
 from bpmon.collectors.profile import StackClassifier, load_profile, parse_profile
 from bpmon.errors import ConfigError
 
@@ -246,3 +249,54 @@ def test_without_data_path_patterns_every_stack_is_on_the_data_path() -> None:
 def test_a_bad_data_path_pattern_is_named() -> None:
     with pytest.raises(ConfigError, match=r"p\.toml: data_path\[0\]"):
         parse_profile({"name": "p", "backpressured": [], "data_path": ["(x"]}, "p.toml")
+
+
+# -- chain_hop: the chain position of a busy stack -------------------------------------------
+
+RUNTIME_HOP = "/srv/bpmon/runtime/chain.py:Chain._hand_over"
+RUNTIME_RUN = "/srv/bpmon/runtime/chain.py:Chain._run"
+RUNTIME_SERVE = "/srv/bpmon/runtime/chain.py:MemberService._serve"
+FIXTURES = Path(__file__).parent / "flink" / "fixtures"
+
+
+def test_chain_hop_is_parsed_and_absent_by_default() -> None:
+    profile = parse_profile({"name": "p", "backpressured": [], "chain_hop": r"a\.py:hop"}, "p")
+    assert profile.chain_hop is not None and profile.chain_hop.pattern == r"a\.py:hop"
+    assert parse_profile({"name": "p", "backpressured": []}, "p").chain_hop is None
+    assert load_profile("python-queue").chain_hop is None
+
+
+def test_a_busy_runtime_stack_is_at_the_position_of_its_hand_over_frames() -> None:
+    classifier = StackClassifier(load_profile("bpmon-runtime"))
+    head = (RUNTIME_SERVE, RUNTIME_RUN)
+    third = (RUNTIME_SERVE, RUNTIME_RUN, RUNTIME_HOP, RUNTIME_RUN, RUNTIME_HOP, RUNTIME_RUN)
+    assert classifier.read_chain(head) == ("busy", True, 0)
+    assert classifier.read_chain(third) == ("busy", True, 2)
+    assert classifier.read(third) == ("busy", True)
+
+
+def test_without_chain_hop_every_stack_is_at_the_head() -> None:
+    classifier = StackClassifier(load_profile("python-queue"))
+    assert classifier.read_chain((USER, RUNTIME_HOP, RUNTIME_HOP))[2] == 0
+
+
+def test_a_bad_chain_hop_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    message = load_error(tmp_path, "name = 'x'\nbackpressured = []\nchain_hop = 'Output.(push'\n")
+    assert "chain_hop" in message and "bad regex" in message
+    message = load_error(tmp_path, "name = 'x'\nbackpressured = []\nchain_hop = ['a']\n")
+    assert "chain_hop" in message and "expected a string" in message
+
+
+def test_a_recorded_flink_dump_shows_a_chained_operator_one_hop_from_its_head() -> None:
+    # legacy-slow-map: "Source: numbers -> parse"; the source's own thread, caught in parse's
+    # output (blocked requesting a buffer) under one CopyingChainingOutput.pushToOperator.
+    answer = json.loads((FIXTURES / "legacy-slow-map" / "thread-dump.json").read_text())
+    threads = {t.name: t.frames for t in parse_dump(answer)}
+    frames = threads[f"{LEGACY_SOURCE_THREAD}Source: numbers -> parse (1/1)#0"]
+    classifier = StackClassifier(load_profile("flink-jvm"))
+    assert classifier.read_chain(frames)[::2] == ("backpressured", 1)
+    enrich = next(f for name, f in threads.items() if name.startswith("enrich (1/"))
+    assert classifier.read_chain(enrich)[2] == 0
+    assert chain_operators("Source: numbers -> parse") == ("Source: numbers", "parse")
+    assert chain_operators("a -> (b -> c, d) -> e") == ("a", "(b -> c, d)", "e")
+    assert chain_operators("enrich") == ()
