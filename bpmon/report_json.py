@@ -23,6 +23,7 @@ from bpmon.errors import HistoryError
 from bpmon.model import (
     REPORT_SCHEMA,
     CauseKind,
+    ChainShare,
     ChannelWindow,
     Edge,
     Finding,
@@ -222,7 +223,22 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
             }
             for n in cause.next_in_series
         ]
+    if cause.in_chain is not None:  # left out when absent
+        doc["in_chain"] = _chain_to_dict(cause.in_chain)
     return doc
+
+
+def _chain_to_dict(share: ChainShare) -> dict[str, Any]:
+    return {
+        "operator": share.operator,
+        "position": share.position,
+        "samples": share.samples,
+        "busy_samples": share.busy_samples,
+        "shares": [
+            {"operator": name, "share": _number(value, _RATIO_DIGITS)}
+            for name, value in share.shares
+        ],
+    }
 
 
 # --------------------------------------------------------------------------------------- reading
@@ -385,6 +401,17 @@ def _cause_from(f: _Fields) -> RootCause:
             )
             for n in f.children("next_in_series", required=False)
         ),
+        in_chain=_chain_from(f.child("in_chain")) if f.has("in_chain") else None,
+    )
+
+
+def _chain_from(f: _Fields) -> ChainShare:
+    return ChainShare(
+        operator=f.get("operator", str),
+        position=f.get("position", int),
+        samples=f.get("samples", int),
+        busy_samples=f.get("busy_samples", int),
+        shares=tuple((s.get("operator", str), s.number("share")) for s in f.children("shares")),
     )
 
 
@@ -472,6 +499,10 @@ class _Fields:
             if option == value:
                 return option
         raise _bad(self.path(key), value, "expected one of " + ", ".join(map(str, allowed)))
+
+    def has(self, key: str) -> bool:
+        """Whether the object has ``key`` with a value other than null."""
+        return self.doc.get(key) is not None
 
     def child(self, key: str) -> _Fields:
         """The object under ``key``."""

@@ -12,6 +12,7 @@ import pytest
 
 from bpmon.errors import HistoryError
 from bpmon.model import (
+    ChainShare,
     ChannelWindow,
     Edge,
     Finding,
@@ -234,6 +235,27 @@ def test_the_runtime_s_channels_round_trip_and_are_left_out_when_there_are_none(
     assert again.channels[1:] == channels[1:]
     assert again.channels[0] == replace(channels[0], backlog=9.0)
     assert "channels" not in report_to_dict(realistic_report())
+
+
+def test_a_chain_share_round_trips_and_is_left_out_when_absent() -> None:
+    share = ChainShare("enrich", 1, 80, 100, (("parse", 0.15), ("enrich", 0.8), ("check", 0.05)))
+    report = realistic_report()
+    causes = report.root_causes or ()
+    report = replace(report, root_causes=(replace(causes[0], in_chain=share), *causes[1:]))
+    doc = report_to_dict(report)
+    assert doc["root_causes"][0]["in_chain"] == {
+        "operator": "enrich",
+        "position": 1,
+        "samples": 80,
+        "busy_samples": 100,
+        "shares": [
+            {"operator": "parse", "share": 0.15},
+            {"operator": "enrich", "share": 0.8},
+            {"operator": "check", "share": 0.05},
+        ],
+    }
+    assert "in_chain" not in doc["root_causes"][1]
+    assert report_from_json(report_to_json(report)) == report
 
 
 def test_keys_values_and_their_order_are_those_of_the_spec() -> None:
