@@ -170,6 +170,13 @@ class Tally:
             return None
         return found[0] if found else None
 
+    def add_stack(self, key: SubtaskKey, frames: tuple[str, ...], count: int) -> None:
+        """Count ``count`` samples of subtask ``key`` whose stack was ``frames`` (innermost
+        first): Flink's own sampler gives each distinct stack once, with how many samples had
+        it (:mod:`~bpmon.collectors.flink_flame`). Classified as a dump's thread is."""
+        for _ in range(count):
+            self._count(key, frames)
+
     def _count(self, key: SubtaskKey, frames: tuple[str, ...]) -> None:
         counts = self._counts.setdefault(key, _Counts())
         state, _, position = self.classifier.read_chain(frames)
