@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -37,6 +37,7 @@ from bpmon.service import (
     load_report,
     monitor_flink,
     monitor_process,
+    rescale_flink,
     resolve_scenario,
     run_scenario,
     shipped_examples,
@@ -314,6 +315,23 @@ def monitor(
     samples: Annotated[int, typer.Option(help="Stack samples to take.")] = 100,
     interval_ms: Annotated[float, typer.Option("--interval-ms")] = 50.0,
     pause: Annotated[bool, typer.Option(help="Pause the target while sampling.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="With --flink: bring the job to the parallelism bpmon recommends (through "
+            "Flink's adaptive scheduler, or wait for your own rescale), diagnose it again and "
+            "say whether the backpressure is gone.",
+        ),
+    ] = False,
+    verify_timeout: Annotated[
+        float,
+        typer.Option(
+            "--verify-timeout",
+            metavar="SECONDS",
+            help="With --verify: how long to wait for the job to run at that parallelism.",
+        ),
+    ] = 300.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
@@ -330,16 +348,24 @@ def monitor(
         if flink is not None:
             if topology is not None or pause:
                 raise ConfigError("--topology and --pause are for --pid; a Flink job has its own")
-            events = monitor_flink(
-                flink,
-                job=job,
-                collector_profile=profile or "flink-jvm",
-                samples=samples,
-                interval_ms=interval_ms,
-                settings=settings,
-            )
-            _show_watch(events, f"Flink job at {flink}", json_out)
+
+            def watched(which: str | None) -> Iterator[Event]:
+                return monitor_flink(
+                    flink,
+                    job=which,
+                    collector_profile=profile or "flink-jvm",
+                    samples=samples,
+                    interval_ms=interval_ms,
+                    settings=settings,
+                )
+
+            if verify:
+                _verify_flink(flink, job, watched, verify_timeout, json_out)
+            else:
+                _show_watch(watched(job), f"Flink job at {flink}", json_out)
             return
+        if verify:
+            raise ConfigError("--verify is for --flink (a Python process is not rescaled)")
         if job is not None:
             raise ConfigError("--job is for --flink; with --pid the process is the job")
         assert pid is not None
@@ -488,6 +514,29 @@ def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
         for report in ended.reports:
             render_text(report, view)
     _say_saved(ended, json_out)
+
+
+def _verify_flink(
+    url: str,
+    job: str | None,
+    watched: Callable[[str | None], Iterator[Event]],
+    timeout_s: float,
+    json_out: bool,
+) -> None:
+    """Diagnose, bring the job to the recommended parallelism, diagnose again, compare."""
+    view = Console(stderr=json_out)
+    first = _watched(watched(job), f"Flink job at {url}", view)
+    before = first.reports[-1]
+    changes = recommended_changes(before)
+    if not changes:
+        if not json_out:
+            render_text(before, view)
+        _say_saved(first, json_out)
+        raise ConfigError("--verify: the report recommends no parallelism to try")
+    wanted = {c.vertex: int(c.value) for c in changes}
+    again = rescale_flink(url, job or before.job, wanted, say=view.print, timeout_s=timeout_s)
+    second = _watched(watched(again), ", ".join(map(str, changes)), view)
+    _show_comparison(before, second.reports[-1], changes, json_out, view)
 
 
 def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from bpmon.clock import utc_now
 from bpmon.collectors.flink import FlinkTarget
+from bpmon.collectors.flink_rescale import FlinkRescale
 from bpmon.collectors.process import ProcessTarget
 from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.target import Target
@@ -286,6 +288,49 @@ def monitor_flink(
     plan = outside_plan(samples, interval_ms, bursts, every_s)
     target = FlinkTarget(url, job, collector_profile=collector_profile)
     return watch(target, plan, settings, stop=stop, live=live)
+
+
+RESCALE_TIMEOUT_S = 300.0
+"""How long ``--verify`` waits for a Flink job to run at the recommended parallelism."""
+RESCALE_SETTLE_S = 20.0
+"""How long a rescaled Flink job runs before it is sampled again: backpressure that remains
+builds up again within seconds, and Flink's busy time averages over its last few seconds."""
+
+
+def rescale_flink(
+    url: str,
+    job: str | None,
+    parallelism: Mapping[str, int],
+    *,
+    say: Callable[[str], None],
+    timeout_s: float = RESCALE_TIMEOUT_S,
+    settle_s: float = RESCALE_SETTLE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Bring a Flink job to ``parallelism`` (vertex name -> subtasks): through the adaptive
+    scheduler where the cluster has it, else by waiting for the user's own rescale; then let it
+    run ``settle_s``. Returns the id of the job that runs at it (a restart gives a new one).
+
+    Raises:
+        CollectorError: the cluster or job cannot be read, a vertex is unknown, Flink refused the
+            change, or the job did not run at it within ``timeout_s`` (with what runs instead).
+    """
+    rescale = FlinkRescale(url, job)
+    rescale.check_slots(parallelism)
+    asked = ", ".join(f"{name} to {n}" for name, n in parallelism.items())
+    if rescale.adaptive():
+        say(f"asking Flink's adaptive scheduler to rescale {asked} (resource requirements)")
+        rescale.request(parallelism)
+    else:
+        say(
+            f"the cluster cannot rescale in place (no adaptive scheduler): rescale {asked} "
+            f"yourself (a savepoint, then a restart at that parallelism); waiting up to "
+            f"{timeout_s:g} s for it"
+        )
+    ref = rescale.wait(parallelism, timeout_s)
+    say(f"{ref.name!r} ({ref.id}) runs at {asked}; letting it settle {settle_s:g} s")
+    sleep(settle_s)
+    return ref.id
 
 
 def watch(

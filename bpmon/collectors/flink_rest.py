@@ -156,6 +156,34 @@ class FlinkRest:
             return self._json(body, path)
         raise UnavailableError(_gave_up(self.url, failures, time.monotonic() - began))
 
+    def put_json(self, path: str, document: Any) -> None:
+        """``PUT`` ``document`` as JSON to ``path``, once (a change is never sent twice).
+
+        Raises:
+            CollectorError: Flink refused it (with its errors) or could not be reached.
+        """
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(document).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                response.read()
+        except urllib.error.HTTPError as err:
+            raise CollectorError(
+                f"Flink at {self.url} refused PUT {path} (HTTP {err.code}){_flink_errors(err)}"
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+            raise CollectorError(
+                f"cannot reach Flink at {self.url} for PUT {path} "
+                f"({_reason(getattr(err, 'reason', err))}); check that the JobManager is up"
+            ) from None
+        finally:
+            with self._lock:
+                self._cost = Cost(self._cost.requests + 1, self._cost.bytes, self._cost.seconds)
+
     def _json(self, body: bytes, path: str) -> Any:
         try:
             return json.loads(body)

@@ -102,27 +102,29 @@ def test_recommended_parallelism_is_the_least_that_takes_the_offered_rate_at_the
 
 
 def test_without_pending_records_the_offered_rate_is_estimated_and_says_so() -> None:
-    """1,000 records/s out while held back 60% of the window: ~2,500 records/s offered."""
+    """1,000 records/s out while held back 40% of the window: ~1,667 records/s offered."""
     obs = observation(
-        vertex("src", sub(0, bp=0.60, busy=0.02, rout=1000)),
+        vertex("src", sub(0, bp=0.40, busy=0.02, rout=1000)),
         vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
         vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")]),
     )
     [cause] = diagnose(obs, RULES).root_causes or ()
-    assert cause.offered_rate == 2500.0
+    assert cause.offered_rate == 1667.0
     assert cause.capacity_per_subtask is not None
-    wanted = math.ceil(2500 / (cause.capacity_per_subtask * RULES.capacity.utilisation_target))
+    wanted = math.ceil(1667 / (cause.capacity_per_subtask * RULES.capacity.utilisation_target))
     assert cause.recommended_parallelism == wanted
     assert any("(estimated: the sources report no pendingRecords" in e for e in cause.evidence)
 
 
-def test_a_source_held_back_all_the_window_counts_as_held_95_percent() -> None:
-    obs = observation(
-        vertex("src", sub(0, bp=1.0, busy=0.0, rout=1000)),
-        vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
-    )
-    [cause] = diagnose(obs, RULES).root_causes or ()
-    assert cause.offered_rate == 20000.0  # 1,000 / (1 - 0.95), not infinite
+def test_an_estimate_is_at_most_twice_what_the_sources_emit() -> None:
+    """Held back 95% of the time, a rate-limited source would read 20 times its offer."""
+    for held in (0.95, 1.0):
+        obs = observation(
+            vertex("src", sub(0, bp=held, busy=0.0, rout=1000)),
+            vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
+        )
+        [cause] = diagnose(obs, RULES).root_causes or ()
+        assert cause.offered_rate == 2000.0
 
 
 def test_without_rates_the_recommendation_says_it_cannot_size() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .cluster import Cluster, missing_reason
+from .cluster import ADAPTIVE, Cluster, missing_reason
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +24,24 @@ def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
             pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
         pytest.skip(reason)
     cluster = Cluster(tmp_path_factory.mktemp("flink"), task_managers=1)
+    cluster.start()
+    try:
+        cluster.upload()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def adaptive_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A cluster of its own with Flink's adaptive scheduler (rescales in place), one
+    TaskManager of 8 slots; for the tests that rescale jobs or kill a TaskManager."""
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
+        pytest.skip(reason)
+    cluster = Cluster(tmp_path_factory.mktemp("flink-adaptive"), task_managers=1, config=ADAPTIVE)
     cluster.start()
     try:
         cluster.upload()

@@ -29,7 +29,7 @@ import pytest
 from bpmon.model import Report
 from bpmon.report_json import report_from_json
 
-from .cluster import ADAPTIVE, Cluster, missing_reason
+from .cluster import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -41,20 +41,9 @@ T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
-def chaos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A cluster of its own with the adaptive scheduler, one TaskManager; stopped at the end."""
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
-        pytest.skip(reason)
-    cluster = Cluster(tmp_path_factory.mktemp("flink-chaos"), task_managers=1, config=ADAPTIVE)
-    cluster.start()
-    try:
-        cluster.upload()
-        yield cluster
-    finally:
-        cluster.stop()
+def chaos_cluster(adaptive_cluster: Cluster) -> Cluster:
+    """The adaptive cluster (not the session's: a TaskManager is killed here)."""
+    return adaptive_cluster
 
 
 def wait_for(what: str, found: Callable[[], T | None], timeout_s: float = STEP_S) -> T:
