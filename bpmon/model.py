@@ -8,8 +8,8 @@ knows which target a report came from. Values a source cannot give are ``None``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -90,7 +90,6 @@ class Metrics:
         backlog: a source's ``pendingRecords`` and its growth (FLIP-33; sources that report it).
         spill: what the subtask's partitions spilled to disk (where the target measures it).
         scheduling: the subtask's deployment state and the cluster's slots (where known).
-        extra: further metrics by name, for chained operators (being replaced by samples).
     """
 
     busy_ratio: float | None = None
@@ -106,7 +105,6 @@ class Metrics:
     backlog: SourceBacklog | None = None
     spill: Spill | None = None
     scheduling: TaskScheduling | None = None
-    extra: Mapping[str, float] = field(default_factory=dict)
 
 
 def _max_known(values: Iterable[float | None]) -> float | None:

@@ -80,7 +80,6 @@ def metrics_of(m: TaskMetrics) -> Metrics:
         backlog=_backlog(m),
         spill=_spill(m),
         scheduling=_scheduling(m),
-        extra=m.as_flink(),
     )
 
 
