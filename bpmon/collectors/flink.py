@@ -20,14 +20,18 @@ request tried once, so a wrong address or job is one line at once (exit 5). From
 
 One :meth:`~FlinkTarget.observe` is one window:
 
-1. stack samples: the thread dumps of every task manager running the job, fetched together, at
-   the planned interval. A dump takes longer than 50 ms on a busy task manager, so a sample whose
-   deadline passed while the previous one was still being fetched is skipped, not taken late: the
-   window keeps its planned length, and the report says how many samples were taken. Each task
+1. stack samples, by Flink's own sampler where the cluster enables it
+   (``rest.flamegraph.enabled: true``, Flink 1.17+: a flame graph per subtask, sampled inside the
+   TaskManagers at a fraction of a dump's cost), else by the thread dumps of every task manager
+   running the job, fetched together at the planned interval (a sample whose deadline passed
+   while the previous dump was still being fetched is skipped, not taken late). Each task
    thread's stack is classified by the ``flink-jvm`` profile
-   (:mod:`~bpmon.collectors.flink_threads`);
-2. the time and buffer metrics of every subtask, one request per vertex, read when the samples
-   end (:mod:`~bpmon.collectors.flink_metrics`);
+   (:mod:`~bpmon.collectors.flink_sampling`, :mod:`~bpmon.collectors.flink_threads`); the
+   cluster's settings are read once (:mod:`~bpmon.collectors.flink_config`);
+2. the time and buffer metrics of every subtask, one request per vertex, read fresh (a stale
+   answer of Flink's metric store is read again) at both ends of a span the sampling did not
+   slow: the sampled window with Flink's sampler, an unsampled span before the dumps with thread
+   dumps (:mod:`~bpmon.collectors.flink_readings`, :mod:`~bpmon.collectors.flink_metrics`);
 3. Flink's own backpressure endpoint per vertex, as a cross-check: where Flink's level differs
    from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding).
 
@@ -43,9 +47,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from bpmon.clock import utc_now
+from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
+from bpmon.collectors.flink_config import ClusterConfig, read_config
 from bpmon.collectors.flink_job import WatchedJob
 from bpmon.collectors.flink_metrics import (
     flink_level,
@@ -63,18 +68,17 @@ from bpmon.collectors.flink_plan import (
     pick_job,
     plan_of,
 )
+from bpmon.collectors.flink_readings import VertexValues
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink_sampling import Sampling, sampling_note
 from bpmon.collectors.flink_status import WAITING
-from bpmon.collectors.flink_threads import Tally, parse_dump
+from bpmon.collectors.flink_threads import Tally
 from bpmon.collectors.flink_window import (
     DumpCost,
-    SampleGrid,
     ambiguous_note,
     chain_operators,
     disagreements,
-    dump_cost,
     over_window,
-    sampling_note,
     subtask_window,
     young,
 )
@@ -113,8 +117,9 @@ class FlinkTarget:
     Args:
         url: the JobManager's REST address (``http://localhost:8081``).
         job: the job's id or name; None picks the only running job.
-        collector_profile: the profile reading the thread dumps (``flink-jvm``).
+        collector_profile: the profile reading the stacks (``flink-jvm``).
         rest: a client to use (tests); made from ``url`` when None.
+        sampler: ``auto`` or ``thread-dumps`` (see :data:`Sampler`).
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class FlinkTarget:
         rest: FlinkRest | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        sampler: Sampler = "auto",
     ) -> None:
         self.rest = rest or FlinkRest(url)
         self.profile: Profile = load_profile(collector_profile)
@@ -138,7 +144,10 @@ class FlinkTarget:
         plan = None if plan_of(details) else self.rest.get(f"/jobs/{ref.id}/plan", retry=False)
         graph = graph_of(ref, details, plan)
         self.watched = WatchedJob(self.rest, graph, clock, sleep, self.version)
-        self.last_dump_cost: DumpCost | None = None
+        self.config: ClusterConfig = read_config(self.rest)
+        off = flame_reason(self.config, self.version, sampler)
+        self.bursts = Bursts(self.rest, self.config, ref.id, self._read_all, off, clock, sleep)
+        self.last_sampling: Sampling | None = None
         self._snapshot: tuple[float, Observation | None] | None = None
         self._rescales: list[Finding] = []
 
@@ -169,6 +178,11 @@ class FlinkTarget:
         with contextlib.suppress(UnavailableError):
             changes = self.watched.refresh(METRICS_WAIT_S)
             self._rescales.extend(n for n in changes if n.kind == "rescaled")
+
+    @property
+    def last_dump_cost(self) -> DumpCost | None:
+        """What the last window's thread dumps cost (None: Flink's sampler took it)."""
+        return self.last_sampling.dumps if self.last_sampling is not None else None
 
     def _version(self) -> str:
         """The cluster's Flink version (``GET /config``); an address that is not Flink's REST
@@ -211,11 +225,15 @@ class FlinkTarget:
         changes = self.watched.refresh()
         self._rescales.extend(n for n in changes if n.kind == "rescaled")
         placement = self.placement
-        totals = {v.id: self._metrics(v.id, placement.running(v.id)) for v in self.graph.vertices}
-        tally = Tally(self._classifier, placement.expected())
-        grid = SampleGrid(self._clock, self._sleep, samples, interval_ms)
-        window, costs = grid.run(lambda: self._sample(tally), progress, stop)
-        self.watched.check()  # still running at the end of the window
+        burst = self.bursts.take(
+            placement,
+            lambda: Tally(self._classifier, placement.expected()),
+            samples,
+            interval_ms,
+            progress,
+            stop,
+        )
+        tally, window, span, sampling = burst.tally, burst.window, burst.span, burst.sampling
         missed = tally.missed()
         if missed:
             (vid, index), seen, dumps = missed[0]
@@ -224,11 +242,15 @@ class FlinkTarget:
                 f"{self.graph.by_id(vid).name}[{index}] was in {seen} of the {dumps} thread "
                 "dumps of the task manager Flink placed it on"
             )
-        self.last_dump_cost = dump_cost(costs)
-        vertices, levels = self._vertices(tally, totals), self._flink_levels()
+        self.watched.check()  # still running at the end of the window
+        self.last_sampling = sampling
+        vertices, levels = self._vertices(tally, span), self._flink_levels()
         managers = len(placement.task_managers)
+        spent = self.rest.cost - before
         notes = [
-            sampling_note(self.job, window, self.last_dump_cost, self.rest.cost - before, managers),
+            sampling_note(
+                self.job, window, sampling, spent, managers, self.bursts.fresh_note(span)
+            ),
             *self._rescales,  # every rescale since the last window given, however many failed
             *(n for n in changes if n.kind != "rescaled"),
             *self._ambiguous(tally),
@@ -283,25 +305,6 @@ class FlinkTarget:
 
     # -- one window ---------------------------------------------------------------------------
 
-    def _sample(self, tally: Tally) -> list[tuple[float, int]]:
-        """One sample: every task manager's dump at once; returns (seconds, bytes) per dump."""
-        managers = self.placement.task_managers
-
-        def dump(tm: str) -> tuple[str, object, float, int]:
-            before = self.rest.cost
-            answer = self.rest.get(f"/taskmanagers/{tm}/thread-dump")
-            spent = self.rest.cost - before
-            return tm, answer, spent.seconds, spent.bytes
-
-        if len(managers) == 1:
-            results = [dump(managers[0])]
-        else:
-            with ThreadPoolExecutor(len(managers)) as pool:
-                results = list(pool.map(dump, managers))
-        for tm, answer, _, _ in results:
-            tally.add(tm, parse_dump(answer if isinstance(answer, dict) else {}))
-        return [(seconds, size) for _, _, seconds, size in results]
-
     def _metrics(self, vertex_id: str, running: list[int], retry: bool = True) -> dict[str, float]:
         names = self.watched.names.get(vertex_id)
         if names is None or not running:
@@ -312,15 +315,23 @@ class FlinkTarget:
             values.update(values_of(self.rest.get(path, {"get": chunk}, retry=retry)))
         return values
 
+    def _read_all(self) -> VertexValues:
+        """Every running vertex's metric values now (one request per vertex)."""
+        placement = self.placement
+        return {
+            v.id: self._metrics(v.id, placement.running(v.id)) for v in placement.graph.vertices
+        }
+
     def _vertices(
         self,
         tally: Tally | None,
-        before: dict[str, dict[str, float]] | None = None,
+        span: Span | None = None,
         retry: bool = True,
     ) -> tuple[VertexObservation, ...]:
-        """The running vertices with every running subtask's metrics now (and, given the
-        readings ``before`` the window, its time accounting and record rates between the two).
-        A vertex whose every subtask finished is left out, and so are the edges from it.
+        """The running vertices with every running subtask's metrics: given the two readings of
+        a ``span``, the second's gauges and the time accounting and record rates between the
+        two; else the gauges read now (a live snapshot). A vertex whose every subtask finished
+        is left out, and so are the edges from it.
 
         The placement is taken once, with the graph it was read for: a live snapshot taken while
         a window re-reads the job sees one or the other, never half of each."""
@@ -332,7 +343,7 @@ class FlinkTarget:
                 name=v.name,
                 parallelism=v.parallelism,
                 inputs=tuple(e for e in v.inputs if e.source in shown),
-                subtasks=self._subtasks(placement, v, tally, before, retry),
+                subtasks=self._subtasks(placement, v, tally, span, retry),
                 kind=v.kind,
                 operators=chain_operators(v.task_name or v.name),
             )
@@ -344,19 +355,23 @@ class FlinkTarget:
         placement: JobPlacement,
         vertex: FlinkVertex,
         tally: Tally | None,
-        before: dict[str, dict[str, float]] | None,
+        span: Span | None,
         retry: bool,
     ) -> tuple[SubtaskWindow, ...]:
         """The running subtasks of ``vertex``: their samples in ``tally`` and their metrics."""
         running = placement.running(vertex.id)
-        values = self._metrics(vertex.id, running, retry)
+        if span is None:
+            values, before = self._metrics(vertex.id, running, retry), None
+        else:
+            values = dict(span[1].values.get(vertex.id, {}))
+            before = span[0].values.get(vertex.id, {})
         names = self.watched.names.get(vertex.id)
         subtasks = []
         for index in running:
             place = placement.of(vertex.id, index)
             m = young(subtask_metrics(values, names, index), place) if names else NO_METRICS
             if before is not None and names is not None:
-                m = over_window(m, before.get(vertex.id, {}), values, names, index)
+                m = over_window(m, before, values, names, index)
             counts = tally.counts((vertex.id, index), soft_share(m)) if tally else None
             thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
             subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))
