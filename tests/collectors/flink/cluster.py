@@ -56,6 +56,14 @@ without end, heartbeats that notice a killed TaskManager in 5 s (not 50), and ``
 fetches anyone's again (10 min by default, seen on Flink 2.3)."""
 
 
+FLAMEGRAPH = {
+    "rest.flamegraph.enabled": "true",
+    "rest.flamegraph.refresh-interval": "1 s",
+}
+"""Flink's own sampler on (``Cluster(flamegraph=True)``), its graphs cached 1 s instead of 60 s
+so bursts back to back each get a fresh one (what docs/flink.md tells a user to set)."""
+
+
 def flink_home() -> Path | None:
     """The Flink distribution's folder (with ``bin/start-cluster.sh``), None if not installed."""
     configured = os.environ.get("BPMON_FLINK_HOME")
@@ -94,6 +102,7 @@ class Cluster:
         slots: int = 8,
         fetch_interval_ms: int = 1000,
         config: dict[str, str] | None = None,
+        flamegraph: bool = False,
     ) -> None:
         home = flink_home()
         if home is None:
@@ -101,7 +110,7 @@ class Cluster:
         self.home, self.workdir = home, workdir
         self.task_managers, self.slots = task_managers, slots
         self.fetch_interval_ms = fetch_interval_ms
-        self.config = dict(config or {})
+        self.config = {**(FLAMEGRAPH if flamegraph else {}), **(config or {})}
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._jar_id: str | None = None
@@ -123,6 +132,8 @@ class Cluster:
         ``fetch_interval_ms``: how stale a metric the REST API serves may be (Flink's metric
         fetcher refreshes at most this often); the fidelity benchmark lowers it to time build-up.
         ``config``: more options, written last (the chaos test's adaptive scheduler).
+        ``flamegraph`` (constructor): Flink's sampler on (:data:`FLAMEGRAPH`); off by default,
+        as on a cluster nobody configured.
         """
         conf = self.workdir / "conf"
         for sub in ("conf", "log", "pid"):

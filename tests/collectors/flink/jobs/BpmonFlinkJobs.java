@@ -3,7 +3,7 @@
  *
  * Usage: BpmonFlinkJobs TOPOLOGY [PARALLELISM]
  *        (slow-map, hot-key, slow-sink, healthy, fan-in, flatmap, legacy-slow-map, same-names,
- *        partly-bounded)
+ *        partly-bounded, cpu-map)
  *
  * slow-map:  numbers (4000/s) -> enrich (1 ms per record, 2 subtasks) -> sink
  * hot-key:   numbers (3000/s) -> keyBy (2/3 of records on one key) -> count (1.5 ms, 2) -> sink
@@ -17,6 +17,8 @@
  *            the same name (Flink allows it), the first one slow
  * partly-bounded: left (1000 records at 500/s, then FINISHED) + right (500/s) -> merge
  *            (0.2 ms) -> sink: a job that keeps running after one of its sources finished
+ * cpu-map:   numbers (2000/s) -> enrich (1 ms of CPU per record, spun, not slept) -> sink: a
+ *            CPU-bound bottleneck (~1000 records/s alone), for the sampling-cost benchmark
  *
  * Every job but legacy-slow-map reads a rate-limited FLIP-27 generator source. Costs are paid by sleeping (a thread
  * that sleeps is busy for Flink's time accounting and for a stack sample, and leaves the shared
@@ -87,6 +89,25 @@ public class BpmonFlinkJobs {
         public Long map(Long value) throws Exception {
             cost.pay();
             return value;
+        }
+    }
+
+    /** A map that spins on the CPU for ``micros`` per record (a parse, a model, a regex). */
+    static final class CpuMap implements MapFunction<Long, Long> {
+        private final long nanos;
+
+        CpuMap(long micros) {
+            this.nanos = micros * 1000;
+        }
+
+        @Override
+        public Long map(Long value) {
+            long until = System.nanoTime() + nanos;
+            long x = value;
+            while (System.nanoTime() < until) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+            return x == 42 ? value + 1 : value;
         }
     }
 
@@ -250,6 +271,11 @@ public class BpmonFlinkJobs {
                 source(env, "left", 500, 1000)
                         .union(source(env, "right", 500))
                         .map(new SlowMap(200)).name("merge").disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            case "cpu-map":
+                source(env, "numbers", 2000)
+                        .map(new CpuMap(1000)).name("enrich").disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
             default:
