@@ -32,6 +32,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
 JOBS_SOURCE = Path(__file__).with_name("jobs") / "BpmonFlinkJobs.java"
+JOBS_SOURCES = sorted(JOBS_SOURCE.parent.glob("*.java"))
+"""Every job source, compiled into one jar: the test jobs and the corpus (``corpus.py``)."""
 DEFAULT_WORKDIR = REPO / ".venv" / "flink-cluster"
 JAR_CACHE = REPO / ".venv" / "flink-jobs"
 TOPOLOGIES = ("slow-map", "hot-key", "slow-sink", "healthy", "fan-in")
@@ -224,7 +226,7 @@ class Cluster:
     def jar(self) -> Path:
         """The test jobs' jar, compiled once per source version (in :data:`JAR_CACHE`, shared by
         every cluster: a test that starts a cluster of its own does not compile again)."""
-        digest = hashlib.sha256(JOBS_SOURCE.read_bytes()).hexdigest()[:12]
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in JOBS_SOURCES)).hexdigest()[:12]
         jar = JAR_CACHE / f"bpmon-flink-jobs-{digest}.jar"
         if jar.is_file():
             return jar
@@ -232,7 +234,7 @@ class Cluster:
         classes = Path(tempfile.mkdtemp(prefix="classes-", dir=JAR_CACHE))
         classpath = os.pathsep.join(str(p) for p in sorted((self.home / "lib").glob("*.jar")))
         subprocess.run(
-            ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JOBS_SOURCE)],
+            ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), *map(str, JOBS_SOURCES)],
             check=True,
             capture_output=True,
             timeout=300,
@@ -270,13 +272,15 @@ class Cluster:
         *,
         wait: bool = True,
         args: tuple[str, ...] = (),
+        entry: str = "BpmonFlinkJobs",
     ) -> str:
         """Run one test job; its id once every task runs and every vertex has metrics.
 
         ``wait=False``: its id as soon as Flink accepted it (then :meth:`wait_running`).
         ``args``: the job's arguments after the topology (``healthy``'s parallelism).
+        ``entry``: the class whose ``main`` builds it (``BpmonCorpusJobs``: the corpus).
         """
-        run = {"entryClass": "BpmonFlinkJobs", "programArgsList": [topology, *args]}
+        run = {"entryClass": entry, "programArgsList": [topology, *args]}
         answer = self._send(
             "POST", f"/jars/{self.upload()}/run", json.dumps(run).encode(), "application/json"
         )

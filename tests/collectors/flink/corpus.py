@@ -1,0 +1,192 @@
+"""The real-Flink diagnosis corpus: what each job of ``jobs/BpmonCorpusJobs.java`` must be
+diagnosed as, and one run of a job on a running cluster.
+
+Each :class:`FlinkCase` names a job (its arithmetic is in the Java file's header), the load it runs
+at (its bottleneck's offered rate / capacity), the vertex and kind bpmon must name (none for a
+healthy job, two for ``two-bottlenecks``), the operator inside a chain where the cost sits, and
+how many TaskManagers the case needs. :func:`run_case` submits it, lets it warm up, takes one
+window through bpmon's service (what ``bpmon monitor --flink URL --job ID`` does) and cancels it.
+``bench_flink_diagnosis.py`` runs the whole table; ``test_corpus.py`` a robust few.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import urllib.error
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bpmon import service
+from bpmon.collectors.flink import FlinkTarget
+from bpmon.errors import BpmonError
+from bpmon.events import JobEnded, ReportReady
+from bpmon.model import Report
+
+if TYPE_CHECKING:  # a type only: the benchmark imports this module from outside the package
+    from .cluster import Cluster
+
+ENTRY = "BpmonCorpusJobs"
+WARMUP_S = 12.0
+"""Seconds a job runs before its window: backpressure has built up, and Flink's busy time (an
+average over 5 s slots, updated every 5 s) no longer shows the start-up slot (as test_e2e)."""
+SAMPLES = 40
+"""Samples of the one window (50 ms apart): what test_e2e takes."""
+PATIENCE_S = 15.0
+"""How long a window waits for a job whose tasks do not all run before it gives up."""
+STARVED_WAIT_S = 8.0
+"""A job short of slots never runs: it is watched after this long in its waiting state."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlinkCase:
+    """One corpus job and what its diagnosis must name.
+
+    Attributes:
+        name: the job (``BpmonCorpusJobs``'s first argument) and the case's name.
+        expected: every bottleneck, primary first, as ``(vertex, kind)``; empty: healthy.
+        load: the bottleneck's utilisation (offered / capacity); a healthy job's busiest subtask.
+        scales: whether ``--loads`` replaces ``load`` (not for healthy or slot-starved jobs).
+        in_chain: the operator inside the primary vertex's chain where the cost sits.
+        subtasks: the subtasks the primary cause must name (empty: not checked).
+        task_managers: the TaskManager counts the case runs on (the network case needs two).
+        starved: the job waits for slots and never runs (submitted without waiting for it).
+    """
+
+    name: str
+    expected: tuple[tuple[str, str], ...]
+    load: float = 1.6
+    scales: bool = True
+    in_chain: str | None = None
+    subtasks: tuple[int, ...] = ()
+    task_managers: tuple[int, ...] = (1, 2)
+    starved: bool = False
+
+    def at(self, load: float) -> FlinkCase:
+        """This case at ``load`` if it scales, else unchanged."""
+        if not self.scales:
+            return self
+        return FlinkCase(
+            self.name,
+            self.expected,
+            load,
+            True,
+            self.in_chain,
+            self.subtasks,
+            self.task_managers,
+            self.starved,
+        )
+
+
+def _one(vertex: str, kind: str) -> tuple[tuple[str, str], ...]:
+    return ((vertex, kind),)
+
+
+CASES: tuple[FlinkCase, ...] = (
+    FlinkCase("async-lookup", _one("lookup", "slow-operator")),
+    FlinkCase("slow-timers", _one("sessionize", "slow-operator")),
+    FlinkCase("interval-join", _one("verify-payment", "slow-operator")),
+    FlinkCase("zipf-agg", _one("aggregate", "data-skew")),
+    FlinkCase("batch-sink", _one("warehouse: Writer", "slow-sink")),
+    FlinkCase("network", _one("digest", "network"), task_managers=(2,)),
+    FlinkCase(
+        "long-chain",
+        _one("parse -> validate -> enrich -> normalize -> tag", "slow-operator"),
+        in_chain="enrich",
+    ),
+    FlinkCase(
+        "source-chained", _one("Source: events -> decode", "source-limited"), in_chain="decode"
+    ),
+    FlinkCase("decoy", _one("score", "slow-operator")),
+    FlinkCase("two-bottlenecks", (("geo", "slow-operator"), ("fraud", "slow-operator"))),
+    FlinkCase(
+        "short-of-slots", _one("work", "resource-starved"), load=1.0, scales=False, starved=True
+    ),
+    FlinkCase("healthy", (), load=0.65, scales=False),
+    FlinkCase("healthy-keyed", (), load=0.6, scales=False),
+    FlinkCase("parse-cpu", _one("parse-json", "slow-operator")),
+    FlinkCase("hot-key", _one("count", "data-skew")),
+    FlinkCase("slow-sink", _one("db: Writer", "slow-sink")),
+    FlinkCase("slow-instance", _one("enrich", "slow-subtask"), subtasks=(2,)),
+)
+"""The corpus, one row a job. Vertex names are Flink's: a chain joins its operators with
+``" -> "``, a sink vertex is ``NAME: Writer``."""
+
+
+def case(name: str) -> FlinkCase:
+    """The corpus case called ``name``.
+
+    Raises:
+        KeyError: no such case (the message lists them).
+    """
+    for c in CASES:
+        if c.name == name:
+            return c
+    raise KeyError(f"no corpus case {name!r}; the cases: {', '.join(c.name for c in CASES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRun:
+    """One run of a case: bpmon's report of its window, or why there is none."""
+
+    case: FlinkCase
+    report: Report | None
+    error: str | None
+    seconds: float
+
+
+def job_args(c: FlinkCase, cluster: Cluster) -> tuple[str, ...]:
+    """The job's arguments: its load, and for a job short of slots a parallelism two above the
+    cluster's slots."""
+    width = cluster.slots * cluster.task_managers + 2
+    return (f"{c.load:g}", str(width))
+
+
+def run_case(
+    c: FlinkCase,
+    cluster: Cluster,
+    *,
+    warmup_s: float = WARMUP_S,
+    samples: int = SAMPLES,
+) -> CaseRun:
+    """Submit ``c``'s job, wait until it runs and warms up, take one bpmon window through the
+    service, cancel the job; the report (or the error, as one line)."""
+    began = time.monotonic()
+    job = cluster.submit(c.name, wait=False, args=job_args(c, cluster), entry=ENTRY)
+    try:
+        if c.starved:
+            time.sleep(STARVED_WAIT_S)
+        else:
+            cluster.wait_running(job)
+            time.sleep(warmup_s)
+        report, error = _window(cluster.url, job, samples)
+    except (BpmonError, RuntimeError, OSError) as exc:
+        report, error = None, f"{type(exc).__name__}: {exc}"
+    finally:
+        _cancel(cluster, job)
+    return CaseRun(c, report, error, time.monotonic() - began)
+
+
+def _window(url: str, job: str, samples: int) -> tuple[Report | None, str | None]:
+    """One window of ``job`` through the service, as ``monitor_flink`` takes it, but giving up
+    after :data:`PATIENCE_S` of a job that is not running (not the CLI's minute)."""
+    plan = replace(service.outside_plan(samples, 50.0, 1, None), patience_s=PATIENCE_S)
+    with tempfile.TemporaryDirectory(prefix="bpmon-corpus-") as runs:
+        settings = service.Settings(runs_dir=Path(runs))
+        report: Report | None = None
+        for event in service.watch(FlinkTarget(url, job), plan, settings, live=False):
+            if isinstance(event, ReportReady):
+                report = event.report
+            elif isinstance(event, JobEnded) and report is None:
+                return None, f"the job ended before its window: {event}"
+    return report, None if report is not None else "no report"
+
+
+def _cancel(cluster: Cluster, job: str) -> None:
+    """Cancel ``job``; a job already over (failed for want of slots) needs nothing."""
+    try:
+        cluster.cancel(job)
+    except (urllib.error.HTTPError, RuntimeError):
+        if cluster.get(f"/jobs/{job}/status").get("status") not in ("FAILED", "CANCELED"):
+            raise
