@@ -70,8 +70,9 @@ def test_slow_map_is_a_slow_operator(
     assert vertex(report, "Source: numbers -> parse")["level"] == "HIGH"
     cause = report["root_causes"][0]
     assert (cause["vertex"], cause["kind"]) == ("enrich", "slow-operator")
-    sampling = [f for f in report["findings"] if f["kind"] == "sampling"]
-    assert sampling and "samples taken" in sampling[0]["detail"]
+    [sampling] = [f for f in report["findings"] if f["kind"] == "sampling"]
+    assert "samples taken by thread dumps" in sampling["detail"], sampling
+    assert "rest.flamegraph.enabled: true" in sampling["detail"]  # this cluster leaves it off
 
 
 def test_hot_key_is_data_skew(

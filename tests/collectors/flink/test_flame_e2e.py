@@ -1,0 +1,76 @@
+"""Flink's own sampler on a real Flink 2.3 cluster that enables it (``rest.flamegraph.enabled``,
+graphs cached 1 s): every subtask sampled 100 times by Flink, the slow map still named, bursts
+back to back each given a fresh graph. One cluster and one ``slow-map`` job for the module.
+(A cluster that does not enable it is sampled by thread dumps: ``test_e2e.py`` checks the report
+says so.)"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bpmon.collectors.flink import FlinkTarget
+
+from .cluster import Cluster, missing_reason
+from .test_e2e import WARMUP_S, monitor, vertex
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def flame_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A cluster with Flink's sampler on; stopped at the end of the module."""
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
+        pytest.skip(reason)
+    cluster = Cluster(tmp_path_factory.mktemp("flink-flame"), flamegraph=True)
+    cluster.start()
+    try:
+        cluster.upload()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slow_map(flame_cluster: Cluster) -> Iterator[str]:
+    """The slow-map job, run until its backpressure built up; cancelled after the module."""
+    job = flame_cluster.submit("slow-map")
+    time.sleep(WARMUP_S)
+    yield job
+    flame_cluster.cancel(job)
+
+
+def test_flinks_sampler_samples_every_subtask_and_the_slow_map_is_named(
+    flame_cluster: Cluster, slow_map: str, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = monitor(bpmon_bin, flame_cluster, slow_map, tmp_path)
+    [sampling] = [f for f in report["findings"] if f["kind"] == "sampling"]
+    assert "samples taken by Flink's flame-graph sampler" in sampling["detail"], sampling
+    # 4 subtasks x rest.flamegraph.num-samples (100), whatever --samples (40) says
+    assert sampling["detail"].startswith("400 of 400 samples taken"), sampling
+    assert vertex(report, "Source: numbers -> parse")["level"] == "HIGH"
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("enrich", "slow-operator")
+
+
+def test_bursts_back_to_back_each_get_a_fresh_graph(flame_cluster: Cluster, slow_map: str) -> None:
+    """Flink serves a graph from its cache for rest.flamegraph.refresh-interval: the second
+    burst waits for a new one (newer than the first's) instead of taking the cached one."""
+    target = FlinkTarget(flame_cluster.url, slow_map)
+    target.start()
+    windows = []
+    for _ in range(2):
+        observation = target.observe(100, 50.0)
+        assert target.last_sampling is not None
+        assert target.last_sampling.method == "flame-graph", observation.notes
+        windows.append(observation.window)
+        samples = {(v.name, s.index): s.samples for v in observation.vertices for s in v.subtasks}
+        assert len(samples) == 4 and set(samples.values()) == {100}, samples
+    assert windows[1].start >= windows[0].end
