@@ -65,18 +65,7 @@ class FlinkCase:
 
     def at(self, load: float) -> FlinkCase:
         """This case at ``load`` if it scales, else unchanged."""
-        if not self.scales:
-            return self
-        return FlinkCase(
-            self.name,
-            self.expected,
-            load,
-            True,
-            self.in_chain,
-            self.subtasks,
-            self.task_managers,
-            self.starved,
-        )
+        return replace(self, load=load) if self.scales else self
 
 
 def _one(vertex: str, kind: str) -> tuple[tuple[str, str], ...]:

@@ -1,0 +1,278 @@
+"""Diagnosis accuracy on a real Flink: bpmon against the rules a user applies by eye, on the corpus
+of ``tests/collectors/flink/corpus.py`` (jobs in ``jobs/BpmonCorpusJobs.java``, each with a
+bottleneck, none or two by construction).
+
+For each TaskManager count of ``--task-managers`` (default ``1,2``) a standalone Flink 2.3 starts
+on loopback (``cluster.py``; slots spread evenly over the TaskManagers, so on two of them some
+exchanges cross TCP), and every case runs at each load of ``--loads`` (the bottleneck's offered
+rate / capacity; healthy and slot-starved jobs keep their own): submitted, warmed up 12 s, ONE
+window of bpmon's Flink target through the service (``--samples`` samples 50 ms apart, what
+``bpmon monitor --flink URL --job ID`` takes), cancelled. bpmon and the baselines
+(``diagnosis_scoring.py``) answer from the same report:
+
+- ``bpmon``: the report's root causes; ``busiest``: the busiest vertex downstream of a
+  backpressured one (Flink's docs' advice); ``seed``: the first vertex that is not HIGH right after
+  a HIGH one; ``most-bp``: the most backpressured vertex.
+
+Figures: top-1 (the first named vertex is an expected bottleneck; healthy: nothing named), kind
+(bpmon's first cause has the expected kind), in-chain (the cause on a chained vertex names the
+operator where the cost sits), false positives (a healthy job given a cause, or a wrong vertex
+named with confidence >= 0.5), recommendation (the cause at the bottleneck carries a
+parallelism), ``shows`` (from measurements alone: the run shows its intended physics). The cases
+table, the totals per TaskManager count, then a JSON object of every figure as the last line.
+A full run (17 cases on one TaskManager, 17 on two, one load) takes ~15 minutes.
+
+    .venv/bin/python tests/benchmarks/bench_flink_diagnosis.py [--task-managers 1,2]
+        [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnosis_corpus import Case
+from diagnosis_scoring import METHODS, Tally, Verdict, judge, shows_pattern
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "collectors" / "flink"))
+
+import corpus  # type: ignore[import-not-found]  # noqa: E402
+from cluster import Cluster, missing_reason  # type: ignore[import-not-found]  # noqa: E402
+
+from bpmon.model import Report, RootCause  # noqa: E402
+
+JOBS = REPO / "tests" / "collectors" / "flink" / "jobs" / "BpmonCorpusJobs.java"
+SPREAD = {"cluster.evenly-spread-out-slots": "true"}
+"""Slots taken from every TaskManager in turn: on two, a job's subtasks sit on both."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One case at one load on one cluster: the run and every method's verdict."""
+
+    case: corpus.FlinkCase
+    task_managers: int
+    scored: Case
+    report: Report | None
+    error: str | None
+    seconds: float
+    verdicts: dict[str, Verdict]
+
+    @property
+    def top(self) -> RootCause | None:
+        causes = self.report.root_causes if self.report is not None else None
+        return causes[0] if causes else None
+
+    def in_chain(self) -> bool | None:
+        """The top cause names the expected operator inside its chain (None: not a chain case)."""
+        if self.case.in_chain is None:
+            return None
+        top = self.top
+        return (
+            top is not None
+            and top.in_chain is not None
+            and (top.in_chain.operator == self.case.in_chain)
+        )
+
+    def recommended(self) -> bool | None:
+        """A cause at an expected bottleneck carries a parallelism (None: healthy)."""
+        if not self.case.expected:
+            return None
+        if self.report is None:
+            return False
+        causes = self.report.root_causes or ()
+        return any(c.vertex in self.scored.vertices and c.recommended_parallelism for c in causes)
+
+    def shows(self) -> bool:
+        return self.report is not None and shows_pattern(self.scored, self.report)
+
+
+def scored_case(c: corpus.FlinkCase, task_managers: int) -> Case:
+    """The corpus case as the runtime benchmark's scoring reads one."""
+    name = f"{c.name}@{c.load:g}/{task_managers}tm"
+    return Case(name, JOBS, "flink", "held-out", c.expected, c.subtasks)
+
+
+def run_cluster(
+    task_managers: int,
+    cases: Sequence[corpus.FlinkCase],
+    loads: Sequence[float],
+    samples: int,
+    flamegraph: bool,
+) -> list[Result]:
+    """Every case at every load on one fresh cluster of ``task_managers``, stopped after."""
+    extra = {"flamegraph": True} if flamegraph else {}
+    folder = Path(tempfile.mkdtemp(prefix="bpmon-flink-corpus-"))
+    cluster = Cluster(folder, task_managers=task_managers, config=SPREAD, **extra)
+    cluster.start()
+    results = []
+    try:
+        cluster.upload()
+        for load in loads:
+            for c in (c.at(load) for c in cases if task_managers in c.task_managers):
+                if not c.scales and load != loads[0]:
+                    continue  # a healthy or starved job runs once, whatever the loads
+                results.append(run_one(c, cluster, samples))
+    finally:
+        cluster.stop()
+    return results
+
+
+def run_one(c: corpus.FlinkCase, cluster: Cluster, samples: int) -> Result:
+    run = corpus.run_case(c, cluster, samples=samples)
+    scored = scored_case(c, cluster.task_managers)
+    verdicts = judge(scored, run.report) if run.report is not None else {}
+    result = Result(c, cluster.task_managers, scored, run.report, run.error, run.seconds, verdicts)
+    print(f"ran {scored.name} ({run.seconds:.0f} s){': ' + run.error if run.error else ''}")
+    sys.stdout.flush()
+    return result
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def mark(value: bool | None) -> str:
+    return {True: "ok", False: "X", None: "-"}[value]
+
+
+def case_row(r: Result) -> list[str]:
+    expected = " + ".join(f"{v}/{k}" for v, k in r.case.expected) or "(healthy)"
+    top = r.top
+    named = f"{top.vertex}/{top.kind} {top.confidence:.2f}" if top else "-"
+    bpmon = r.verdicts.get("bpmon")
+    cells = [f"{named} {mark(bpmon.top1 and not bpmon.false_positive) if bpmon else 'ERROR'}"]
+    for method in ("busiest", "seed"):
+        v = r.verdicts.get(method)
+        cells.append(f"{v.named[0] if v and v.named else '-'} {mark(v.top1) if v else 'ERROR'}")
+    chain = top.in_chain.operator if top and top.in_chain else "-"
+    return [
+        r.case.name,
+        str(r.task_managers),
+        f"{r.case.load:g}",
+        "yes" if r.shows() else "NO",
+        expected,
+        *cells,
+        f"{chain} {mark(r.in_chain())}" if r.case.in_chain else "",
+        mark(r.recommended()),
+        f"{r.seconds:.0f}",
+    ]
+
+
+def figures(results: Sequence[Result]) -> dict[str, Tally]:
+    """Every figure over ``results``: each method's top-1 and false positives, bpmon's kind,
+    in-chain, healthy false positives and recommendations."""
+    missed = Verdict((), top1=False, false_positive=False, all_found=False)
+    out: dict[str, Tally] = {}
+    for method in METHODS:
+        top1, fp = Tally(), Tally()
+        for r in results:
+            v = r.verdicts.get(method, missed)
+            top1, fp = top1.add(v.top1), fp.add(v.false_positive)
+        out[f"{method} top-1"], out[f"{method} false pos."] = top1, fp
+    kind, chain, healthy_fp, rec, all_found = Tally(), Tally(), Tally(), Tally(), Tally()
+    for r in results:
+        v = r.verdicts.get("bpmon", missed)
+        kind = kind.add(v.kind if r.case.expected else None)
+        chain = chain.add(r.in_chain())
+        healthy_fp = healthy_fp.add(v.false_positive if not r.case.expected else None)
+        rec = rec.add(r.recommended())
+        all_found = all_found.add(v.all_found)
+    out |= {
+        "bpmon kind": kind,
+        "bpmon in-chain": chain,
+        "bpmon healthy false pos.": healthy_fp,
+        "bpmon all found": all_found,
+        "bpmon recommendation": rec,
+        "truthful runs": Tally(sum(r.shows() for r in results), len(results)),
+    }
+    return out
+
+
+def print_all(results: Sequence[Result]) -> dict[str, object]:
+    print()
+    header = ("case", "TMs", "load", "shows", "expected", "bpmon", "busiest", "seed")
+    table((*header, "in chain", "rec.", "s"), [case_row(r) for r in results])
+    for r in results:
+        if r.error:
+            print(f"ERROR {r.scored.name}: {r.error}")
+    groups = {f"{n} TM": [r for r in results if r.task_managers == n] for n in (1, 2)}
+    groups = {k: v for k, v in groups.items() if v} | {"all": list(results)}
+    totals = {name: figures(chosen) for name, chosen in groups.items()}
+    print()
+    names = list(totals["all"])
+    table(("figure", *totals), [[f, *(str(t[f]) for t in totals.values())] for f in names])
+    return {g: {f: [t.hits, t.of] for f, t in fs.items()} for g, fs in totals.items()}
+
+
+def parse_list(text: str, kind: type[float] | type[int]) -> list[float]:
+    try:
+        return [float(kind(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"bench_flink_diagnosis: {text!r} is not a comma-separated list") from None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--task-managers", default="1,2", help="TaskManager counts, e.g. 1,2")
+    parser.add_argument("--loads", default="1.6", help="bottleneck loads (offered / capacity)")
+    parser.add_argument("--only", help="run only these cases (comma-separated names)")
+    parser.add_argument("--samples", type=int, default=corpus.SAMPLES, help="samples per window")
+    parser.add_argument("--flamegraph", action="store_true", help="Flink's own sampler on")
+    args = parser.parse_args()
+    reason = missing_reason()
+    if reason is not None:
+        raise SystemExit(f"bench_flink_diagnosis: {reason}")
+    if args.flamegraph and "flamegraph" not in inspect.signature(Cluster).parameters:
+        raise SystemExit("bench_flink_diagnosis: this checkout's cluster.py has no flamegraph")
+    try:
+        cases = [corpus.case(n) for n in args.only.split(",")] if args.only else corpus.CASES
+    except KeyError as exc:
+        raise SystemExit(f"bench_flink_diagnosis: {exc.args[0]}") from None
+    counts = [int(n) for n in parse_list(args.task_managers, int)]
+    loads = parse_list(args.loads, float)
+    if not counts or not loads or any(n < 1 for n in counts) or any(x <= 0 for x in loads):
+        raise SystemExit("bench_flink_diagnosis: --task-managers and --loads need positive values")
+    started = time.perf_counter()
+    results = [
+        r for n in counts for r in run_cluster(n, cases, loads, args.samples, args.flamegraph)
+    ]
+    doc: dict[str, object] = {"totals": print_all(results)}
+    doc["cases"] = [
+        {
+            "case": r.case.name,
+            "task_managers": r.task_managers,
+            "load": r.case.load,
+            "expected": [list(e) for e in r.case.expected],
+            "bpmon": [[c.vertex, c.kind, c.confidence] for c in (r.report.root_causes or ())]
+            if r.report
+            else None,
+            "in_chain": r.top.in_chain.operator if r.top and r.top.in_chain else None,
+            "top1": {m: v.top1 for m, v in r.verdicts.items()},
+            "shows": r.shows(),
+            "error": r.error,
+            "seconds": round(r.seconds, 1),
+        }
+        for r in results
+    ]
+    doc["sampler"] = "flamegraph" if args.flamegraph else "thread dumps"
+    doc["elapsed_s"] = round(time.perf_counter() - started, 1)
+    print(f"\nfull run: {doc['elapsed_s']} s")
+    print(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    main()
