@@ -248,6 +248,8 @@ class RuntimeLoad:
             Python process, not the job.
         capacity_records_per_s: records/s the runtime was moving when saturated (None otherwise).
         reason: one line saying why it is (or is not) saturated, with its figures.
+        host_busy: saturated because other processes held the machine's cores, not because
+            the job asked too much of the interpreter.
     """
 
     cpu_cores_used: float
@@ -255,6 +257,7 @@ class RuntimeLoad:
     saturated: bool
     capacity_records_per_s: float | None = None
     reason: str = ""
+    host_busy: bool = False
 
 
 LevelsFrom = Literal["samples", "time"]

@@ -62,6 +62,7 @@ def model_load(load: RuntimeLoad) -> ModelLoad:
         saturated=load.saturated,
         capacity_records_per_s=load.capacity_records_per_s,
         reason=load.reason,
+        host_busy=load.host_busy,
     )
 
 

@@ -127,14 +127,13 @@ def _graph_of(obs: Observation) -> tuple[JobGraph, dict[str, VertexSummary]]:
 def _saturated(obs: Observation, load: RuntimeLoad) -> Finding:
     """The runtime could not keep up with its own scenario: no bottleneck is named."""
     sources = [v.name for v in obs.vertices if not v.inputs] or [obs.job]
-    return Finding(
-        kind="runtime-saturated",
-        vertex=sources[0],
-        detail=(
-            f"{load.reason}; no root cause is named: lower the sources' rates or raise the "
-            "operators' cost_us so the job fits in bpmon's runtime"
-        ),
+    advice = (
+        "no root cause is named: run it again when the machine is quieter"
+        if load.host_busy
+        else "no root cause is named: lower the sources' rates or raise the operators' cost_us "
+        "so the job fits in bpmon's runtime"
     )
+    return Finding(kind="runtime-saturated", vertex=sources[0], detail=f"{load.reason}; {advice}")
 
 
 def _root_cause(

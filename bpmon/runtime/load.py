@@ -21,6 +21,12 @@ compares two snapshots. The rule for :attr:`RuntimeLoad.saturated`:
   its schedule (p99 over the source subtasks), or the rate-limited sources released less than
   :data:`DELIVERED` of the records their schedules called for.
 
+A thread blocked on the interpreter lock sleeps; the run-queue wait counts only time a thread was
+ready to run and no core was free. So when the job's threads waited for a core longer than they
+ran, other processes held the machine (the interpreter alone cannot make a thread wait for a core
+on a machine of two or more): the reason says the machine was too busy, not that the runtime could
+not keep up. Either way the figures describe the machine, not the job, and no cause is named.
+
 A rate-limited source held back by a slow operator fails the first condition (the slow operator
 sleeps); a fast job that keeps up fails the second. When saturated, what the sources emitted over
 the window is the runtime's capacity for this job: figures above it describe the interpreter.
@@ -93,6 +99,9 @@ class RuntimeLoad:
     unlimited_sources: bool
     source_records_per_s: float
     """What all sources emitted over the window."""
+    host_busy: bool
+    """Saturated because other processes held the cores (its threads waited for one longer
+    than they ran), not because the interpreter was busy with the job."""
     saturated: bool
     capacity_records_per_s: float | None
     """When saturated: the source records per second the runtime managed, its capacity for this
@@ -161,6 +170,7 @@ def runtime_load(start: LoadSnapshot, end: LoadSnapshot) -> RuntimeLoad:
     wanting = wanting or (delivered is not None and delivered < DELIVERED)
     saturated = busy and wanting
     return RuntimeLoad(
+        host_busy=saturated and wait_cores > cpu_cores,
         window_s=window,
         cpu_cores_used=cpu_cores,
         cpu_wait_cores=wait_cores,
@@ -220,6 +230,13 @@ def _reason(
     else:
         share = "" if delivered is None else f", released {delivered:.0%} of their schedules"
         asked = f"the sources ended up to {lag:.0f} ms behind their schedules{share}"
+    if busy and wanting and wait > cpu:
+        # waiting for a core more than running: other processes held the machine's cores
+        return (
+            f"the machine was too busy for the runtime: {used}, more waiting than running "
+            f"(other processes held the cores), and {asked}; figures are not meaningful above "
+            f"{rate:,.0f} records/s (run it again on a quieter machine)"
+        )
     if busy and wanting:
         return (
             f"the runtime could not keep up: {used} (Python runs on one at a time) and {asked}; "

@@ -205,6 +205,10 @@ EXAMPLES = ["hot-key", "slow-subtask", "tcp-head-of-line", "slow-sink", "fan-in"
 """Shipped examples that between them write every kind of evidence line the runtime can show."""
 
 
+SATURATED_RUNS = 3
+"""Runs of an example at most, while the runtime reports it could not keep up (a busy machine)."""
+
+
 @pytest.fixture(scope="session")
 def example_reports() -> dict[str, Report]:
     """Each example run on bpmon's runtime, shortened: its warm-up, then 40 samples 25 ms apart."""
@@ -214,8 +218,11 @@ def example_reports() -> dict[str, Report]:
             scenario = load_example(name)
             monitor = replace(scenario.monitor, samples=40, interval_ms=25)
             short = replace(scenario, duration_s=monitor.warmup_s + 1.5, monitor=monitor)
-            ended = drain(run_scenario(short, Settings(runs_dir=Path(runs))))
-            reports[name] = ended.reports[0]
+            for _ in range(SATURATED_RUNS):  # a machine too busy describes itself: run again
+                ended = drain(run_scenario(short, Settings(runs_dir=Path(runs))))
+                reports[name] = ended.reports[0]
+                if not any(f.kind == "runtime-saturated" for f in reports[name].findings):
+                    break
     return reports
 
 

@@ -60,8 +60,18 @@ def test_busy_interpreter_and_sources_behind_is_saturation() -> None:
     assert load.lag_ms_p99 == pytest.approx(1000.0)  # 1,000 records owed at 1,000/s
     assert load.saturated
     assert load.capacity_records_per_s == pytest.approx(500.0)
-    assert load.reason.startswith("the runtime could not keep up")
+    assert load.reason.startswith("the runtime could not keep up") and not load.host_busy
     assert "above 500 records/s" in load.reason
+
+
+def test_threads_waiting_for_a_core_more_than_running_is_a_busy_machine() -> None:
+    """Seen in CI beside two Flink clusters: 0.03 cores used, 1.01 waited, sources behind."""
+    start = _snapshot(10.0, 1.0, 0.0, due=1000, released=1000, emitted=1000)
+    end = _snapshot(12.0, 1.06, 2.02, due=3000, released=2000, emitted=2000)
+    load = runtime_load(start, end)
+    assert load.saturated and load.host_busy  # the figures describe the machine either way
+    assert load.reason.startswith("the machine was too busy for the runtime")
+    assert "0.03 cores" in load.reason and "waited 1.01" in load.reason
 
 
 def test_sources_behind_while_the_interpreter_idles_is_a_slow_job_not_saturation() -> None:
