@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from bpmon.clock import utc_now
 from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
@@ -59,7 +60,7 @@ from bpmon.collectors.flink_metrics import (
     subtask_metrics,
     values_of,
 )
-from bpmon.collectors.flink_placement import JobPlacement
+from bpmon.collectors.flink_placement import JobPlacement, Slots, read_slots, scheduling_of
 from bpmon.collectors.flink_plan import (
     FlinkGraph,
     FlinkVertex,
@@ -148,6 +149,7 @@ class FlinkTarget:
         off = flame_reason(self.config, self.version, sampler)
         self.bursts = Bursts(self.rest, self.config, ref.id, self._read_all, off, clock, sleep)
         self.last_sampling: Sampling | None = None
+        self._slots: Slots = (None, None)
         self._snapshot: tuple[float, Observation | None] | None = None
         self._rescales: list[Finding] = []
 
@@ -244,6 +246,7 @@ class FlinkTarget:
             )
         self.watched.check()  # still running at the end of the window
         self.last_sampling = sampling
+        self._slots = read_slots(self.rest)
         vertices, levels = self._vertices(tally, span), self._flink_levels()
         managers = len(placement.task_managers)
         spent = self.rest.cost - before
@@ -372,6 +375,7 @@ class FlinkTarget:
             m = young(subtask_metrics(values, names, index), place) if names else NO_METRICS
             if before is not None and names is not None:
                 m = over_window(m, before, values, names, index)
+                m = replace(m, scheduling=scheduling_of(place, self._slots))
             counts = tally.counts((vertex.id, index), soft_share(m)) if tally else None
             thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
             subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))

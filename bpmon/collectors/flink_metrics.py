@@ -12,6 +12,11 @@ changed over Flink's versions, so each quantity has candidates, tried in order:
   ``hardBackPressuredTimeMsPerSecond`` (Flink 1.13+). Without them (Flink 1.12 and older) there is
   nothing to diagnose soft backpressure with: :func:`resolve_names` says so in one line.
 
+A source's FLIP-33 ``pendingRecords`` (a Kafka source's lag) is an operator metric, listed as
+``"<subtask>.<operator>.pendingRecords"`` (``0.Source__orders.pendingRecords``): the first such
+name the vertex offers is read, and it gives the subtask's ``backlog`` (its growth over a window
+from two readings). Sources that report none (Flink's DataGen) have no backlog.
+
 Values are Flink's own: its time gauges average the last 60 s in 5 s slots and its record meters
 the last 60 s, however short bpmon's window. ``busyTimeMsPerSecond`` is NaN for a legacy
 ``SourceFunction`` source, read here as unknown (None).
@@ -26,6 +31,7 @@ from typing import Any
 
 from bpmon.errors import CollectorError
 from bpmon.model import Metrics
+from bpmon.signals import SourceBacklog
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "busy": ("busyTimeMsPerSecond",),
@@ -52,6 +58,9 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "out_total": ("numRecordsOut",),
 }
 """Each quantity bpmon reads, and Flink's names for it, newest first."""
+
+PENDING_SUFFIX = ".pendingRecords"
+"""FLIP-33's lag of a source, under its operator's name: quantity ``pending``."""
 
 REQUIRED = ("busy", "idle", "backpressured")
 """Without these the cluster cannot be diagnosed (Flink older than 1.13)."""
@@ -88,6 +97,9 @@ def resolve_names(available: Iterable[str], vertex: str, where: str) -> MetricNa
         found = next((c for c in candidates if c in offered), None)
         if found is not None:
             names[quantity] = found
+    pending = sorted(o for o in offered if o.endswith(PENDING_SUFFIX))
+    if pending:
+        names["pending"] = pending[0]
     missing = [CANDIDATES[q][0] for q in REQUIRED if q not in names]
     if missing:
         raise CollectorError(
@@ -147,6 +159,7 @@ def subtask_metrics(values: Mapping[str, float], names: MetricNames, index: int)
         records_out_per_s=get("records_out"),
         soft_backpressured_ratio=per_second("soft"),
         hard_backpressured_ratio=per_second("hard"),
+        backlog=SourceBacklog(get("pending"), None) if "pending" in names.names else None,
     )
 
 
@@ -176,8 +189,9 @@ _TOTALS = ("busy_total", "idle_total", "backpressured_total")
 def window_accounting(
     before: Mapping[str, float], after: Mapping[str, float], names: MetricNames, index: int
 ) -> Metrics | None:
-    """A subtask's busy / idle / backpressured share and record rates BETWEEN two readings, from
-    Flink's running totals (``accumulateBusyTimeMs`` ...; ``numRecordsIn`` / ``Out``).
+    """A subtask's busy / idle / backpressured share, record rates and ``pendingRecords`` growth
+    BETWEEN two readings, from Flink's running totals (``accumulateBusyTimeMs`` ...;
+    ``numRecordsIn`` / ``Out``).
 
     Flink's ``...TimeMsPerSecond`` gauges average 5 s slots over up to a minute, and on Flink 2.3
     a lightly loaded subtask's gauge swings between 1000 and 0 ms/s while its totals grow by a
@@ -202,6 +216,11 @@ def window_accounting(
     if span < MIN_SPAN_MS:
         return None
     records_in, records_out = delta("in_total"), delta("out_total")
+    pending = delta("pending")
+    backlog = None
+    if "pending" in names.names:
+        now = after.get(f"{index}.{names.names['pending']}")
+        backlog = SourceBacklog(now, None if pending is None else pending * 1000 / span)
     return Metrics(
         busy_ratio=busy / span,
         idle_ratio=idle / span,
@@ -209,6 +228,7 @@ def window_accounting(
         records_in_per_s=None if records_in is None else records_in * 1000 / span,
         records_out_per_s=None if records_out is None else records_out * 1000 / span,
         accounting_span_ms=span,
+        backlog=backlog,
     )
 
 

@@ -10,6 +10,9 @@ A subtask that ``FINISHED`` (a bounded source that read everything) has no threa
 any more (Flink 2.3 drops them from its metric store): it is left out of the window. Any other
 state than RUNNING or FINISHED means the job is restarting: the window waits
 (:class:`~bpmon.errors.UnavailableError`) rather than read half a job.
+
+Each subtask of a window also carries its state and the cluster's slots (``GET /overview``:
+``slots-total``, ``slots-available``) as its :class:`~bpmon.signals.TaskScheduling`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from bpmon.collectors.flink_plan import FlinkGraph, Placement, placements_of
 from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_status import TASKS_OK
 from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
-from bpmon.errors import UnavailableError
+from bpmon.errors import BpmonError, UnavailableError
+from bpmon.signals import TaskScheduling
+
+Slots = tuple[int | None, int | None]
+"""The cluster's slots: (total, free); None where not known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +103,25 @@ def read_placement(
             f"{'; '.join(sorted(waiting)[:4])}"
         )
     return JobPlacement(graph, where, frozenset(finished))
+
+
+def read_slots(rest: FlinkRest) -> Slots:
+    """The cluster's slots now (``GET /overview``); unknown when it does not answer."""
+    try:
+        answer = rest.get("/overview", retry=False)
+    except BpmonError:
+        return None, None
+    if not isinstance(answer, dict):
+        return None, None
+    return _count(answer.get("slots-total")), _count(answer.get("slots-available"))
+
+
+def scheduling_of(place: Placement | None, slots: Slots) -> TaskScheduling | None:
+    """A running subtask's state (as Flink reports it) and the cluster's slots."""
+    if place is None or not place.status:
+        return None
+    return TaskScheduling(state=place.status, slots_total=slots[0], slots_free=slots[1])
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

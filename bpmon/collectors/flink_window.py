@@ -62,6 +62,7 @@ def over_window(
         records_in_per_s=exact.records_in_per_s,
         records_out_per_s=exact.records_out_per_s,
         accounting_span_ms=exact.accounting_span_ms,
+        backlog=exact.backlog if exact.backlog is not None else m.backlog,
     )
 
 

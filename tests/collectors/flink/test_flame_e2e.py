@@ -74,3 +74,9 @@ def test_bursts_back_to_back_each_get_a_fresh_graph(flame_cluster: Cluster, slow
         samples = {(v.name, s.index): s.samples for v in observation.vertices for s in v.subtasks}
         assert len(samples) == 4 and set(samples.values()) == {100}, samples
     assert windows[1].start >= windows[0].end
+    # each subtask's state and the cluster's slots: 8, of which the job's 2 slots are taken
+    states = {s.metrics.scheduling for v in observation.vertices for s in v.subtasks}
+    assert {(t.state, t.slots_total, t.slots_free) for t in states if t} == {("RUNNING", 8, 6)}
+    assert None not in states
+    source = observation.vertex("Source: numbers -> parse").subtasks[0]
+    assert source.metrics.backlog is None  # Flink's DataGen source reports no pendingRecords
