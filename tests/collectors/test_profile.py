@@ -80,6 +80,20 @@ def test_flink_jvm_frames_match_by_class_and_method_suffix() -> None:
     assert classify("flink-jvm", "org.example.MyMap.map") == "busy"
 
 
+def test_an_async_operator_waiting_for_room_in_its_queue_is_busy_not_suspended() -> None:
+    """Flink's AsyncWaitOperator yields to its mailbox while its requests in flight are at the
+    limit: the same mailbox wait as a suspended task, but inside addToWorkQueue."""
+    ops = "org.apache.flink.streaming.api.operators"
+    take = "org.apache.flink.streaming.runtime.tasks.mailbox.TaskMailboxImpl.take"
+    yielding = "org.apache.flink.streaming.runtime.tasks.mailbox.MailboxExecutorImpl.yield"
+    add = f"{ops}.async.AsyncWaitOperator.addToWorkQueue"
+    process = f"{ops}.async.AsyncWaitOperator.processElement"
+    assert classify("flink-jvm", "jdk.internal.misc.Unsafe.park", take, yielding, add, process) == (
+        "busy"
+    )
+    assert classify("flink-jvm", "jdk.internal.misc.Unsafe.park", take) == "idle"  # suspended
+
+
 def test_classes_are_checked_busy_then_backpressured_then_idle() -> None:
     profile = parse_profile(
         {
