@@ -54,13 +54,18 @@ from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
 from bpmon.collectors.flink_config import ClusterConfig, read_config
 from bpmon.collectors.flink_job import WatchedJob
 from bpmon.collectors.flink_metrics import (
-    flink_level,
     query_chunks,
     soft_share,
     subtask_metrics,
     values_of,
 )
-from bpmon.collectors.flink_placement import JobPlacement, Slots, read_slots, scheduling_of
+from bpmon.collectors.flink_placement import (
+    JobPlacement,
+    Slots,
+    flink_levels,
+    read_slots,
+    scheduling_of,
+)
 from bpmon.collectors.flink_plan import (
     FlinkGraph,
     FlinkVertex,
@@ -247,7 +252,7 @@ class FlinkTarget:
         self.watched.check()  # still running at the end of the window
         self.last_sampling = sampling
         self._slots = read_slots(self.rest)
-        vertices, levels = self._vertices(tally, span), self._flink_levels()
+        vertices, levels = self._vertices(tally, span), flink_levels(self.rest, placement)
         managers = len(placement.task_managers)
         spent = self.rest.cost - before
         notes = [
@@ -333,13 +338,18 @@ class FlinkTarget:
     ) -> tuple[VertexObservation, ...]:
         """The running vertices with every running subtask's metrics: given the two readings of
         a ``span``, the second's gauges and the time accounting and record rates between the
-        two; else the gauges read now (a live snapshot). A vertex whose every subtask finished
-        is left out, and so are the edges from it.
+        two; else the gauges read now (a live snapshot). Subtasks waiting for slots are shown
+        with their state only. A vertex whose every subtask finished is left out, and so are
+        the edges from it.
 
         The placement is taken once, with the graph it was read for: a live snapshot taken while
         a window re-reads the job sees one or the other, never half of each."""
         placement = self.placement
-        running = [v for v in placement.graph.vertices if placement.running(v.id)]
+        running = [
+            v
+            for v in placement.graph.vertices
+            if placement.running(v.id) or placement.waiting_of(v.id)
+        ]
         shown = {v.name for v in running}
         return tuple(
             VertexObservation(
@@ -379,19 +389,12 @@ class FlinkTarget:
             counts = tally.counts((vertex.id, index), soft_share(m)) if tally else None
             thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
             subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))
-        return tuple(subtasks)
-
-    def _flink_levels(self) -> dict[str, tuple[str | None, float | None]]:
-        """Per running vertex's name, Flink's own level and worst ratio (``.../backpressure``)."""
-        levels: dict[str, tuple[str | None, float | None]] = {}
-        for v in self.graph.vertices:
-            if not self.placement.running(v.id):
-                continue
-            path = f"/jobs/{self.watched.ref.id}/vertices/{v.id}/backpressure"
-            level = flink_level(self.rest.get(path))
-            worst = max(level.ratios.values()) if level.ratios else None
-            levels[v.name] = (level.level, worst)
-        return levels
+        for index in placement.waiting_of(vertex.id):  # no thread, no metrics: its state
+            place = placement.waiting[(vertex.id, index)]
+            m = replace(NO_METRICS, scheduling=scheduling_of(place, self._slots))
+            thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
+            subtasks.append(subtask_window(index, None, thread, None, m))
+        return tuple(sorted(subtasks, key=lambda s: s.index))
 
     def _ambiguous(self, tally: Tally) -> list[Finding]:
         """The ``ambiguous-threads`` finding, when some subtasks' threads were alike."""

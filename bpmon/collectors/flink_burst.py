@@ -104,7 +104,10 @@ class Bursts:
         stop: StopSignal | None = None,
     ) -> Burst:
         """One window: by Flink's sampler where it can, else by thread dumps (``samples`` at
-        ``interval_ms``) with the reason it could not."""
+        ``interval_ms``) with the reason it could not; no samples when no task runs (the job
+        waits for slots)."""
+        if not placement.where:
+            return self._nothing(new_tally())
         flamed = self._flame(placement, new_tally(), stop)
         if isinstance(flamed, Burst):
             return flamed
@@ -169,6 +172,14 @@ class Bursts:
             where,
         )
         return Burst(tally, window, span, sampling)
+
+    def _nothing(self, tally: Tally) -> Burst:
+        """A window of a job none of whose tasks runs: its state now, nothing to sample."""
+        reading = self.readings.read()
+        now = utc_now()
+        window = Window(start=now, end=now, samples=0, interval_ms=0.0)
+        sampling = Sampling("none", 0, 0, 0, "no task of the job runs", span="not read")
+        return Burst(tally, window, (reading, reading), sampling)
 
     def fresh_note(self, span: Span) -> str:
         """How fresh a window's two metric readings were."""

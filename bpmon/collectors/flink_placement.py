@@ -9,23 +9,32 @@ rescaled vertex's new subtasks are followed.
 A subtask that ``FINISHED`` (a bounded source that read everything) has no thread and no metrics
 any more (Flink 2.3 drops them from its metric store): it is left out of the window. Any other
 state than RUNNING or FINISHED means the job is restarting: the window waits
-(:class:`~bpmon.errors.UnavailableError`) rather than read half a job.
+(:class:`~bpmon.errors.UnavailableError`) rather than read half a job. Except a subtask waiting
+to be deployed (CREATED, SCHEDULED, DEPLOYING) for :data:`STARVED_AFTER_S` or longer, which a
+restart does not take: the job waits for slots, and the window shows it waiting
+(:attr:`JobPlacement.waiting`), for ``resource-starved`` to be diagnosed.
 
 Each subtask of a window also carries its state and the cluster's slots (``GET /overview``:
-``slots-total``, ``slots-available``) as its :class:`~bpmon.signals.TaskScheduling`.
+``slots-total``, ``slots-available``) as its :class:`~bpmon.signals.TaskScheduling`, and each
+running vertex's Flink's own backpressure level is read for a cross-check (:func:`flink_levels`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bpmon.collectors.flink_metrics import flink_level
 from bpmon.collectors.flink_plan import FlinkGraph, Placement, placements_of
 from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_status import TASKS_OK
 from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
 from bpmon.errors import BpmonError, UnavailableError
-from bpmon.signals import TaskScheduling
+from bpmon.signals import WAITING_STATES, TaskScheduling
+
+STARVED_AFTER_S = 10.0
+"""How long a subtask waits to be deployed before the window shows it waiting (a failover
+deploys within seconds; a job short of slots waits on)."""
 
 Slots = tuple[int | None, int | None]
 """The cluster's slots: (total, free); None where not known."""
@@ -39,6 +48,7 @@ class JobPlacement:
     graph: FlinkGraph
     where: Mapping[SubtaskKey, Placement]
     finished: frozenset[SubtaskKey] = frozenset()
+    waiting: Mapping[SubtaskKey, Placement] = field(default_factory=dict)
 
     @property
     def task_managers(self) -> list[str]:
@@ -48,6 +58,10 @@ class JobPlacement:
     def running(self, vertex_id: str) -> list[int]:
         """The indices of the vertex's subtasks that run (not finished), in order."""
         return sorted(i for (v, i) in self.where if v == vertex_id)
+
+    def waiting_of(self, vertex_id: str) -> list[int]:
+        """The indices of the vertex's subtasks waiting to be deployed, in order."""
+        return sorted(i for (v, i) in self.waiting if v == vertex_id)
 
     def expected(self) -> Mapping[str, Mapping[SubtaskKey, TaskThread]]:
         """Per task manager, its subtasks and the threads they run on."""
@@ -77,12 +91,14 @@ def read_placement(
     read).
 
     Raises:
-        UnavailableError: a subtask is neither RUNNING nor FINISHED, or a vertex shows another
-            number of subtasks than its parallelism (the job is restarting or rescaling).
+        UnavailableError: a subtask is neither RUNNING nor FINISHED nor waiting for slots
+            (:func:`starving`), or a vertex shows another number of subtasks than its
+            parallelism (the job is restarting or rescaling).
     """
     where: dict[SubtaskKey, Placement] = {}
     over = [v for v in graph.vertices if v.id in done]
     finished: set[SubtaskKey] = {(v.id, i) for v in over for i in range(v.parallelism)}
+    starved: dict[SubtaskKey, Placement] = {}
     waiting: list[str] = []
     for v in graph.vertices:
         if v.id in done:
@@ -91,7 +107,9 @@ def read_placement(
         if sorted(places) != list(range(v.parallelism)):
             waiting.append(f"{v.name} shows {len(places)} of {v.parallelism} subtasks")
         for index, place in places.items():
-            if place.status not in TASKS_OK:
+            if starving(place):
+                starved[(v.id, index)] = place
+            elif place.status not in TASKS_OK:
                 waiting.append(f"{v.name}[{index}] is {place.status}")
             elif place.status == "FINISHED":
                 finished.add((v.id, index))
@@ -102,7 +120,28 @@ def read_placement(
             f"job {graph.job.name!r} ({graph.job.id}) is not running every task: "
             f"{'; '.join(sorted(waiting)[:4])}"
         )
-    return JobPlacement(graph, where, frozenset(finished))
+    return JobPlacement(graph, where, frozenset(finished), starved)
+
+
+def starving(place: Placement) -> bool:
+    """Whether a subtask has waited to be deployed :data:`STARVED_AFTER_S` or longer."""
+    waited = place.in_status_s
+    return place.status in WAITING_STATES and waited is not None and waited >= STARVED_AFTER_S
+
+
+def flink_levels(
+    rest: FlinkRest, placement: JobPlacement
+) -> dict[str, tuple[str | None, float | None]]:
+    """Per running vertex's name, Flink's own backpressure level and worst subtask ratio
+    (``GET .../vertices/{id}/backpressure``), to cross-check the samples with."""
+    levels: dict[str, tuple[str | None, float | None]] = {}
+    job = placement.graph.job.id
+    for v in placement.graph.vertices:
+        if placement.running(v.id):
+            level = flink_level(rest.get(f"/jobs/{job}/vertices/{v.id}/backpressure"))
+            worst = max(level.ratios.values()) if level.ratios else None
+            levels[v.name] = (level.level, worst)
+    return levels
 
 
 def read_slots(rest: FlinkRest) -> Slots:
@@ -117,10 +156,12 @@ def read_slots(rest: FlinkRest) -> Slots:
 
 
 def scheduling_of(place: Placement | None, slots: Slots) -> TaskScheduling | None:
-    """A running subtask's state (as Flink reports it) and the cluster's slots."""
+    """A subtask's state (as Flink reports it; how long it has waited, if it waits) and the
+    cluster's slots."""
     if place is None or not place.status:
         return None
-    return TaskScheduling(state=place.status, slots_total=slots[0], slots_free=slots[1])
+    waited = place.in_status_s if place.status in WAITING_STATES else None
+    return TaskScheduling(place.status, waited, slots_total=slots[0], slots_free=slots[1])
 
 
 def _count(value: object) -> int | None:

@@ -268,12 +268,14 @@ def chained_operators(description: str) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one subtask runs: the task manager's id and the attempt (thread name's ``#n``),
-    its status and for how long it has been running (seconds; None if not known)."""
+    its status, for how long it has been running and how long in its status now (seconds; None
+    if not known: Flink's ``status-duration``)."""
 
     task_manager: str
     attempt: int
     status: str
     running_s: float | None = None
+    in_status_s: float | None = None
 
 
 def placements_of(vertex_details: Mapping[str, Any]) -> dict[int, Placement]:
@@ -283,12 +285,14 @@ def placements_of(vertex_details: Mapping[str, Any]) -> dict[int, Placement]:
             str(s.get("taskmanager-id", "")),
             int(s.get("attempt") or 0),
             str(s.get("status", "")),
-            _running_s(s),
+            _seconds_in(s, "RUNNING"),
+            _seconds_in(s, str(s.get("status", ""))),
         )
         for s in vertex_details.get("subtasks") or []
     }
 
 
-def _running_s(subtask: Mapping[str, Any]) -> float | None:
-    running = (subtask.get("status-duration") or {}).get("RUNNING")
-    return float(running) / 1000 if isinstance(running, int | float) and running >= 0 else None
+def _seconds_in(subtask: Mapping[str, Any], status: str) -> float | None:
+    """How long ``subtask`` has been in ``status`` (Flink's ``status-duration``, ms)."""
+    spent = (subtask.get("status-duration") or {}).get(status)
+    return float(spent) / 1000 if isinstance(spent, int | float) and spent >= 0 else None

@@ -41,7 +41,7 @@ from bpmon.collectors.flink_window import DumpCost
 from bpmon.collectors.sampler import StopSignal
 from bpmon.model import Finding, Window
 
-Method = Literal["flame-graph", "thread-dumps"]
+Method = Literal["flame-graph", "thread-dumps", "none"]
 
 MAX_STALE_WAIT_S = 15.0
 """The longest a window waits for Flink's cached graph to age past its refresh interval (so a
@@ -60,7 +60,8 @@ class Sampling:
     """How a window's samples were taken.
 
     Attributes:
-        method: ``flame-graph`` (Flink's sampler) or ``thread-dumps``.
+        method: ``flame-graph`` (Flink's sampler), ``thread-dumps``, or ``none`` (no task
+            runs).
         taken: samples taken, over every subtask sampled.
         planned: samples planned, over every subtask.
         subtasks: subtasks sampled.
@@ -313,7 +314,9 @@ def sampling_note(
 ) -> Finding:
     """The ``sampling`` finding: the sampler used (and why), samples taken of those planned,
     what the window cost, what its rates span and how ``fresh`` they are."""
-    if sampling.method == "flame-graph":
+    if sampling.method == "none":
+        how = "nothing sampled: no task of the job runs (every subtask waits to be deployed)"
+    elif sampling.method == "flame-graph":
         how = (
             f"{sampling.taken} of {sampling.planned} samples taken by Flink's flame-graph "
             f"sampler ({sampling.subtasks} subtask(s) x {window.planned_samples} x "

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bpmon.errors import BpmonError, JobError, JobOverError, UnavailableError
+from bpmon.signals import WAITING_STATES
 
 WAITING = {
     "INITIALIZING": "is INITIALIZING (being set up)",
@@ -69,15 +70,16 @@ def state_error(job: str, state: str, failure: str | None = None) -> BpmonError 
 
 
 def tasks_error(job: str, vertices: list[Mapping[str, Any]]) -> UnavailableError | None:
-    """None when every task of ``GET /jobs/{id}``'s ``vertices`` is RUNNING or FINISHED, else
-    the wait, naming how many tasks are in which state (``2 of 4 tasks DEPLOYING``)."""
+    """None when every task of ``GET /jobs/{id}``'s ``vertices`` is RUNNING, FINISHED or waiting
+    to be deployed (CREATED, SCHEDULED, DEPLOYING: how long, each subtask's placement says), else
+    the wait, naming how many tasks are in which state (``2 of 4 tasks INITIALIZING``)."""
     total = 0
     other: dict[str, int] = {}
     for vertex in vertices:
         for state, count in (vertex.get("tasks") or {}).items():
             if isinstance(count, int) and count > 0:
                 total += count
-                if state not in TASKS_OK:
+                if state not in TASKS_OK and state not in WAITING_STATES:
                     other[str(state)] = other.get(str(state), 0) + count
     if not other:
         return None

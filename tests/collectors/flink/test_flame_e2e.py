@@ -1,6 +1,7 @@
 """Flink's own sampler on a real Flink 2.3 cluster that enables it (``rest.flamegraph.enabled``,
 graphs cached 1 s): every subtask sampled 100 times by Flink, the slow map still named, bursts
-back to back each given a fresh graph. One cluster and one ``slow-map`` job for the module.
+back to back each given a fresh graph; a job short of slots shown waiting. One cluster and one
+``slow-map`` job for the module.
 (A cluster that does not enable it is sampled by thread dumps: ``test_e2e.py`` checks the report
 says so.)"""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bpmon.collectors.flink import FlinkTarget
+from bpmon.collectors.flink_placement import STARVED_AFTER_S
 
 from .cluster import Cluster, missing_reason
 from .test_e2e import WARMUP_S, monitor, vertex
@@ -80,3 +82,22 @@ def test_bursts_back_to_back_each_get_a_fresh_graph(flame_cluster: Cluster, slow
     assert None not in states
     source = observation.vertex("Source: numbers -> parse").subtasks[0]
     assert source.metrics.backlog is None  # Flink's DataGen source reports no pendingRecords
+
+
+def test_a_job_short_of_slots_is_resource_starved(
+    flame_cluster: Cluster, slow_map: str, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """``healthy`` at parallelism 10 on the 6 slots slow-map leaves free: Flink takes them and
+    waits for 4 more, every task SCHEDULED. Once they have waited STARVED_AFTER_S the window
+    shows them waiting, with no free slot, instead of a gap."""
+    job = flame_cluster.submit("healthy", wait=False, args=("10",))
+    try:
+        time.sleep(STARVED_AFTER_S + 3)
+        report = monitor(bpmon_bin, flame_cluster, job, tmp_path)
+    finally:
+        flame_cluster.cancel(job)
+    [sampling] = [f for f in report["findings"] if f["kind"] == "sampling"]
+    assert sampling["detail"].startswith("nothing sampled: no task of the job runs"), sampling
+    assert [v["parallelism"] for v in report["vertices"]] == [1, 10, 1]
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("enrich", "resource-starved"), cause

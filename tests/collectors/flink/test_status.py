@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from bpmon.collectors.flink_placement import starving
+from bpmon.collectors.flink_plan import Placement, placements_of
 from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
 from bpmon.errors import JobError, JobOverError, UnavailableError
 
@@ -52,15 +54,37 @@ def test_running_and_finished_tasks_can_be_watched() -> None:
     assert tasks_error(JOB, details("partly-bounded")["vertices"]) is None  # a FINISHED source
 
 
-def test_tasks_still_deploying_after_a_restart_are_waited_for() -> None:
+def test_tasks_initializing_after_a_restart_are_waited_for() -> None:
     """Seen on Flink 2.3's adaptive scheduler: the job RUNNING, a rescaled vertex's tasks
-    DEPLOYING for seconds."""
+    still being set up."""
+    vertices = details("rescale/up")["vertices"]
+    for v in vertices[1:]:
+        v["tasks"] = {**v["tasks"], "RUNNING": 0, "INITIALIZING": v["parallelism"]}
+    error = tasks_error(JOB, vertices)
+    assert isinstance(error, UnavailableError)
+    assert "(4 INITIALIZING of 5)" in str(error)
+
+
+def test_tasks_waiting_to_be_deployed_are_judged_by_how_long() -> None:
+    """DEPLOYING for 2 s after a restart is a wait (a gap); SCHEDULED for 12 s (a job asking for
+    more slots than the cluster has, recorded on Flink 2.3) is a job short of slots, shown."""
     vertices = details("rescale/up")["vertices"]
     for v in vertices[1:]:
         v["tasks"] = {**v["tasks"], "RUNNING": 0, "DEPLOYING": v["parallelism"]}
-    error = tasks_error(JOB, vertices)
-    assert isinstance(error, UnavailableError)
-    assert "(4 DEPLOYING of 5)" in str(error)
+    assert tasks_error(JOB, vertices) is None  # the placement decides, subtask by subtask
+
+    def place(status: str, durations: dict[str, int] | None) -> Placement:
+        subtask = {"subtask": 0, "status": status, "attempt": 0}
+        if durations is not None:
+            subtask["status-duration"] = durations
+        return placements_of({"subtasks": [subtask]})[0]
+
+    recorded = {"DEPLOYING": -1, "CREATED": 7, "SCHEDULED": 12068, "RUNNING": -1}
+    assert starving(place("SCHEDULED", recorded))
+    assert place("SCHEDULED", recorded).in_status_s == 12.068
+    assert not starving(place("DEPLOYING", {"SCHEDULED": 30, "DEPLOYING": 2000}))
+    assert not starving(place("SCHEDULED", None))  # how long is not known: a wait
+    assert not starving(place("RUNNING", {"RUNNING": 60000}))
 
 
 def test_the_root_exception_is_its_first_line() -> None:
