@@ -65,8 +65,10 @@ PENDING_SUFFIX = ".pendingRecords"
 REQUIRED = ("busy", "idle", "backpressured")
 """Without these the cluster cannot be diagnosed (Flink older than 1.13)."""
 
-MAX_QUERY_CHARS = 6000
-"""Longest ``get=`` list in one request (a URL past ~8 KB is refused by many proxies)."""
+MAX_QUERY_CHARS = 3500
+"""Longest ``get=`` list in one request: Flink's REST server (Netty's HTTP decoder) refuses a
+request line over 4,096 bytes with ``/bad-request`` (a vertex of parallelism 8 went over at 6,000);
+3,500 leaves room for the path."""
 
 
 @dataclass(frozen=True, slots=True)
