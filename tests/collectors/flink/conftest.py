@@ -9,45 +9,49 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from .cluster import ADAPTIVE, Cluster, missing_reason
 
 
-@pytest.fixture(scope="session")
-def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A standalone cluster, one TaskManager, on loopback; stopped at the end of the session."""
+@contextmanager
+def started_cluster(
+    factory: pytest.TempPathFactory, name: str, **options: Any
+) -> Iterator[Cluster]:
+    """A cluster of ``options`` (``Cluster``'s), its jobs uploaded, stopped after; the test
+    skipped where Flink cannot run here, and failed in CI, which must run the Flink tests."""
     reason = missing_reason()
     if reason is not None:
         if os.environ.get("CI"):
             pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
         pytest.skip(reason)
-    cluster = Cluster(tmp_path_factory.mktemp("flink"), task_managers=1)
+    cluster = Cluster(factory.mktemp(name), **options)
     cluster.start()
     try:
         cluster.upload()
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A standalone cluster, one TaskManager, on loopback; stopped at the end of the session."""
+    with started_cluster(tmp_path_factory, "flink", task_managers=1) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
 def adaptive_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A cluster of its own with Flink's adaptive scheduler (rescales in place), one
     TaskManager of 8 slots; for the tests that rescale jobs or kill a TaskManager."""
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
-        pytest.skip(reason)
-    cluster = Cluster(tmp_path_factory.mktemp("flink-adaptive"), task_managers=1, config=ADAPTIVE)
-    cluster.start()
-    try:
-        cluster.upload()
+    with started_cluster(
+        tmp_path_factory, "flink-adaptive", task_managers=1, config=ADAPTIVE
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 RunJob = Callable[[str], str]

@@ -7,7 +7,6 @@ says so.)"""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,8 @@ import pytest
 from bpmon.collectors.flink import FlinkTarget
 from bpmon.collectors.flink_placement import STARVED_AFTER_S
 
-from .cluster import Cluster, missing_reason
+from .cluster import Cluster
+from .conftest import started_cluster
 from .test_e2e import WARMUP_S, monitor, vertex
 
 pytestmark = pytest.mark.slow
@@ -26,18 +26,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def flame_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A cluster with Flink's sampler on; stopped at the end of the module."""
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must run the Flink tests", pytrace=False)
-        pytest.skip(reason)
-    cluster = Cluster(tmp_path_factory.mktemp("flink-flame"), flamegraph=True)
-    cluster.start()
-    try:
-        cluster.upload()
+    with started_cluster(tmp_path_factory, "flink-flame", flamegraph=True) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")
