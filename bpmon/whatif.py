@@ -83,13 +83,25 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
         raise ConfigError(f"scenario {scenario.name!r} has no file: changes need its TOML")
     data: dict[str, Any] = copy.deepcopy(read_toml_file(scenario.path))
     operators = {op.get("name"): op for op in data.get("operators", []) if isinstance(op, dict)}
+    rated = {id(op) for c in changes if c.key == "rate" for op in _targets(c, operators)}
     for change in changes:
         for op in _targets(change, operators):
+            if change.key == "parallelism" and op.get("kind") == "source" and id(op) not in rated:
+                _keep_offered(op, int(change.value))
             op[change.key] = change.value
     source = f"{scenario.path} with {', '.join(str(c) for c in changes)}"
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)
     return result
+
+
+def _keep_offered(source: dict[str, Any], parallelism: int) -> None:
+    """A source given another parallelism keeps the records it is offered in all: its ``rate``
+    (per subtask) is spread over the new subtasks, as a topic's partitions are, since more
+    readers do not make more records arrive. A ``rate`` set in the same run is taken as given."""
+    rate, before = source.get("rate"), source.get("parallelism", 1)
+    if isinstance(rate, int | float) and isinstance(before, int) and rate > 0 and parallelism > 0:
+        source["rate"] = rate * before / parallelism
 
 
 def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -85,7 +85,7 @@ def check_diagnosis(report: Report, ended: JobEnded, expected: Expectation) -> N
     top = report.root_causes[0]
     assert (top.vertex, top.kind) == (expected.root_cause, expected.kind), summary(report)
     assert set(expected.subtasks) <= set(top.subtasks), summary(report)
-    if top.kind not in ("resource-starved", "spilling"):  # causes no backpressure shows
+    if top.kind not in ("resource-starved", "spilling", "source-limited"):  # no backpressure shows
         assert any(v.level in ("LOW", "HIGH") for v in report.vertices), summary(report)
     assert top.evidence and top.recommendation, top
 

@@ -40,6 +40,7 @@ SHAPES = [
     "slow-map-chain",
     "slow-sink",
     "slow-subtask",
+    "source-limited",
     "tcp-head-of-line",
 ]
 KIND_OF_SHAPE: dict[str, str | None] = {
@@ -50,6 +51,7 @@ KIND_OF_SHAPE: dict[str, str | None] = {
     "slow-map-chain": "slow-operator",
     "slow-sink": "slow-sink",
     "slow-subtask": "slow-subtask",
+    "source-limited": "source-limited",
     "tcp-head-of-line": "slow-subtask",
 }
 SCHEDULING_SHAPES = ["batch-blocking", "hybrid-spill", "slot-starved"]
@@ -80,17 +82,21 @@ def share(edge: InputSpec, index: int, parallelism: int) -> float:
 
 
 def utilisation(scenario: Scenario) -> dict[str, list[float]]:
-    """Offered records/s over capacity for each subtask of each non-source operator.
+    """Offered records/s over capacity for each subtask of each operator; a source's is its rate
+    over what its cost per emitted record allows (0 for a source that costs nothing).
 
     An operator passes on at most what its busiest subtask allows (it backpressures its
-    inputs), so operators downstream of a bottleneck see the reduced rate.
+    inputs, a slow source falls behind), so operators downstream of a bottleneck see the
+    reduced rate.
     """
     out_rate: dict[str, float] = {}
     result: dict[str, list[float]] = {}
     for op in scenario.topological_order():
         if op.kind == "source":
             assert op.rate is not None and op.rate > 0
-            out_rate[op.name] = op.rate * op.parallelism
+            used = op.rate * op.cost_us / 1e6
+            result[op.name] = [used] * op.parallelism
+            out_rate[op.name] = op.rate * op.parallelism / max(1.0, used)
             continue
         n = op.parallelism
         load = [sum(out_rate[e.source] * share(e, i, n) for e in op.inputs) for i in range(n)]
@@ -141,6 +147,8 @@ def test_each_example_has_the_shape_its_name_promises(path: Path) -> None:
         flatmaps = [op for op in scenario.operators if op.kind == "flatmap"]
         assert any(op.fanout * op.record_bytes > scenario.network.segment_size for op in flatmaps)
         assert scenario.checkpoints.enabled
+    if shape == "source-limited":  # nothing downstream is the cause: the source cannot keep up
+        assert root is not None and root.kind == "source" and not scenario.chaining
     if shape == "tcp-head-of-line":  # head-of-line blocking among the channels of one exchange
         assert scenario.network.flow_control == "tcp"
         assert scenario.network.task_managers >= 2

@@ -20,7 +20,7 @@ from bpmon.model import (
     VertexStatus,
     Window,
 )
-from bpmon.scenario import load_scenario
+from bpmon.scenario import example_path, load_scenario
 from bpmon.whatif import Change, changed, parse_change, verdict
 
 CHAINED = """
@@ -62,6 +62,20 @@ def test_a_chain_takes_a_parallelism_for_all_its_operators(chained: Path) -> Non
     after = changed(load_scenario(chained), [parse_change("a -> b.parallelism=5")])
     assert (after.operator("a").parallelism, after.operator("b").parallelism) == (5, 5)
     assert after.operator("source").parallelism == 1  # the rest as written
+
+
+def test_a_source_given_more_subtasks_keeps_the_records_it_is_offered() -> None:
+    """More readers of a topic do not make more records arrive: 2 x 300/s stays 600/s."""
+    source = load_scenario(example_path("source-limited")).operator("clicks")
+    assert (source.parallelism, source.rate) == (2, 600)
+    wider = changed(
+        load_scenario(example_path("source-limited")), [parse_change("clicks.parallelism=3")]
+    )
+    assert (wider.operator("clicks").parallelism, wider.operator("clicks").rate) == (3, 400)
+    both = [parse_change("clicks.parallelism=4"), parse_change("clicks.rate=500")]
+    assert (
+        changed(load_scenario(example_path("source-limited")), both).operator("clicks").rate == 500
+    )
 
 
 def test_other_keys_name_one_operator_of_a_chain(chained: Path) -> None:
