@@ -138,6 +138,10 @@ class Verdict:
     summary: str
 
 
+UNSEEN_KINDS = ("resource-starved", "source-limited")
+"""Causes that hold a job back without backpressure: gone only when no cause of the kind is left."""
+
+
 def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict:
     """Compare a report before and after ``changes`` (the same job, re-run)."""
     old = before.root_causes[0] if before.root_causes else None
@@ -146,6 +150,11 @@ def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict
     what = ", ".join(str(c) for c in changes)
     if old is not None and old.vertex in blamed:
         return Verdict(False, f"not removed: with {what}, {old.vertex} is still a root cause")
+    unseen = [c for c in after.root_causes or () if c.kind in UNSEEN_KINDS]
+    if unseen:  # no backpressure shows these: the job is still short of slots, or of a source
+        return Verdict(
+            False, f"not removed: with {what}, {unseen[0].kind} at {unseen[0].vertex} remains"
+        )
     if high:
         now = _top(after.root_causes)
         return Verdict(False, f"not removed: with {what}, {', '.join(high)} still HIGH{now}")

@@ -119,3 +119,17 @@ def test_a_re_run_whose_bottleneck_still_queues_has_not_removed_the_backpressure
     )
     assert verdict(before, _report(0.99, 0.3), change).removed  # busy, but its queue stays short
     assert verdict(before, _report(0.5, 1.0), change).removed  # a full queue it works off
+
+
+def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kind_is_left() -> None:
+    """Lowering one of two waiting vertices moves the wait to the other: nothing is HIGH before
+    or after, and the old vertex is no longer blamed, but the job is still short of slots."""
+    before = replace(_report(0.0, 0.0), root_causes=(RootCause("source", "resource-starved"),))
+    change = [Change("source", "parallelism", 1)]
+    moved = replace(_report(0.0, 0.0), root_causes=(RootCause("enrich", "resource-starved"),))
+    still = verdict(before, moved, change)
+    assert not still.removed
+    assert still.summary == (
+        "not removed: with source.parallelism=1, resource-starved at enrich remains"
+    )
+    assert verdict(before, _report(0.3, 0.1), change).removed

@@ -56,10 +56,16 @@ def _starved(observation: Observation) -> list[RootCause]:
     for vertex in (v for v in observation.vertices if _waiting(v)):
         wait = next((s.slot_wait for s in _states(vertex) if s.slot_wait is not None), None)
         groups.setdefault(-1 if wait is None else wait.region, []).append(vertex)
-    return [_starved_cause(index, vertices) for index, vertices in sorted(groups.items())]
+    slots = FLINK_SLOTS if observation.source == "flink" else RUNTIME_SLOTS
+    return [_starved_cause(i, vertices, slots) for i, vertices in sorted(groups.items())]
 
 
-def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCause:
+RUNTIME_SLOTS = "[cluster] slots_per_task_manager or [network] task_managers"
+FLINK_SLOTS = "taskmanager.numberOfTaskSlots, or more TaskManagers"
+"""Where a user adds slots, by target: the scenario's keys, Flink's configuration."""
+
+
+def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys: str) -> RootCause:
     widest = max(vertices, key=lambda v: v.parallelism)
     states = [s for v in vertices for s in _states(v)]
     waits = [s.slot_wait for s in states if s.slot_wait is not None]
@@ -72,6 +78,9 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCa
     names = ", ".join(v.name for v in vertices)
     subtasks = sum(len(v.subtasks) for v in vertices)
     lower = max(1, widest.parallelism - missing)
+    # slot sharing packs one subtask of each vertex into a slot: every waiting vertex wider than
+    # `lower` must come down to it; a parallelism is recommended when that is the widest alone
+    wider = [v.name for v in vertices if v.parallelism > lower]
     which = f"region {region} ({names})" if region >= 0 else names
     waiting = "" if waited is None else f" waiting {waited:.1f} s"
     cluster = "" if total is None else f"{total} slots in the cluster, "
@@ -89,11 +98,11 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation]) -> RootCa
             "those waiting; records cannot reach a task that has not started",
         ),
         recommendation=(
-            f"add {missing} slot{'s' if missing != 1 else ''} ([cluster] "
-            f"slots_per_task_manager or [network] task_managers), or lower the parallelism of "
-            f"{widest.name} to {lower}; a batch job can instead use blocking or hybrid exchanges, "
-            "which let regions run one after another in fewer slots"
+            f"add {missing} slot{'s' if missing != 1 else ''} ({slot_keys}), or lower the "
+            f"parallelism of {' and '.join(wider)} to {lower}; a batch job can instead use "
+            "blocking or hybrid exchanges, which let regions run one after another in fewer slots"
         ),
+        recommended_parallelism=lower if wider == [widest.name] else None,
     )
 
 

@@ -204,15 +204,29 @@ def found_all(case: Case, named: Sequence[str]) -> bool:
 def shows_pattern(case: Case, report: Report) -> bool:
     """Whether the run shows the intended physics, read from measurements only (no rule).
 
-    Healthy: nothing above OK. Stalled: no vertex moves a record. Network: the consumer is not
-    backpressured and has headroom (busy below 85%). Otherwise every expected bottleneck is busy
-    at least 85% (its busiest subtask). The primary one has a producer above OK, except healthy.
+    Healthy: nothing above OK. Stalled: no vertex moves a record. Short of slots: no subtask of
+    the primary runs (each waits to be deployed). Source-limited: the source is busy at least 85%,
+    nothing is above OK, and its pendingRecords grow. Network: the consumer is not backpressured
+    and has headroom (busy below 85%). Otherwise every expected bottleneck is busy at least 85%
+    (its busiest subtask). The primary one has a producer above OK, except healthy.
     """
     vertices = {v.name: v for v in report.vertices}
     if case.healthy:
         return not any(above_ok(v) for v in report.vertices)
     if case.stalled:
         return all((v.metrics.records_out_per_s or 0.0) < 1.0 for v in report.vertices)
+    primary_name, primary_kind = case.expected[0]
+    primary_vertex = vertices[primary_name]
+    if primary_kind == "resource-starved":
+        states = [s.metrics.scheduling for s in primary_vertex.subtasks]
+        return all(s is not None and s.waiting for s in states)
+    if primary_kind == "source-limited":
+        backlogs = [s.metrics.backlog for s in primary_vertex.subtasks]
+        return (
+            (primary_vertex.metrics.busy_ratio or 0.0) >= BUSY_SHOWN
+            and not any(above_ok(v) for v in report.vertices)
+            and sum((b.growth_per_s or 0.0) if b else 0.0 for b in backlogs) > 0.0
+        )
     for name, kind in case.expected:
         vertex = vertices[name]
         busy = vertex.metrics.busy_ratio or 0.0

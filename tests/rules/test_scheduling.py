@@ -10,9 +10,10 @@ from pathlib import Path
 
 from bpmon.model import Report, SubtaskWindow
 from bpmon.rules.scheduling import scheduling_causes
-from bpmon.scenario import parse_scenario
+from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.service import Settings, drain, run_scenario
 from bpmon.signals import TaskScheduling
+from bpmon.whatif import changed, recommended_changes, verdict
 
 from .observations import edge, observation, sub, vertex
 
@@ -128,6 +129,50 @@ def test_flink_states_and_free_slots_name_the_waiting_vertex() -> None:
     assert cause.subtasks == tuple(range(5))
     assert "waiting 12.0 s for 5 slots" in cause.evidence[0]
     assert cause.evidence[1].startswith("5 of the 5 slots it needs are not free (4 slots in")
+
+
+def test_on_flink_the_slots_are_flinks_and_the_one_wide_vertex_is_sized() -> None:
+    """Nothing of the job runs (6 slots free); only "work" is wider than they: lowering it to 6
+    fits, so that is the recommended parallelism, and the slots are named as Flink names them."""
+    source = vertex("events", _flink_sub(0, "SCHEDULED", 6))
+    work = vertex("work", *(_flink_sub(i, "SCHEDULED", 6) for i in range(8)),
+                  inputs=[edge("events")])  # fmt: skip
+    [cause] = scheduling_causes(observation(source, work, source="flink"))
+    assert (cause.vertex, cause.recommended_parallelism) == ("work", 6)
+    assert cause.recommendation.startswith(
+        "add 2 slots (taskmanager.numberOfTaskSlots, or more TaskManagers), or lower the "
+        "parallelism of work to 6;"
+    )
+
+
+def test_two_wide_vertices_are_both_named_and_no_parallelism_is_recommended(
+    tmp_path: Path,
+) -> None:
+    """b and b-out share region 1's slot: lowering b alone would leave b-out waiting."""
+    wide = STARVED.replace('parallelism = 1\nrate = 200\nslot_sharing_group = "b"',
+                           'parallelism = 2\nrate = 100\nslot_sharing_group = "b"')  # fmt: skip
+    wide = wide.replace('kind = "sink"\n', 'kind = "sink"\nparallelism = 2\n')
+    report = report_of(wide, tmp_path)
+    [cause] = [c for c in report.root_causes or () if c.kind == "resource-starved"]
+    assert "lower the parallelism of b and b-out to " in cause.recommendation
+    assert cause.recommended_parallelism is None
+
+
+def test_the_recommended_lower_parallelism_lets_the_waiting_region_run(tmp_path: Path) -> None:
+    """3 slots, 2 held by a; b needs 3 of them: lowered to the 1 free slot, it runs (re-run)."""
+    path = tmp_path / "starved.toml"
+    three = STARVED.replace("slots_per_task_manager = 2", "slots_per_task_manager = 3")
+    path.write_text(three.replace("parallelism = 1\nrate = 200", "parallelism = 3\nrate = 70"))
+    before = report_of(path.read_text(), tmp_path)
+    [cause] = [c for c in before.root_causes or () if c.kind == "resource-starved"]
+    assert (cause.vertex, cause.recommended_parallelism) == ("b", 1)
+    changes = recommended_changes(before)
+    assert [str(c) for c in changes] == ["b.parallelism=1"]
+    after_scenario = changed(load_scenario(path), changes)
+    assert after_scenario.operator("b").rate == 210  # the same records offered, on one subtask
+    after = drain(run_scenario(after_scenario, Settings(runs_dir=tmp_path), duration_s=1.0))
+    assert after.leaks == ()
+    assert verdict(before, after.reports[0], changes).removed, after.reports[0].root_causes
 
 
 def test_waiting_subtasks_with_free_slots_are_only_deploying() -> None:
