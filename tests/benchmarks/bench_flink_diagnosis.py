@@ -17,13 +17,19 @@ window of bpmon's Flink target through the service (``--samples`` samples 50 ms 
 Figures: top-1 (the first named vertex is an expected bottleneck; healthy: nothing named), kind
 (bpmon's first cause has the expected kind), in-chain (the cause on a chained vertex names the
 operator where the cost sits), false positives (a healthy job given a cause, or a wrong vertex
-named with confidence >= 0.5), recommendation (the cause at the bottleneck carries a
-parallelism), ``shows`` (from measurements alone: the run shows its intended physics). The cases
-table, the totals per TaskManager count, then a JSON object of every figure as the last line.
-A full run (17 cases on one TaskManager, 17 on two, one load) takes ~15 minutes.
+named with confidence >= 0.5), recommendation (a cause at the bottleneck carries a parallelism,
+counted for the kinds a parallelism fixes: slow operator or sink, source-limited, short of slots;
+data skew, a slow instance and the network are recommended another fix), ``shows`` (from
+measurements alone: the run shows its intended physics). With ``--verify`` the cluster runs
+Flink's adaptive scheduler and each recommended parallelism is applied as ``bpmon monitor --flink
+--verify`` applies it (``PUT /jobs/{id}/resource-requirements``), then a second window says
+whether the cause is gone (``fixed``); the job short of slots is left out there (that scheduler
+runs it on the slots it has). The cases table, the totals per TaskManager count, then a JSON
+object of every figure as the last line. A full run (17 cases on one TaskManager, 17 on two, one
+load) takes ~13 minutes, ~25 with ``--verify``.
 
     .venv/bin/python tests/benchmarks/bench_flink_diagnosis.py [--task-managers 1,2]
-        [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph]
+        [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph] [--verify]
 """
 
 from __future__ import annotations
@@ -45,13 +51,18 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "collectors" / "flink"))
 
 import corpus  # type: ignore[import-not-found]  # noqa: E402
-from cluster import Cluster, missing_reason  # type: ignore[import-not-found]  # noqa: E402
+from cluster import ADAPTIVE, Cluster, missing_reason  # type: ignore[import-not-found]  # noqa: E402
 
 from bpmon.model import Report, RootCause  # noqa: E402
 
 JOBS = REPO / "tests" / "collectors" / "flink" / "jobs" / "BpmonCorpusJobs.java"
 SPREAD = {"cluster.evenly-spread-out-slots": "true"}
 """Slots taken from every TaskManager in turn: on two, a job's subtasks sit on both."""
+VERIFY_SLOTS = 16
+"""Slots per TaskManager with ``--verify``: room for a bottleneck raised to its recommendation."""
+SIZED = ("slow-operator", "slow-sink", "source-limited", "resource-starved")
+"""The kinds a parallelism fixes; data skew, a slow instance and the network need another fix
+(salting or pre-aggregation, a move, bandwidth), which their recommendation names instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +76,7 @@ class Result:
     error: str | None
     seconds: float
     verdicts: dict[str, Verdict]
+    check: corpus.Check | None = None
 
     @property
     def top(self) -> RootCause | None:
@@ -83,13 +95,21 @@ class Result:
         )
 
     def recommended(self) -> bool | None:
-        """A cause at an expected bottleneck carries a parallelism (None: healthy)."""
-        if not self.case.expected:
+        """A cause at an expected bottleneck that a parallelism fixes carries one (None: healthy,
+        or a kind another fix is recommended for)."""
+        if not self.case.expected or self.case.expected[0][1] not in SIZED:
             return None
         if self.report is None:
             return False
         causes = self.report.root_causes or ()
         return any(c.vertex in self.scored.vertices and c.recommended_parallelism for c in causes)
+
+    def verified(self) -> bool | None:
+        """The recommended parallelism, applied on the cluster, removed the cause (None: not
+        tried, nothing recommended)."""
+        if self.check is None:
+            return None if self.recommended() is not True else False
+        return self.check.removed
 
     def shows(self) -> bool:
         return self.report is not None and shows_pattern(self.scored, self.report)
@@ -107,11 +127,18 @@ def run_cluster(
     loads: Sequence[float],
     samples: int,
     flamegraph: bool,
+    verify: bool = False,
 ) -> list[Result]:
-    """Every case at every load on one fresh cluster of ``task_managers``, stopped after."""
-    extra = {"flamegraph": True} if flamegraph else {}
+    """Every case at every load on one fresh cluster of ``task_managers``, stopped after; with
+    ``verify`` the cluster runs Flink's adaptive scheduler (rescales in place) with room to
+    grow, and a job short of slots is left out (that scheduler runs it on what there is)."""
+    extra: dict[str, object] = {"flamegraph": True} if flamegraph else {}
+    if verify:
+        extra["slots"] = VERIFY_SLOTS
+        cases = [c for c in cases if not c.starved]
     folder = Path(tempfile.mkdtemp(prefix="bpmon-flink-corpus-"))
-    cluster = Cluster(folder, task_managers=task_managers, config=SPREAD, **extra)
+    config = {**SPREAD, **(ADAPTIVE if verify else {})}
+    cluster = Cluster(folder, task_managers=task_managers, config=config, **extra)
     cluster.start()
     results = []
     try:
@@ -120,18 +147,21 @@ def run_cluster(
             for c in (c.at(load) for c in cases if task_managers in c.task_managers):
                 if not c.scales and load != loads[0]:
                     continue  # a healthy or starved job runs once, whatever the loads
-                results.append(run_one(c, cluster, samples))
+                results.append(run_one(c, cluster, samples, verify))
     finally:
         cluster.stop()
     return results
 
 
-def run_one(c: corpus.FlinkCase, cluster: Cluster, samples: int) -> Result:
-    run = corpus.run_case(c, cluster, samples=samples)
+def run_one(c: corpus.FlinkCase, cluster: Cluster, samples: int, verify: bool) -> Result:
+    run = corpus.run_case(c, cluster, samples=samples, verify=verify)
     scored = scored_case(c, cluster.task_managers)
     verdicts = judge(scored, run.report) if run.report is not None else {}
-    result = Result(c, cluster.task_managers, scored, run.report, run.error, run.seconds, verdicts)
-    print(f"ran {scored.name} ({run.seconds:.0f} s){': ' + run.error if run.error else ''}")
+    result = Result(
+        c, cluster.task_managers, scored, run.report, run.error, run.seconds, verdicts, run.check
+    )
+    tried = f"; {' '.join(run.check.changes)}: {run.check.summary}" if run.check else ""
+    print(f"ran {scored.name} ({run.seconds:.0f} s){': ' + run.error if run.error else ''}{tried}")
     sys.stdout.flush()
     return result
 
@@ -168,6 +198,7 @@ def case_row(r: Result) -> list[str]:
         *cells,
         f"{chain} {mark(r.in_chain())}" if r.case.in_chain else "",
         mark(r.recommended()),
+        mark(r.verified()),
         f"{r.seconds:.0f}",
     ]
 
@@ -183,13 +214,14 @@ def figures(results: Sequence[Result]) -> dict[str, Tally]:
             v = r.verdicts.get(method, missed)
             top1, fp = top1.add(v.top1), fp.add(v.false_positive)
         out[f"{method} top-1"], out[f"{method} false pos."] = top1, fp
-    kind, chain, healthy_fp, rec, all_found = Tally(), Tally(), Tally(), Tally(), Tally()
+    kind, chain, healthy_fp, rec, all_found, worked = (Tally() for _ in range(6))
     for r in results:
         v = r.verdicts.get("bpmon", missed)
         kind = kind.add(v.kind if r.case.expected else None)
         chain = chain.add(r.in_chain())
         healthy_fp = healthy_fp.add(v.false_positive if not r.case.expected else None)
         rec = rec.add(r.recommended())
+        worked = worked.add(r.verified())
         all_found = all_found.add(v.all_found)
     out |= {
         "bpmon kind": kind,
@@ -197,6 +229,7 @@ def figures(results: Sequence[Result]) -> dict[str, Tally]:
         "bpmon healthy false pos.": healthy_fp,
         "bpmon all found": all_found,
         "bpmon recommendation": rec,
+        "bpmon verified on cluster": worked,
         "truthful runs": Tally(sum(r.shows() for r in results), len(results)),
     }
     return out
@@ -205,7 +238,7 @@ def figures(results: Sequence[Result]) -> dict[str, Tally]:
 def print_all(results: Sequence[Result]) -> dict[str, object]:
     print()
     header = ("case", "TMs", "load", "shows", "expected", "bpmon", "busiest", "seed")
-    table((*header, "in chain", "rec.", "s"), [case_row(r) for r in results])
+    table((*header, "in chain", "rec.", "fixed", "s"), [case_row(r) for r in results])
     for r in results:
         if r.error:
             print(f"ERROR {r.scored.name}: {r.error}")
@@ -232,6 +265,11 @@ def main() -> None:
     parser.add_argument("--only", help="run only these cases (comma-separated names)")
     parser.add_argument("--samples", type=int, default=corpus.SAMPLES, help="samples per window")
     parser.add_argument("--flamegraph", action="store_true", help="Flink's own sampler on")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="apply each recommended parallelism on the cluster (adaptive scheduler) and check it",
+    )
     args = parser.parse_args()
     reason = missing_reason()
     if reason is not None:
@@ -248,7 +286,9 @@ def main() -> None:
         raise SystemExit("bench_flink_diagnosis: --task-managers and --loads need positive values")
     started = time.perf_counter()
     results = [
-        r for n in counts for r in run_cluster(n, cases, loads, args.samples, args.flamegraph)
+        r
+        for n in counts
+        for r in run_cluster(n, cases, loads, args.samples, args.flamegraph, args.verify)
     ]
     doc: dict[str, object] = {"totals": print_all(results)}
     doc["cases"] = [
@@ -263,6 +303,9 @@ def main() -> None:
             "in_chain": r.top.in_chain.operator if r.top and r.top.in_chain else None,
             "top1": {m: v.top1 for m, v in r.verdicts.items()},
             "shows": r.shows(),
+            "verified": None
+            if r.check is None
+            else {"changes": list(r.check.changes), "removed": r.check.removed},
             "error": r.error,
             "seconds": round(r.seconds, 1),
         }

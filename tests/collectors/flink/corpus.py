@@ -23,6 +23,8 @@ from bpmon.collectors.flink import FlinkTarget
 from bpmon.errors import BpmonError
 from bpmon.events import JobEnded, ReportReady
 from bpmon.model import Report
+from bpmon.whatif import recommended_changes
+from bpmon.whatif import verdict as whatif_verdict
 
 if TYPE_CHECKING:  # a type only: the benchmark imports this module from outside the package
     from .cluster import Cluster
@@ -117,13 +119,25 @@ def case(name: str) -> FlinkCase:
 
 
 @dataclass(frozen=True, slots=True)
+class Check:
+    """The recommendation applied on the cluster: the changes, the report after, the verdict."""
+
+    changes: tuple[str, ...]
+    after: Report
+    removed: bool
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
 class CaseRun:
-    """One run of a case: bpmon's report of its window, or why there is none."""
+    """One run of a case: bpmon's report of its window, or why there is none; with
+    ``verify``, the recommendation tried on the cluster (None: nothing to try, or it failed)."""
 
     case: FlinkCase
     report: Report | None
     error: str | None
     seconds: float
+    check: Check | None = None
 
 
 def job_args(c: FlinkCase, cluster: Cluster) -> tuple[str, ...]:
@@ -139,11 +153,16 @@ def run_case(
     *,
     warmup_s: float = WARMUP_S,
     samples: int = SAMPLES,
+    verify: bool = False,
 ) -> CaseRun:
     """Submit ``c``'s job, wait until it runs and warms up, take one bpmon window through the
-    service, cancel the job; the report (or the error, as one line)."""
+    service, cancel the job; the report (or the error, as one line). With ``verify`` (a cluster
+    with the adaptive scheduler), the report's recommended parallelism is first applied as
+    ``bpmon monitor --flink --verify`` applies it, and a second window says whether it worked."""
     began = time.monotonic()
     job = cluster.submit(c.name, wait=False, args=job_args(c, cluster), entry=ENTRY)
+    report: Report | None = None
+    check = None
     try:
         if c.starved:
             time.sleep(STARVED_WAIT_S)
@@ -151,11 +170,28 @@ def run_case(
             cluster.wait_running(job)
             time.sleep(warmup_s)
         report, error = _window(cluster.url, job, samples)
+        if verify and report is not None:
+            check, job = _check(cluster, job, report, samples)
     except (BpmonError, RuntimeError, OSError) as exc:
-        report, error = None, f"{type(exc).__name__}: {exc}"
+        error = f"{type(exc).__name__}: {exc}"  # a report already taken is kept
     finally:
         _cancel(cluster, job)
-    return CaseRun(c, report, error, time.monotonic() - began)
+    return CaseRun(c, report, error, time.monotonic() - began, check)
+
+
+def _check(cluster: Cluster, job: str, before: Report, samples: int) -> tuple[Check | None, str]:
+    """Apply ``before``'s recommended parallelism through Flink's adaptive scheduler (what
+    ``monitor --verify`` does), take a window again, compare; and the job's id after."""
+    changes = recommended_changes(before)
+    if not changes:
+        return None, job
+    wanted = {c.vertex: int(c.value) for c in changes}
+    job = service.rescale_flink(cluster.url, job, wanted, say=lambda _: None)
+    after, error = _window(cluster.url, job, samples)
+    if after is None:
+        raise RuntimeError(f"no report after the rescale: {error}")
+    verdict = whatif_verdict(before, after, changes)
+    return Check(tuple(map(str, changes)), after, verdict.removed, verdict.summary), job
 
 
 def _window(url: str, job: str, samples: int) -> tuple[Report | None, str | None]:
