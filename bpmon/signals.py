@@ -109,6 +109,9 @@ TASK_STATES = frozenset(
 """Flink's ``ExecutionState`` names (the REST API gives names, never ordinals)."""
 WAITING_STATES = frozenset({"CREATED", "SCHEDULED", "DEPLOYING"})
 """States of a subtask that has no running task thread yet (it waits for a slot or deploys)."""
+RESTARTED_STATES = frozenset({"CANCELING", "CANCELED", "FAILED"})
+"""States of a subtask between two attempts of a restarting job: of a job that restarts because
+its slots never come, a subtask waiting for them as much as a SCHEDULED one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,9 @@ class TaskScheduling:
         slots_total: slots in the cluster (None: unknown).
         slots_free: slots free in the cluster (None: unknown).
         slot_wait: the region and slots it waits for, where the target knows them.
+        slot_failures: how often the job's scheduler gave up waiting for slots and restarted
+            it (Flink: ``NoResourceAvailableException`` entries of the job's exception history;
+            0 where none or not known).
     """
 
     state: str
@@ -144,8 +150,12 @@ class TaskScheduling:
     slots_total: int | None = None
     slots_free: int | None = None
     slot_wait: SlotWait | None = None
+    slot_failures: int = 0
 
     @property
     def waiting(self) -> bool:
-        """Whether the subtask has no running task yet."""
+        """Whether the subtask has no running task yet: it waits to be deployed, or is between
+        two attempts of a job that restarts for want of slots."""
+        if self.slot_failures and self.state in RESTARTED_STATES:
+            return True
         return self.state in WAITING_STATES

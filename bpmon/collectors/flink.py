@@ -251,7 +251,7 @@ class FlinkTarget:
             )
         self.watched.check()  # still running at the end of the window
         self.last_sampling = sampling
-        self._slots = read_slots(self.rest)
+        self._slots = read_slots(self.rest, placement)
         vertices, levels = self._vertices(tally, span), flink_levels(self.rest, placement)
         managers = len(placement.task_managers)
         spent = self.rest.cost - before
@@ -391,7 +391,8 @@ class FlinkTarget:
             subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))
         for index in placement.waiting_of(vertex.id):  # no thread, no metrics: its state
             place = placement.waiting[(vertex.id, index)]
-            m = replace(NO_METRICS, scheduling=scheduling_of(place, self._slots))
+            scheduling = scheduling_of(place, self._slots, placement.slot_failures)
+            m = replace(NO_METRICS, scheduling=scheduling)
             thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
             subtasks.append(subtask_window(index, None, thread, None, m))
         return tuple(sorted(subtasks, key=lambda s: s.index))

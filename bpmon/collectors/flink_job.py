@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bpmon.collectors.flink_metrics import MetricNames, resolve_names
-from bpmon.collectors.flink_placement import JobPlacement, read_placement
+from bpmon.collectors.flink_placement import JobPlacement, read_placement, slot_failures
 from bpmon.collectors.flink_plan import FlinkGraph, FlinkVertex, JobRef, graph_of, plan_of
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
 from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
@@ -40,6 +40,11 @@ METRICS_STALL = (
     "TaskManager was lost it can stall for up to web.timeout (10 min by default)"
 )
 """Why a vertex of a running job may show no metrics yet."""
+RESTARTS = frozenset({"RESTARTING", "FAILING", "RUNNING"})
+"""Job states of a restart loop (RUNNING: between two failures, its tasks SCHEDULED)."""
+SLOT_LOOP = 2
+"""Failures in a row for want of slots that make a restarting job one short of slots (one is a
+failover that may find its slots on the next attempt)."""
 
 
 class WatchedJob:
@@ -67,6 +72,8 @@ class WatchedJob:
         self._clock, self._sleep = clock, sleep
         self._state: tuple[float, BpmonError | None] | None = None
         self._status_endpoint = True
+        self.slot_loop = 0
+        """Failures in a row for want of slots, while the job restarts over them (else 0)."""
 
     @property
     def ref(self) -> JobRef:
@@ -105,7 +112,16 @@ class WatchedJob:
             )
         except UnavailableError as err:
             return err
-        return state_error(self.label, state, self._failure() if state == "FAILED" else None)
+        error = state_error(self.label, state, self._failure() if state == "FAILED" else None)
+        self.slot_loop = 0
+        if state in RESTARTS and isinstance(error, UnavailableError):
+            # a failover is waited through; a job restarting over and over because its slots
+            # never come is a job short of slots, and is watched as one
+            loop = slot_failures(self.rest, self.ref.id)
+            if loop >= SLOT_LOOP:
+                self.slot_loop = loop
+                return None
+        return error
 
     def _state_now(self) -> str:
         """The job's state: ``GET /jobs/{id}/status`` (Flink 1.15+), else its details' state."""
@@ -145,10 +161,12 @@ class WatchedJob:
         error = state_error(self.label, str(details.get("state", ""))) or tasks_error(
             self.label, details.get("vertices") or []
         )
-        if error is not None:
+        if error is not None and not (self.slot_loop and isinstance(error, UnavailableError)):
             raise error
         graph = self._graph(details)
-        placement = read_placement(self.rest, graph, _finished_vertices(details))
+        placement = read_placement(
+            self.rest, graph, _finished_vertices(details), slot_loop=self.slot_loop
+        )
         names = self._names(graph, placement, metrics_wait_s)
         notes = [*rescaled(self.graph, graph), *finished(graph, placement)]
         self.graph, self.placement, self.names = graph, placement, names

@@ -6,6 +6,13 @@ is what ties a thread of a dump to one subtask. :func:`read_placement` reads
 start of every window, so a restarted job's new attempts, possibly on other task managers, and a
 rescaled vertex's new subtasks are followed.
 
+A job whose scheduler gave up waiting for slots (``slot.request.timeout``) fails with
+``NoResourceAvailableException`` and, with a restart strategy, waits again: its subtasks' waits
+start over and may never reach :data:`STARVED_AFTER_S`. So when a subtask waits for less, the
+job's exception history (``GET /jobs/{id}/exceptions``) is read once: if it names that
+exception, the waiting subtasks are starved too, and each carries the count
+(:attr:`~bpmon.signals.TaskScheduling.slot_failures`) for the evidence.
+
 A subtask that ``FINISHED`` (a bounded source that read everything) has no thread and no metrics
 any more (Flink 2.3 drops them from its metric store): it is left out of the window. Any other
 state than RUNNING or FINISHED means the job is restarting: the window waits
@@ -30,7 +37,7 @@ from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_status import TASKS_OK
 from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
 from bpmon.errors import BpmonError, UnavailableError
-from bpmon.signals import WAITING_STATES, TaskScheduling
+from bpmon.signals import RESTARTED_STATES, WAITING_STATES, TaskScheduling
 
 STARVED_AFTER_S = 10.0
 """How long a subtask waits to be deployed before the window shows it waiting (a failover
@@ -42,13 +49,15 @@ Slots = tuple[int | None, int | None]
 
 @dataclass(frozen=True, slots=True)
 class JobPlacement:
-    """The task manager and attempt of every running subtask of ``graph``'s job, and which
-    subtasks finished."""
+    """The task manager and attempt of every running subtask of ``graph``'s job, which subtasks
+    finished, which wait for slots, and how often the job failed for want of them (read only
+    while a subtask waits)."""
 
     graph: FlinkGraph
     where: Mapping[SubtaskKey, Placement]
     finished: frozenset[SubtaskKey] = frozenset()
     waiting: Mapping[SubtaskKey, Placement] = field(default_factory=dict)
+    slot_failures: int = 0
 
     @property
     def task_managers(self) -> list[str]:
@@ -85,10 +94,11 @@ class JobPlacement:
 
 
 def read_placement(
-    rest: FlinkRest, graph: FlinkGraph, done: frozenset[str] = frozenset()
+    rest: FlinkRest, graph: FlinkGraph, done: frozenset[str] = frozenset(), slot_loop: int = 0
 ) -> JobPlacement:
     """Every vertex's subtasks, read now (``done``: vertices whose every task FINISHED, not
-    read).
+    read; ``slot_loop``: the job restarts over and over for want of slots, :func:`slot_failures`
+    times so far, and its subtasks between two attempts wait for slots too).
 
     Raises:
         UnavailableError: a subtask is neither RUNNING nor FINISHED nor waiting for slots
@@ -100,14 +110,23 @@ def read_placement(
     finished: set[SubtaskKey] = {(v.id, i) for v in over for i in range(v.parallelism)}
     starved: dict[SubtaskKey, Placement] = {}
     waiting: list[str] = []
-    for v in graph.vertices:
-        if v.id in done:
-            continue
-        places = placements_of(rest.get(f"/jobs/{graph.job.id}/vertices/{v.id}"))
+    read = [
+        (v, placements_of(rest.get(f"/jobs/{graph.job.id}/vertices/{v.id}")))
+        for v in graph.vertices
+        if v.id not in done
+    ]
+    young = any(
+        p.status in WAITING_STATES and not starving(p)
+        for _, places in read
+        for p in places.values()
+    )
+    failures = slot_loop or (slot_failures(rest, graph.job.id) if young else 0)
+    unplaced = WAITING_STATES | RESTARTED_STATES if slot_loop else WAITING_STATES
+    for v, places in read:
         if sorted(places) != list(range(v.parallelism)):
             waiting.append(f"{v.name} shows {len(places)} of {v.parallelism} subtasks")
         for index, place in places.items():
-            if starving(place):
+            if starving(place) or (failures and place.status in unplaced):
                 starved[(v.id, index)] = place
             elif place.status not in TASKS_OK:
                 waiting.append(f"{v.name}[{index}] is {place.status}")
@@ -120,7 +139,38 @@ def read_placement(
             f"job {graph.job.name!r} ({graph.job.id}) is not running every task: "
             f"{'; '.join(sorted(waiting)[:4])}"
         )
-    return JobPlacement(graph, where, frozenset(finished), starved)
+    return JobPlacement(graph, where, frozenset(finished), starved, failures)
+
+
+NO_RESOURCE = "NoResourceAvailableException"
+"""What Flink's scheduler fails a job with when the slots it asked for did not come in time."""
+
+
+def slot_failures(rest: FlinkRest, job: str) -> int:
+    """How many of the job's latest failures in a row (its exception history, newest first, at
+    most 20; each with its concurrent ones) are :data:`NO_RESOURCE`: 0 when the newest is
+    another failure, there is none, or the history cannot be read."""
+    try:
+        answer = rest.get(f"/jobs/{job}/exceptions", {"maxExceptions": "20"}, retry=False)
+    except BpmonError:
+        return 0
+    history = answer.get("exceptionHistory") if isinstance(answer, dict) else None
+    entries = history.get("entries") if isinstance(history, dict) else None
+    count = 0
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict):
+            break
+        concurrent = entry.get("concurrentExceptions")
+        failures = [entry, *(concurrent if isinstance(concurrent, list) else ())]
+        if not any(isinstance(f, dict) and _names_no_resource(f) for f in failures):
+            break  # the job failed for another reason since
+        count += 1
+    return count
+
+
+def _names_no_resource(failure: Mapping[str, object]) -> bool:
+    name, trace = failure.get("exceptionName"), failure.get("stacktrace")
+    return any(isinstance(text, str) and NO_RESOURCE in text for text in (name, trace))
 
 
 def starving(place: Placement) -> bool:
@@ -144,24 +194,68 @@ def flink_levels(
     return levels
 
 
-def read_slots(rest: FlinkRest) -> Slots:
-    """The cluster's slots now (``GET /overview``); unknown when it does not answer."""
+def read_slots(rest: FlinkRest, placement: JobPlacement | None = None) -> Slots:
+    """The cluster's slots now (``GET /overview``); unknown when it does not answer.
+
+    A job short of slots holds the slots it did get while it waits for the rest (Flink keeps
+    them in the job's slot pool, and across its restarts), so ``/overview`` counts them as taken.
+    When none of the job's subtasks runs, the slots free for it are the cluster's less those the
+    other jobs hold (:func:`held_by_others`).
+    """
     try:
         answer = rest.get("/overview", retry=False)
     except BpmonError:
         return None, None
     if not isinstance(answer, dict):
         return None, None
-    return _count(answer.get("slots-total")), _count(answer.get("slots-available"))
+    total, free = _count(answer.get("slots-total")), _count(answer.get("slots-available"))
+    waits = placement is not None and bool(placement.waiting) and not placement.where
+    if waits and total is not None and free is not None and placement is not None:
+        others = held_by_others(rest, placement.graph.job.id)
+        if others is not None:
+            return total, max(free, total - others)
+    return total, free
 
 
-def scheduling_of(place: Placement | None, slots: Slots) -> TaskScheduling | None:
-    """A subtask's state (as Flink reports it; how long it has waited, if it waits) and the
-    cluster's slots."""
+def held_by_others(rest: FlinkRest, job: str) -> int | None:
+    """The slots the cluster's other unfinished jobs hold: each its widest vertex (slot sharing
+    puts one subtask of each vertex in a slot; a job with several slot sharing groups holds
+    more, so this is a lower bound). None when the jobs cannot be read."""
+    try:
+        answer = rest.get("/jobs/overview", retry=False)
+        jobs = answer.get("jobs") if isinstance(answer, dict) else None
+        if not isinstance(jobs, list):
+            return None
+        held = 0
+        for other in jobs:
+            if not isinstance(other, dict) or other.get("jid") == job:
+                continue
+            if other.get("state") in ("FINISHED", "CANCELED", "FAILED"):
+                continue
+            details = rest.get(f"/jobs/{other.get('jid')}", retry=False)
+            vertices = details.get("vertices") if isinstance(details, dict) else None
+            widths = [_count(v.get("parallelism")) for v in vertices or [] if isinstance(v, dict)]
+            held += max((w for w in widths if w is not None), default=0)
+    except BpmonError:
+        return None
+    return held
+
+
+def scheduling_of(
+    place: Placement | None, slots: Slots, slot_failures: int = 0
+) -> TaskScheduling | None:
+    """A subtask's state (as Flink reports it; how long it has waited, if it waits), the
+    cluster's slots, and how often the job failed for want of slots (:func:`slot_failures`)."""
     if place is None or not place.status:
         return None
     waited = place.in_status_s if place.status in WAITING_STATES else None
-    return TaskScheduling(place.status, waited, slots_total=slots[0], slots_free=slots[1])
+    return TaskScheduling(
+        place.status,
+        waited,
+        slots_total=slots[0],
+        slots_free=slots[1],
+        slot_failures=slot_failures,
+    )
 
 
 def _count(value: object) -> int | None:

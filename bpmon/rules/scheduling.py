@@ -75,6 +75,7 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
     missing = max((w.missing for w in waits), default=max(1, needed - free))
     total = next((s.slots_total for s in states if s.slots_total is not None), None)
     waited = max((s.waited_s for s in states if s.waited_s is not None), default=None)
+    failures = max((s.slot_failures for s in states), default=0)
     names = ", ".join(v.name for v in vertices)
     subtasks = sum(len(v.subtasks) for v in vertices)
     lower = max(1, widest.parallelism - missing)
@@ -84,6 +85,9 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
     which = f"region {region} ({names})" if region >= 0 else names
     waiting = "" if waited is None else f" waiting {waited:.1f} s"
     cluster = "" if total is None else f"{total} slots in the cluster, "
+    held = f"({cluster}the others held by tasks that run)"
+    if total is not None and free >= total:  # nothing else runs: the cluster is too small
+        held = f"(the cluster has {total} slot{'s' if total != 1 else ''} in all)"
     return RootCause(
         vertex=widest.name,
         kind="resource-starved",
@@ -93,9 +97,10 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
             f"{which} is not running: its {subtasks} subtasks wait to be deployed,"
             f"{waiting} for {needed} slots",
             f"{missing} of the {needed} slots it needs {'is' if missing == 1 else 'are'} not free "
-            f"({cluster}the others held by tasks that run)",
+            + held,
             f"{widest.name} needs {widest.parallelism} slots (its parallelism), the most of "
             "those waiting; records cannot reach a task that has not started",
+            *_gave_up(failures),
         ),
         recommendation=(
             f"add {missing} slot{'s' if missing != 1 else ''} ({slot_keys}), or lower the "
@@ -103,6 +108,17 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
             "blocking or hybrid exchanges, which let regions run one after another in fewer slots"
         ),
         recommended_parallelism=lower if wider == [widest.name] else None,
+    )
+
+
+def _gave_up(failures: int) -> tuple[str, ...]:
+    """The evidence line of a scheduler that gave up waiting for slots (none if it never did)."""
+    if not failures:
+        return ()
+    times = "once" if failures == 1 else f"{failures} times"
+    return (
+        f"the scheduler gave up waiting for the slots {times} and restarted the job "
+        "(NoResourceAvailableException in its exception history)",
     )
 
 

@@ -1,4 +1,5 @@
-"""What limits next: the vertices after a bottleneck that cannot take what it would pass on.
+"""What limits next: the vertices in series with a bottleneck that cannot take what they would be
+offered once it keeps up: after it, or held back before it.
 
 Raising a bottleneck's parallelism lets the rate the sources would send flow on. A vertex after
 it whose measured capacity (records in / busy, per subtask, times its parallelism) is below the
@@ -58,6 +59,10 @@ def next_in_series(
     below that becomes the next bottleneck in series: raising ``name`` alone then moves the
     backpressure, it does not remove it. Vertices already named as a root cause (``named``)
     have their own advice and are left out.
+
+    The vertices before ``name`` (:func:`held_back`) count too: held back by it now, each is
+    offered what the sources would send once it keeps up, and one whose capacity is below that
+    limits next the same way (a busy-but-sufficient operator before a slower one).
     """
     after: set[str] = set()
     todo = [name]
@@ -67,9 +72,10 @@ def next_in_series(
             if only_input and edge.partitioner != "broadcast" and consumer not in after:
                 after.add(consumer)
                 todo.append(consumer)
+    held = held_back(name, graph)
     found = []
     for vertex_name in graph.order:
-        if vertex_name not in after or vertex_name in named:
+        if vertex_name not in after | held or vertex_name in named:
             continue
         vertex = obs.vertex(vertex_name)
         cap = whole_rate(capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy))
@@ -79,3 +85,16 @@ def next_in_series(
         need = math.ceil(demand / (cap * rules.capacity.utilisation_target))
         found.append(NextInSeries(vertex_name, vertex.parallelism, cap, demand, need))
     return found
+
+
+def held_back(name: str, graph: JobGraph) -> set[str]:
+    """The vertices ``name`` holds back: every vertex upstream of it (its producers, theirs,
+    and so on), sources included (they have no offered rate and are never sized here)."""
+    before: set[str] = set()
+    todo = [name]
+    while todo:
+        for edge in graph.producers.get(todo.pop(), ()):
+            if edge.source not in before:
+                before.add(edge.source)
+                todo.append(edge.source)
+    return before

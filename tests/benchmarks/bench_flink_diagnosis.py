@@ -251,6 +251,24 @@ def print_all(results: Sequence[Result]) -> dict[str, object]:
     return {g: {f: [t.hits, t.of] for f, t in fs.items()} for g, fs in totals.items()}
 
 
+def sizing(r: Result) -> dict[str, object] | None:
+    """The top cause's figures a recommendation is sized from."""
+    top = r.top
+    if top is None:
+        return None
+    return {
+        "capacity_per_subtask": top.capacity_per_subtask,
+        "offered_rate": top.offered_rate,
+        "recommended_parallelism": top.recommended_parallelism,
+    }
+
+
+def busy_after(check: corpus.Check) -> dict[str, float | None]:
+    """Each changed vertex's busy ratio after the rescale (the sizing aims at 0.9)."""
+    changed = {c.split(".parallelism=")[0] for c in check.changes}
+    return {v.name: v.metrics.busy_ratio for v in check.after.vertices if v.name in changed}
+
+
 def parse_list(text: str, kind: type[float] | type[int]) -> list[float]:
     try:
         return [float(kind(x)) for x in text.split(",") if x.strip()]
@@ -303,9 +321,14 @@ def main() -> None:
             "in_chain": r.top.in_chain.operator if r.top and r.top.in_chain else None,
             "top1": {m: v.top1 for m, v in r.verdicts.items()},
             "shows": r.shows(),
+            "sizing": sizing(r),
             "verified": None
             if r.check is None
-            else {"changes": list(r.check.changes), "removed": r.check.removed},
+            else {
+                "changes": list(r.check.changes),
+                "removed": r.check.removed,
+                "busy_after": busy_after(r.check),
+            },
             "error": r.error,
             "seconds": round(r.seconds, 1),
         }

@@ -363,10 +363,14 @@ def _next_in_series(c: Check, cause: RootCause | None, m: re.Match[str], line: s
         if on_the_way.name == cause.vertex:
             break
     on_path = cause is not None and on_the_way.name == cause.vertex
-    c.expect(on_path, line, "not in series after the cause")
+    joined = False  # held back before the cause through a join: its offer is not derivable
+    if not on_path and cause is not None:  # held back before the cause: walk up from it
+        offered, on_path = _offered_before(c, cause, vertex)
+        joined = on_path and offered is None
+    c.expect(on_path, line, "not in series with the cause")
     quoted = _rate(m["d"])
-    c.expect(offered is not None and abs(quoted - offered) <= 0.005 * offered + 1, line,
-             f"recomputed offered rate {offered}")  # fmt: skip
+    c.expect(joined or (offered is not None and abs(quoted - offered) <= 0.005 * offered + 1),
+             line, f"recomputed offered rate {offered}")  # fmt: skip
     if cap is None or not on_path:
         return
     whole_cap = _rate(m["c"])
@@ -377,6 +381,30 @@ def _next_in_series(c: Check, cause: RootCause | None, m: re.Match[str], line: s
     sentence = f"Then {m['v']} would limit next: give it {need} subtasks instead of "
     sentence += f"{vertex.parallelism} as well."
     c.expect(cause is not None and sentence in cause.recommendation, line, "recommendation")
+
+
+def _offered_before(c: Check, cause: RootCause, vertex: VertexStatus) -> tuple[float | None, bool]:
+    """Whether ``vertex`` is upstream of the cause, and the rate it would be offered: the
+    cause's offered rate divided by records out / records in of each vertex from ``vertex`` on
+    the single path to the cause (None where a join on the way mixes other inputs in)."""
+    offered = cause.offered_rate
+    on_the_way = c.vertex(cause.vertex)
+    seen: set[str] = set()
+    todo = [on_the_way]
+    while todo:  # is it upstream at all?
+        for edge in todo.pop().inputs:
+            if edge.source not in seen:
+                seen.add(edge.source)
+                todo.append(c.vertex(edge.source))
+    if vertex.name not in seen:
+        return None, False
+    while offered is not None and on_the_way.name != vertex.name:
+        if len(on_the_way.inputs) != 1:
+            return None, True
+        on_the_way = c.vertex(on_the_way.inputs[0].source)
+        rin, rout = on_the_way.metrics.records_in_per_s, on_the_way.metrics.records_out_per_s
+        offered = offered * rin / rout if rin is not None and rout else None
+    return offered, True
 
 
 def _shares(vertex: VertexStatus, index: int) -> tuple[float, float]:

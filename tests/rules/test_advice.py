@@ -254,3 +254,28 @@ def test_a_vertex_after_the_bottleneck_with_room_for_the_rate_is_not_named() -> 
     assert cause.vertex == "op"
     assert not any(line.startswith("next in series") for line in cause.evidence)
     assert "limit next" not in cause.recommendation
+
+
+def test_a_vertex_held_back_before_the_bottleneck_that_could_not_take_the_rate_is_named_next() -> (
+    None
+):
+    """src (offering 3,000/s) -> pre (1 subtask, 2,000/s in at busy 0.8: ~2,500/s, held back by
+    op now) -> op (2 x 1,000/s, saturated) -> sink. Once op keeps up, pre is offered 3,000/s."""
+    held = observation(
+        vertex("src", sub(0, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(500)),
+               sub(1, bp=0.8, busy=0.05, rout=1000, timed=False, metrics=lag(500))),
+        vertex("pre", sub(0, bp=0.2, busy=0.8, rin=2000, rout=2000, timed=False),
+               inputs=[edge("src")]),
+        vertex("op", sub(0, busy=1.0, rin=1000, rout=1000, timed=False),
+               sub(1, busy=1.0, rin=1000, rout=1000, timed=False), inputs=[edge("pre")]),
+        vertex("sink", sub(0, busy=0.1, rin=2000, timed=False), inputs=[edge("op")]),
+    )  # fmt: skip
+    report = diagnose(held, RULES)
+    assert problems(report) == [] and report.root_causes
+    [cause] = report.root_causes
+    assert cause.vertex == "op"
+    assert [(n.vertex, n.recommended_parallelism) for n in cause.next_in_series] == [("pre", 2)]
+    assert (
+        "next in series: pre handles ~2,500 records/s per subtask x 1 and would then be "
+        "offered ~3,000: it would limit next; 2 subtasks would take it at 60%"
+    ) in cause.evidence

@@ -113,9 +113,11 @@ def test_a_blocking_exchange_writes_to_disk_by_design_and_is_no_cause(tmp_path: 
     assert spill is not None and spill.written_bytes_per_s > 0  # it does spill
 
 
-def _flink_sub(index: int, state: str, free: int) -> SubtaskWindow:
+def _flink_sub(index: int, state: str, free: int, failures: int = 0) -> SubtaskWindow:
     """A subtask as the Flink collector gives it: a state and the cluster's free slots."""
-    scheduling = TaskScheduling(state=state, waited_s=12.0, slots_total=4, slots_free=free)
+    scheduling = TaskScheduling(
+        state=state, waited_s=12.0, slots_total=4, slots_free=free, slot_failures=failures
+    )
     return sub(index, busy=0.5, rin=100, metrics={"scheduling": scheduling})
 
 
@@ -142,6 +144,14 @@ def test_on_flink_the_slots_are_flinks_and_the_one_wide_vertex_is_sized() -> Non
     assert cause.recommendation.startswith(
         "add 2 slots (taskmanager.numberOfTaskSlots, or more TaskManagers), or lower the "
         "parallelism of work to 6;"
+    )
+    assert not [line for line in cause.evidence if "gave up" in line]
+    failed = vertex("work", *(_flink_sub(i, "SCHEDULED", 6, failures=3) for i in range(8)),
+                    inputs=[edge("events")])  # fmt: skip
+    [cause] = scheduling_causes(observation(source, failed, source="flink"))
+    assert cause.evidence[-1] == (
+        "the scheduler gave up waiting for the slots 3 times and restarted the job "
+        "(NoResourceAvailableException in its exception history)"
     )
 
 
