@@ -257,6 +257,32 @@ def test_the_windows_accounting_comes_from_the_running_totals() -> None:
     assert window_accounting(before, before, chosen, 0) is None  # the same fetch twice
 
 
+def test_a_busy_total_that_steps_back_a_little_is_no_busy_time() -> None:
+    """Recorded on Flink 2.3, a paced source chained with ``format`` and held in hard
+    backpressure by a slow sink over a 5.6 s window: its busy total went 367 -> 285 ms while its
+    backpressured total grew by 5,589. The window is read (it was dropped, and the rates fell
+    back to Flink's one-minute gauges, which read ~1.8x the records it emitted); a total that
+    steps back by more than a slip is a reset, and is not."""
+    gauges = ["busyTimeMsPerSecond", "idleTimeMsPerSecond", "backPressuredTimeMsPerSecond"]
+    totals = ["accumulateBusyTimeMs", "accumulateIdleTimeMs", "accumulateBackPressuredTimeMs"]
+    counts = ["numRecordsIn", "numRecordsOut", "Source__events.pendingRecords"]
+    listed = [f"0.{name}" for name in (*gauges, *totals, *counts)]
+    chosen = resolve_names(listed, "Source: events -> format", "w")
+    before = {"0.accumulateBusyTimeMs": 367.0, "0.accumulateIdleTimeMs": 891.0}
+    before |= {"0.accumulateBackPressuredTimeMs": 13468.0, "0.numRecordsOut": 28088.0}
+    before |= {"0.Source__events.pendingRecords": 19059.0}
+    after = {"0.accumulateBusyTimeMs": 285.0, "0.accumulateIdleTimeMs": 891.0}
+    after |= {"0.accumulateBackPressuredTimeMs": 19057.0, "0.numRecordsOut": 38230.0}
+    after |= {"0.Source__events.pendingRecords": 26539.0}
+    m = window_accounting(before, after, chosen, 0)
+    assert m is not None and m.backlog is not None
+    assert (m.busy_ratio, m.backpressured_time_ratio) == (0.0, 1.0)
+    assert m.records_out_per_s == pytest.approx(10142 / 5.589)  # ~1,815 a second
+    assert m.backlog.growth_per_s == pytest.approx(7480 / 5.589)  # offered: ~3,150 in all
+    reset = after | {"0.accumulateBusyTimeMs": 0.0, "0.accumulateBackPressuredTimeMs": 100.0}
+    assert window_accounting(before, reset, chosen, 0) is None
+
+
 def test_pool_usage_is_the_mean_of_the_two_readings() -> None:
     """A writer finishing a big record on overdraft buffers reads 1.5 at one fetch, 1.0 at the
     next: the window shows 1.25; a subtask missing from the first reading shows the last."""
