@@ -334,6 +334,20 @@ def check_spilling(run: Run) -> None:
         mostly(run, consumer, "busy")
 
 
+def check_source_limited(run: Run) -> None:
+    """The source busy and emitting less than its rate; everything downstream mostly idle (no
+    vertex waits for buffers: the source falls behind on its own)."""
+    root = run.expect.root_cause
+    mostly(run, root, "busy")
+    op = run.scenario.operator(root)
+    assert op.rate is not None
+    emitted = sum(m.records_out_per_s or 0.0 for m in run.metrics[root])
+    assert emitted < 0.9 * op.rate * op.parallelism, _show(run.metrics[root])
+    for vertex in run.metrics:
+        if vertex != root:
+            mostly(run, vertex, "idle")
+
+
 def check_healthy(run: Run) -> None:
     """Every subtask mostly idle; every rate-limited source keeps its schedule."""
     for vertex in run.metrics:
@@ -351,6 +365,7 @@ BY_KIND: dict[str | None, Callable[[Run], None]] = {
     "stalled": check_stalled,
     "resource-starved": check_starved,
     "spilling": check_spilling,
+    "source-limited": check_source_limited,
 }
 BY_SHAPE: dict[str, Callable[[Run], None]] = {
     "fan-in": check_fan_in,
