@@ -40,8 +40,9 @@ METRICS_STALL = (
     "TaskManager was lost it can stall for up to web.timeout (10 min by default)"
 )
 """Why a vertex of a running job may show no metrics yet."""
-RESTARTS = frozenset({"RESTARTING", "FAILING", "RUNNING"})
-"""Job states of a restart loop (RUNNING: between two failures, its tasks SCHEDULED)."""
+RESTARTS = frozenset({"RESTARTING", "FAILING"})
+"""Job states of a restart loop between its attempts (while an attempt waits, the job is RUNNING
+and its SCHEDULED subtasks are read by :func:`read_placement` itself)."""
 SLOT_LOOP = 2
 """Failures in a row for want of slots that make a restarting job one short of slots (one is a
 failover that may find its slots on the next attempt)."""

@@ -103,9 +103,10 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
             *_gave_up(failures),
         ),
         recommendation=(
-            f"add {missing} slot{'s' if missing != 1 else ''} ({slot_keys}), or lower the "
-            f"parallelism of {' and '.join(wider)} to {lower}; a batch job can instead use "
-            "blocking or hybrid exchanges, which let regions run one after another in fewer slots"
+            f"add {missing} slot{'s' if missing != 1 else ''} ({slot_keys})"
+            + (f", or lower the parallelism of {' and '.join(wider)} to {lower}" if wider else "")
+            + "; a batch job can instead use blocking or hybrid exchanges, which let regions run "
+            "one after another in fewer slots"
         ),
         recommended_parallelism=lower if wider == [widest.name] else None,
     )

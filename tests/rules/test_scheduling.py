@@ -65,6 +65,7 @@ def test_a_region_waiting_for_slots_is_resource_starved(tmp_path: Path) -> None:
         "tasks that run)"
     )
     assert cause.recommendation.startswith("add 1 slot ([cluster] slots_per_task_manager")
+    assert "lower the parallelism" not in cause.recommendation  # b has one subtask already
 
 
 SPILL_MONITOR = "[monitor]\nwarmup_s = 1.0\nsamples = 25\ninterval_ms = 40\n"
