@@ -62,7 +62,8 @@ def test_the_cached_graph_served_first_is_never_counted() -> None:
     """The first answer is a cached graph (its refresh interval passed: a request samples
     anew); the sink's mailbox waits of the next, newer one are counted, not its sleeps."""
     script = Script({PATH: (200, recorded("sink: Writer", now_ms(0.5)))})
-    script.queued[PATH] = [(200, recorded("enrich[1]", now_ms(-61))) for _ in range(2)]
+    cached = recorded("enrich[1]", now_ms(-61))  # one graph served twice: the same end
+    script.queued[PATH] = [(200, cached), (200, cached)]
     with serving(script) as url:
         flame, counts = sampler(url), tally()
         pending = flame.start([("v", "sink", (0,))])
