@@ -248,8 +248,10 @@ class RuntimeLoad:
             Python process, not the job.
         capacity_records_per_s: records/s the runtime was moving when saturated (None otherwise).
         reason: one line saying why it is (or is not) saturated, with its figures.
-        host_busy: saturated because other processes held the machine's cores, not because
-            the job asked too much of the interpreter.
+        host_busy: other processes held the cores the job's threads wanted (they ran less
+            than the interpreter's limit but ran and waited for a core about as long as it);
+            with ``saturated`` they waited longer than they ran and the figures describe the
+            machine; without it the job is diagnosed and the report says the host was busy.
     """
 
     cpu_cores_used: float

@@ -68,6 +68,8 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         named = {c.vertex for c in causes}
         causes += [c for c in source_causes(observation, rules) if c.vertex not in named]
         causes = with_chain_evidence(causes, observation)  # which member of a chain
+        if load is not None and load.host_busy:  # the figures hold; say the machine was busy
+            findings = (*findings, _host_busy(observation, load))
     missing = unobserved_finding(observation)
     if missing is not None:  # what the target could not show: no rule could use it
         findings = (*findings, missing)
@@ -134,6 +136,11 @@ def _saturated(obs: Observation, load: RuntimeLoad) -> Finding:
         "so the job fits in bpmon's runtime"
     )
     return Finding(kind="runtime-saturated", vertex=sources[0], detail=f"{load.reason}; {advice}")
+
+
+def _host_busy(obs: Observation, load: RuntimeLoad) -> Finding:
+    """Other processes held the cores, but the job's threads ran more than they waited."""
+    return Finding(kind="host-busy", vertex=obs.job, detail=load.reason)
 
 
 def _root_cause(

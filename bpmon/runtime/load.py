@@ -12,20 +12,29 @@ spends the time running Python.
 was runnable but waiting for a core, from ``/proc/self/task/<tid>/schedstat`` on Linux; elsewhere
 the process CPU time stands in and the wait is unknown), where every rate-limited source stands
 against its schedule (``pacing.Schedule``) and what every source emitted. :func:`runtime_load`
-compares two snapshots. The rule for :attr:`RuntimeLoad.saturated`:
+compares two snapshots. Two limits are told apart, because only the first is the simulator's:
 
-- the job's threads used or wanted the interpreter's one core: CPU used plus time waiting for a
-  core reached :data:`SATURATED_CORES` (0.8) cores over the window, and
-- the sources wanted more than they got: a source has no rate limit (it emits as fast as the
-  runtime lets it), or a rate-limited source ended the window more than :data:`BEHIND_MS` behind
-  its schedule (p99 over the source subtasks), or the rate-limited sources released less than
-  :data:`DELIVERED` of the records their schedules called for.
+- **the interpreter's own limit** (:attr:`RuntimeLoad.saturated`): the process ran most of the
+  interpreter's one core (its CPU time, every thread's, reached :data:`SATURATED_CORES` = 0.8
+  cores over the window) and the sources wanted more than they got: a source has no rate limit
+  (it emits as fast as the runtime lets it), or a rate-limited source ended the window more than
+  :data:`BEHIND_MS` behind its schedule (p99 over the source subtasks), or the rate-limited
+  sources released less than :data:`DELIVERED` of the records their schedules called for. The
+  figures then describe the Python process, and no cause is named.
+- **a busy host** (:attr:`RuntimeLoad.host_busy`): the job's threads ran less than that, but
+  were runnable and waiting for a core long enough that running and waiting together reach
+  0.8 cores. A thread blocked on the interpreter lock sleeps; the run-queue wait counts only
+  time a thread was ready to run and no core was free, so on a machine of two or more cores the
+  wait is time other processes held the cores (the machine's load over the window, from
+  ``/proc/stat``, is in the reason). When the threads waited longer than they ran, the figures
+  describe the machine: the window counts as saturated and the reason says the machine was too
+  busy. When they ran longer than they waited, the job's figures hold (a subtask's service is
+  paced on an absolute schedule, so a late wake-up counts as service already given): the
+  window is diagnosed and the report carries a ``host-busy`` finding (unless a source has no
+  rate limit: it asks for all it can get, so its threads' demand is the interpreter's limit).
 
-A thread blocked on the interpreter lock sleeps; the run-queue wait counts only time a thread was
-ready to run and no core was free. So when the job's threads waited for a core longer than they
-ran, other processes held the machine (the interpreter alone cannot make a thread wait for a core
-on a machine of two or more): the reason says the machine was too busy, not that the runtime could
-not keep up. Either way the figures describe the machine, not the job, and no cause is named.
+Until this split, the wait counted toward the interpreter's limit, and on a loaded 2-core
+machine 7 of 42 jobs whose threads used 0.14-0.60 of a core came back saturated, with no cause.
 
 A rate-limited source held back by a slow operator fails the first condition (the slow operator
 sleeps); a fast job that keeps up fails the second. When saturated, what the sources emitted over
@@ -35,6 +44,7 @@ the window is the runtime's capacity for this job: figures above it describe the
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,8 +54,9 @@ from bpmon.runtime.pacing import Schedule
 from bpmon.runtime.task import Task
 
 SATURATED_CORES = 0.8
-"""CPU used plus time waiting for a core, in cores, at which the interpreter counts as saturated:
-most of the one core Python can run on at a time."""
+"""CPU the process used, in cores, at which the interpreter counts as saturated: most of the one
+core Python can run on at a time. Its threads' CPU plus their wait for a core reaching it on a
+busy host (:attr:`RuntimeLoad.host_busy`)."""
 BEHIND_MS = 100.0
 """How far behind its schedule a rate-limited source may end a window before it counts as wanting
 more than it got."""
@@ -79,6 +90,8 @@ class LoadSnapshot:
     """Source subtasks without a rate limit."""
     emitted: float
     """Records every source subtask emitted so far, in all."""
+    machine_busy_s: float | None = None
+    """CPU seconds every process on the machine used so far (``/proc/stat``); None elsewhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +103,10 @@ class RuntimeLoad:
     """CPU the job's task threads used, in cores (process CPU when not per thread)."""
     cpu_wait_cores: float
     """Time the job's task threads were runnable but waiting for a core, in cores (0: unknown)."""
+    process_cores: float
+    """CPU the whole process (every thread: the interpreter) used, in cores."""
+    other_cores: float | None
+    """CPU other processes used over the window, in cores; None when unknown."""
     lag_ms_p99: float | None
     """How far behind its schedule a rate-limited source subtask ended the window, p99 over
     them; None without rate-limited sources."""
@@ -100,8 +117,9 @@ class RuntimeLoad:
     source_records_per_s: float
     """What all sources emitted over the window."""
     host_busy: bool
-    """Saturated because other processes held the cores (its threads waited for one longer
-    than they ran), not because the interpreter was busy with the job."""
+    """Other processes held the cores the job's threads wanted: they ran less than
+    :data:`SATURATED_CORES` but ran and waited for a core at least that much. Saturated too
+    when they waited longer than they ran."""
     saturated: bool
     capacity_records_per_s: float | None
     """When saturated: the source records per second the runtime managed, its capacity for this
@@ -117,6 +135,18 @@ def _schedstat(native_id: int | None) -> ThreadTimes | None:
     try:
         fields = Path(f"/proc/self/task/{native_id}/schedstat").read_text().split()
         return ThreadTimes(int(fields[0]) / 1e9, int(fields[1]) / 1e9)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds all processes used since boot (``/proc/stat``: user to steal, no idle or
+    iowait); None if unreadable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+        ticks = sum(int(fields[i]) for i in (1, 2, 3, 6, 7, 8))
+        return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
@@ -138,6 +168,7 @@ def load_snapshot(tasks: Mapping[str, Sequence[Task]]) -> LoadSnapshot:
         if reading is not None:
             schedules[task.name] = reading
     return LoadSnapshot(
+        machine_busy_s=_machine_busy_s(),
         at=time.monotonic(),
         per_thread=bool(threads) or not alive,
         process_cpu_s=time.process_time(),
@@ -159,29 +190,61 @@ def runtime_load(start: LoadSnapshot, end: LoadSnapshot) -> RuntimeLoad:
         raise ValueError(f"runtime_load: end ({end.at}) must be later than start ({start.at})")
     cpu, wait = _cpu(start, end)
     cpu_cores, wait_cores = cpu / window, wait / window
+    process = max(cpu_cores, max(0.0, end.process_cpu_s - start.process_cpu_s) / window)
+    others = None
+    if start.machine_busy_s is not None and end.machine_busy_s is not None:
+        others = max(0.0, (end.machine_busy_s - start.machine_busy_s) / window - process)
     lags = sorted(1000.0 * s.lag_s for s in end.schedules.values())
     lag = _p99(lags) if lags else None
     delivered = _delivered(start, end)
     rate = max(0.0, end.emitted - start.emitted) / window
     unlimited = end.unlimited_sources > 0
-    demand = cpu_cores + wait_cores
-    busy = demand >= SATURATED_CORES
     wanting = unlimited or (lag is not None and lag > BEHIND_MS)
     wanting = wanting or (delivered is not None and delivered < DELIVERED)
-    saturated = busy and wanting
+    interpreter = process >= SATURATED_CORES
+    host_busy = not interpreter and cpu_cores + wait_cores >= SATURATED_CORES
+    starved = host_busy and wait_cores > cpu_cores  # waited for a core more than it ran
+    # a source without a rate limit wants all it can get: its threads' demand is the limit
+    saturated = wanting and (interpreter or starved or (unlimited and host_busy))
+    limit = "machine" if starved else "interpreter" if interpreter or unlimited else None
+    usage = Usage(cpu_cores, wait_cores, process, others)
     return RuntimeLoad(
-        host_busy=saturated and wait_cores > cpu_cores,
+        host_busy=host_busy,
         window_s=window,
         cpu_cores_used=cpu_cores,
         cpu_wait_cores=wait_cores,
+        process_cores=process,
+        other_cores=others,
         lag_ms_p99=lag,
         delivered=delivered,
         unlimited_sources=unlimited,
         source_records_per_s=rate,
         saturated=saturated,
         capacity_records_per_s=rate if saturated else None,
-        reason=_reason(cpu_cores, wait_cores, busy, wanting, unlimited, lag, delivered, rate),
+        reason=_reason(
+            usage, limit if saturated else None, host_busy, _asked(unlimited, lag, delivered), rate
+        ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Where the window's CPU went, in cores: the job's task threads (running, waiting for a
+    core), the whole process, and other processes (None: unknown)."""
+
+    cpu: float
+    wait: float
+    process: float
+    others: float | None
+
+    def line(self) -> str:
+        text = (
+            f"the job's threads used {self.cpu:.2f} cores and waited {self.wait:.2f} for one "
+            f"(the process used {self.process:.2f}"
+        )
+        if self.others is not None:
+            text += f", other processes {self.others:.2f} of {os.cpu_count() or 1}"
+        return text + ")"
 
 
 def _cpu(start: LoadSnapshot, end: LoadSnapshot) -> tuple[float, float]:
@@ -211,37 +274,37 @@ def _p99(values: Sequence[float]) -> float:
     return values[max(0, math.ceil(0.99 * len(values)) - 1)]
 
 
-def _reason(
-    cpu: float,
-    wait: float,
-    busy: bool,
-    wanting: bool,
-    unlimited: bool,
-    lag: float | None,
-    delivered: float | None,
-    rate: float,
-) -> str:
-    """One line saying why the runtime is or is not saturated."""
-    used = f"the job's threads used {cpu:.2f} cores and waited {wait:.2f} for one"
+def _asked(unlimited: bool, lag: float | None, delivered: float | None) -> str:
+    """What the sources asked for over the window."""
     if unlimited:
-        asked = "a source without a rate limit asks for as much as it can get"
-    elif lag is None:
-        asked = "no source has a schedule"
-    else:
-        share = "" if delivered is None else f", released {delivered:.0%} of their schedules"
-        asked = f"the sources ended up to {lag:.0f} ms behind their schedules{share}"
-    if busy and wanting and wait > cpu:
-        # waiting for a core more than running: other processes held the machine's cores
+        return "a source without a rate limit asks for as much as it can get"
+    if lag is None:
+        return "no source has a schedule"
+    share = "" if delivered is None else f", released {delivered:.0%} of their schedules"
+    return f"the sources ended up to {lag:.0f} ms behind their schedules{share}"
+
+
+def _reason(usage: Usage, limit: str | None, host_busy: bool, asked: str, rate: float) -> str:
+    """One line saying which limit the window met, if any: the ``"interpreter"``'s (Python
+    runs on one core at a time) or the ``"machine"``'s (other processes held the cores)."""
+    used = usage.line()
+    above = f"figures are not meaningful above {rate:,.0f} records/s"
+    if limit == "interpreter":
+        return (
+            f"the runtime could not keep up: {used}, Python runs on one core at a time, "
+            f"and {asked}; {above}"
+        )
+    if limit == "machine":
         return (
             f"the machine was too busy for the runtime: {used}, more waiting than running "
-            f"(other processes held the cores), and {asked}; figures are not meaningful above "
-            f"{rate:,.0f} records/s (run it again on a quieter machine)"
+            f"(other processes held the cores), and {asked}; {above} "
+            "(run it again on a quieter machine)"
         )
-    if busy and wanting:
+    if host_busy:
         return (
-            f"the runtime could not keep up: {used} (Python runs on one at a time) and {asked}; "
-            f"figures are not meaningful above {rate:,.0f} records/s"
+            f"the machine was busy but the runtime kept up: {used}; the job's threads ran more "
+            f"than they waited, so its figures hold ({asked})"
         )
-    if not busy:
+    if usage.process < SATURATED_CORES:
         return f"the runtime kept up: {used}, below {SATURATED_CORES} ({asked})"
     return f"the runtime kept up: {asked}, though {used}"

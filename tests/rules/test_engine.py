@@ -8,10 +8,11 @@ that job runs), and each expected answer comes from the scenario, not from the c
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
-from bpmon.model import Observation, Report, RootCause, TargetSettings
+from bpmon.model import Observation, Report, RootCause, RuntimeLoad, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
@@ -69,6 +70,30 @@ def test_slow_middle_of_a_chain_is_the_root_cause_and_its_victims_are_not() -> N
     text = " | ".join(cause.evidence)
     assert "parse is HIGH" in text and "rebalance" in text
     assert "% (time accounting)" in text and "% (samples)" in text
+
+
+def test_on_a_busy_host_whose_threads_ran_more_than_they_waited_the_cause_is_named() -> None:
+    """Other processes held the cores, but the runtime's threads ran more than they waited:
+    the figures hold, enrich is named, and a host-busy finding says the machine was busy."""
+    reason = "the machine was busy but the runtime kept up: the job's threads used 0.50 cores"
+    load = RuntimeLoad(cpu_cores_used=0.5, lag_ms_p99=900.0, saturated=False, reason=reason,
+                       host_busy=True)  # fmt: skip
+    report = run(replace(slow_map_chain(), load=load))
+    assert names(report) == ["enrich"]
+    busy = [f for f in report.findings if f.kind == "host-busy"]
+    assert [f.detail for f in busy] == [reason]
+
+
+def test_when_the_threads_waited_longer_than_they_ran_nothing_is_named() -> None:
+    reason = "the machine was too busy for the runtime: the job's threads used 0.10 cores"
+    load = RuntimeLoad(cpu_cores_used=0.1, lag_ms_p99=900.0, saturated=True, reason=reason,
+                       host_busy=True)  # fmt: skip
+    report = run(replace(slow_map_chain(), load=load))
+    assert names(report) == []
+    (finding,) = report.findings
+    assert finding.kind == "runtime-saturated" and "run it again when the machine is quieter" in (
+        finding.detail
+    )
 
 
 def test_slow_operator_recommendation_sizes_the_parallelism() -> None:

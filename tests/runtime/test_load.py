@@ -31,18 +31,22 @@ def _snapshot(
     released: int = 0,
     unlimited: int = 0,
     emitted: float = 0.0,
+    process: float | None = None,
+    machine: float | None = None,
 ) -> LoadSnapshot:
+    """``process``: the whole process's CPU seconds (default: the task thread's alone)."""
     schedules = {}
     if due is not None:
         schedules["source (1/1)"] = Schedule(at, 1000.0, due, released, 0)
     return LoadSnapshot(
         at=at,
         per_thread=True,
-        process_cpu_s=99.0,
+        process_cpu_s=cpu if process is None else process,
         threads={"map (1/1)": ThreadTimes(cpu, wait)},
         schedules=schedules,
         unlimited_sources=unlimited,
         emitted=emitted,
+        machine_busy_s=machine,
     )
 
 
@@ -50,11 +54,13 @@ def _snapshot(
 
 
 def test_busy_interpreter_and_sources_behind_is_saturation() -> None:
-    start = _snapshot(10.0, 1.0, due=1000, released=1000, emitted=1000)
-    end = _snapshot(12.0, 2.5, 0.2, due=3000, released=2000, emitted=2000)
+    """The task threads ran 0.75 cores, the process 0.9 (the sampler and the main thread too)."""
+    start = _snapshot(10.0, 1.0, due=1000, released=1000, emitted=1000, process=1.2)
+    end = _snapshot(12.0, 2.5, 0.2, due=3000, released=2000, emitted=2000, process=3.0)
     load = runtime_load(start, end)
     assert load.window_s == pytest.approx(2.0)
     assert load.cpu_cores_used == pytest.approx(0.75)
+    assert load.process_cores == pytest.approx(0.9)
     assert load.cpu_wait_cores == pytest.approx(0.1)
     assert load.delivered == pytest.approx(0.5)
     assert load.lag_ms_p99 == pytest.approx(1000.0)  # 1,000 records owed at 1,000/s
@@ -72,6 +78,27 @@ def test_threads_waiting_for_a_core_more_than_running_is_a_busy_machine() -> Non
     assert load.saturated and load.host_busy  # the figures describe the machine either way
     assert load.reason.startswith("the machine was too busy for the runtime")
     assert "0.03 cores" in load.reason and "waited 1.01" in load.reason
+
+
+def test_a_busy_host_whose_threads_ran_more_than_they_waited_is_diagnosed() -> None:
+    """The 7-of-42 shape: a slow operator holds the source back (behind its schedule) while
+    other processes keep the 2 cores busy; the threads ran 0.5 cores and waited 0.4 for one.
+    The interpreter was not the limit: the window is diagnosed, and the reason says the host
+    was busy, with the other processes' share of the machine."""
+    start = _snapshot(10.0, 1.0, due=1000, released=1000, machine=100.0)
+    end = _snapshot(12.0, 2.0, 0.8, due=3000, released=2000, machine=103.6)
+    load = runtime_load(start, end)
+    assert (load.saturated, load.host_busy) == (False, True)
+    assert load.other_cores == pytest.approx(1.3)  # 1.8 cores busy in all, 0.5 of them ours
+    assert load.reason.startswith("the machine was busy but the runtime kept up")
+    assert "other processes 1.30" in load.reason
+
+
+def test_a_quiet_host_is_not_busy() -> None:
+    start = _snapshot(10.0, 1.0, due=1000, released=1000, machine=100.0)
+    end = _snapshot(12.0, 1.2, 0.02, due=3000, released=2000, machine=100.3)
+    load = runtime_load(start, end)
+    assert (load.saturated, load.host_busy) == (False, False)
 
 
 def test_sources_behind_while_the_interpreter_idles_is_a_slow_job_not_saturation() -> None:
