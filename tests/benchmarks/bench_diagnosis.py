@@ -41,7 +41,11 @@ The ``shows`` column checks from measurements alone that a run shows its intende
 miss can be told from an untruthful run. The last line is a JSON object of all figures.
 
     .venv/bin/python tests/benchmarks/bench_diagnosis.py [--only NAME] [--split held-out]
-        [--category tcp] [--jobs 1] [--samples N] [--no-verify]
+        [--category tcp ...] [--jobs 1] [--samples N] [--no-verify] [--repeat 3]
+
+``--repeat N`` runs the corpus N times and prints, per part, how many cases' verdicts (the
+first cause's vertex and kind) changed between runs: a verdict must not flip from one run of a
+job to the next.
 """
 
 from __future__ import annotations
@@ -344,7 +348,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", help="run only the corpus scenario with this file stem")
     parser.add_argument("--split", choices=SPLITS, help="run only this part of the corpus")
-    parser.add_argument("--category", choices=list(CATEGORIES), help="run only this category")
+    parser.add_argument(
+        "--category",
+        action="append",
+        choices=list(CATEGORIES),
+        help="run only this category (again for several)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the corpus this many times and count the verdicts that change between runs "
+        "(the tables score the first)",
+    )
     parser.add_argument("--jobs", type=int, default=1, choices=(1, 2), help="runs at once")
     parser.add_argument("--samples", type=int, help="samples per burst (default: the scenario's)")
     parser.add_argument("--no-verify", action="store_true", help="skip the re-runs")
@@ -361,14 +377,25 @@ def main() -> None:
     except (CorpusError, BpmonError) as exc:
         raise SystemExit(f"bench_diagnosis: {exc}") from None
     cases = [c for c in cases if args.split in (None, c.split)]
-    cases = [c for c in cases if args.category in (None, c.category)]
+    cases = [c for c in cases if args.category is None or c.category in args.category]
     if not cases:
         raise SystemExit("bench_diagnosis: no corpus case matches --split / --category")
+    if args.repeat < 1:
+        raise SystemExit("bench_diagnosis: --repeat must be at least 1")
     started = time.perf_counter()
     by_path = {str(c.path): c for c in cases}
-    runs = run_all(
-        [Job(str(c.path), args.samples) for c in cases], args.jobs, lambda j: by_path[j.path].name
-    )
+    every_run = []
+    for attempt in range(args.repeat):
+        if args.repeat > 1:
+            print(f"-- repeat {attempt + 1} of {args.repeat}")
+        every_run.append(
+            run_all(
+                [Job(str(c.path), args.samples) for c in cases],
+                args.jobs,
+                lambda j: by_path[j.path].name,
+            )
+        )
+    runs = every_run[0]
     outcomes = [
         Outcome(
             case,
@@ -394,7 +421,44 @@ def main() -> None:
     doc = figures(outcomes, recommendations, elapsed, verified=not args.no_verify)
     doc["saturated"] = {"reruns": reruns, "still": saturated}
     doc["views"] = views
+    if args.repeat > 1:
+        doc["repeats"] = print_flips(cases, every_run)
     print(json.dumps(doc))
+
+
+def verdict_of(run: Run) -> str:
+    """bpmon's answer in one run, as compared between repeats: the first cause's vertex and
+    kind ("healthy" when none is named, "no report" when the run gave none)."""
+    if run.report is None:
+        return "no report"
+    causes = run.report.root_causes or ()
+    return f"{causes[0].vertex} ({causes[0].kind})" if causes else "healthy"
+
+
+def _top1(case: Case, run: Run) -> bool:
+    return run.report is not None and judge(case, run.report)["bpmon"].top1
+
+
+def print_flips(cases: Sequence[Case], every_run: Sequence[Sequence[Run]]) -> dict[str, object]:
+    """Print and return, per part of the split, how many cases' verdicts changed between
+    repeats (the first cause's vertex and kind), and top-1 in each repeat."""
+    print(f"\nverdicts that changed between {len(every_run)} repeats:")
+    out: dict[str, object] = {}
+    for part in SPLITS:
+        index = [i for i, c in enumerate(cases) if c.split == part]
+        if not index:
+            continue
+        flips = []
+        for i in index:
+            answers = [verdict_of(runs[i]) for runs in every_run]
+            if len(set(answers)) > 1:
+                flips.append(f"{cases[i].name}: {' / '.join(answers)}")
+        tops = [sum(_top1(cases[i], runs[i]) for i in index) for runs in every_run]
+        print(f"  {part}: {len(flips)} of {len(index)} changed; top-1 per repeat {tops}")
+        for line in flips:
+            print(f"    {line}")
+        out[part] = {"cases": len(index), "changed": flips, "top1": tops}
+    return out
 
 
 if __name__ == "__main__":
