@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from bpmon.runtime.noise import CostNoise, cost_noise
 from bpmon.runtime.operators import Transform
 from bpmon.scenario import OperatorSpec
 
@@ -38,21 +39,29 @@ class MemberService:
     The credit is at most :data:`MAX_CREDIT_S`. Owned by the task thread; not thread-safe.
     """
 
-    __slots__ = ("_cost", "_credit", "_now", "_sleep")
+    __slots__ = ("_cost", "_credit", "_noise", "_now", "_sleep")
 
     def __init__(
-        self, cost_us: float, now: Callable[[], float], sleep: Callable[[float], None]
+        self,
+        cost_us: float,
+        now: Callable[[], float],
+        sleep: Callable[[float], None],
+        noise: CostNoise | None = None,
     ) -> None:
-        """Serve ``cost_us`` microseconds per record (``slow_subtasks`` applied) on ``now``;
-        ``sleep`` may raise to abort a long service (the job cancelled)."""
+        """Serve ``cost_us`` microseconds per record (``slow_subtasks`` applied) on ``now``, or
+        costs drawn around it by ``noise`` (``cost_cv``); ``sleep`` may raise to abort a long
+        service (the job cancelled)."""
         self._cost = cost_us / 1_000_000
         self._now = now
         self._sleep = sleep
+        self._noise = noise
         self._credit = 0.0
 
     def charge(self, records: int) -> None:
         """Serve ``records`` records now, less the oversleep credited so far."""
-        owed = records * self._cost - self._credit
+        noise = self._noise
+        cost = records * self._cost if noise is None else noise.seconds(records)
+        owed = cost - self._credit
         if owed <= 0:
             self._credit = -owed
             return
@@ -77,10 +86,12 @@ class ChainMember:
         index: int,
         now: Callable[[], float],
         sleep: Callable[[float], None],
+        seed: int = 0,
     ) -> None:
         self.name = spec.name
         self.cost_us = spec.cost_of(index)
-        self.service = MemberService(self.cost_us, now, sleep)
+        noise = cost_noise(self.cost_us, spec.cost_cv, seed, spec.name, index)
+        self.service = MemberService(self.cost_us, now, sleep, noise)
         self.transform = Transform(spec)
         self.records_in = 0
         self.records_out = 0
@@ -94,6 +105,7 @@ class Chain:
         index: the subtask index (``slow_subtasks`` of each member apply).
         now: the task's clock, seconds.
         sleep: the task's sleep (raises when the job is cancelled).
+        seed: the scenario's seed (the members' noisy costs).
     """
 
     def __init__(
@@ -103,8 +115,9 @@ class Chain:
         *,
         now: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        seed: int = 0,
     ) -> None:
-        self.members = [ChainMember(m, index, now, sleep) for m in spec.members]
+        self.members = [ChainMember(m, index, now, sleep, seed) for m in spec.members]
         self._source_head = spec.members[0].kind == "source"
 
     def cost_us(self) -> float:

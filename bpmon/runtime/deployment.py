@@ -37,6 +37,7 @@ from bpmon.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
 from bpmon.scenario import Exchange, Partitioner, Scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
+from bpmon.scenario.spec import KeySpec
 
 Placement = dict[str, tuple[int, ...]]
 """The task manager of each subtask, by vertex."""
@@ -77,6 +78,8 @@ class PartitionPlan:
         task_manager: where the partition lives (its producer's task manager).
         partitioner: how the producer routes records to the subpartitions.
         skew: ``hash`` only: the hot key's share of the records.
+        keys: ``hash`` only: the records' key distribution, routed by key groups.
+        max_parallelism: the consumer's number of key groups.
         consumers: the consuming subtask that reads each subpartition, by subpartition.
         exchange: pipelined, blocking or hybrid, as compiled (``scenario/compiled.py``).
     """
@@ -91,6 +94,8 @@ class PartitionPlan:
     skew: float | None
     consumers: tuple[int, ...]
     exchange: Exchange = "pipelined"
+    keys: KeySpec | None = None
+    max_parallelism: int = 128
 
     @property
     def num_subpartitions(self) -> int:
@@ -295,6 +300,8 @@ def _plan_partitions(
                         skew=edge.skew,
                         consumers=(i,) if forward else tuple(range(op.parallelism)),
                         exchange=exchange,
+                        keys=edge.keys,
+                        max_parallelism=op.max_parallelism,
                     )
                 )
     return tuple(partitions), by_edge

@@ -26,6 +26,7 @@ from bpmon.errors import JobError
 from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
 from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
 from bpmon.runtime.gate import InputGate
+from bpmon.runtime.keygroups import key_table
 from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, load_snapshot, runtime_load
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
@@ -149,7 +150,11 @@ class Job:
         )
         forward = plan.partitioner == "forward"
         index = 0 if forward else plan.producer_index
-        return Output(partition, plan.partitioner, producer.record_bytes, index, rng, plan.skew)
+        keys = plan.keys
+        table = None if keys is None else key_table(keys, plan.max_parallelism, len(plan.consumers))
+        return Output(
+            partition, plan.partitioner, producer.record_bytes, index, rng, plan.skew, table
+        )
 
     def _task(
         self,
@@ -170,6 +175,7 @@ class Job:
             flush_interval_s=network.buffer_timeout_ms / 1000,
             aligned=self.scenario.checkpoints.mode == "aligned",
             clock=self._clock,
+            seed=self.scenario.seed,
         )
         task.on_failure = self._on_failure
         task.on_finished = self._on_finished

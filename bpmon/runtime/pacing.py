@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bpmon.runtime.noise import CostNoise
     from bpmon.scenario import OperatorSpec
 
 _ABSOLUTE_SLACK = 1e-6
@@ -27,7 +28,8 @@ class ServiceTime:
     The model: every record costs ``cost`` seconds of the subtask's time, so one subtask processes
     at most ``1 / cost`` records per second however many cores the machine has and however many
     other task threads run (``cost_us = 500`` gives at most 2,000 records/s). A slow instance
-    (``slow_subtasks``) simply gets a larger ``cost_us``.
+    (``slow_subtasks``) simply gets a larger ``cost_us``. With ``noise`` (``cost_cv``), each
+    record's cost is drawn around ``cost_us`` instead (``noise.py``); the mean stays the same.
 
     How it is paid: :meth:`charge` adds ``records x cost`` to a *deadline*, the instant at which all
     work charged so far is served. It sleeps only when the deadline is at least ``slice_s`` ahead
@@ -59,6 +61,7 @@ class ServiceTime:
         sleep: Callable[[float], None] = time.sleep,
         slice_s: float = 0.002,
         max_lag_s: float = 0.02,
+        noise: CostNoise | None = None,
     ) -> None:
         """Serve ``cost_us`` microseconds per record.
 
@@ -69,6 +72,7 @@ class ServiceTime:
             sleep: how to wait, seconds.
             slice_s: the smallest debt worth sleeping for inside :meth:`charge`.
             max_lag_s: how much of a gap between two charges may count as service already given.
+            noise: draws each record's cost around ``cost_us``; None: every record costs it.
         """
         if cost_us < 0 or slice_s < 0 or max_lag_s < 0:
             raise ValueError(
@@ -80,6 +84,7 @@ class ServiceTime:
         self._sleep = sleep
         self._slice = slice_s
         self._max_lag = max_lag_s
+        self._noise = noise
         self._deadline = 0.0
         self._fresh = True
 
@@ -98,7 +103,8 @@ class ServiceTime:
             self._fresh = False
         else:
             start = max(self._deadline, now - self._max_lag)
-        self._deadline = start + records * self._cost
+        noise = self._noise
+        self._deadline = start + (records * self._cost if noise is None else noise.seconds(records))
         if self._deadline - now >= self._slice:
             self._serve()
 

@@ -4,7 +4,8 @@
 - ``rebalance``: round robin per record, as Flink's ``RebalancePartitioner`` (which starts at a
   random channel);
 - ``hash``: uniformly random keys spread evenly over the subtasks; with ``skew`` a share of the
-  records carries one hot key that hashes to subtask 0;
+  records carries one hot key that hashes to subtask 0; with ``keys`` each record carries a key
+  drawn from the distribution and goes where Flink's key groups send it (``keygroups.py``);
 - ``broadcast``: every record to every subpartition.
 
 Records are routed a chunk at a time, so that the common cases (forward, rebalance, broadcast) write
@@ -17,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from bpmon.runtime.keygroups import KeyTable
 from bpmon.runtime.partition import ResultPartition
 
 
@@ -30,6 +32,7 @@ class Output:
         index: the producing subtask's index (forward targets it; rebalance starts next to it).
         rng: the subtask's seeded random generator (hash keys).
         skew: ``hash`` only: the hot key's share of the records.
+        keys: ``hash`` only: the key distribution and each key's subtask (instead of ``skew``).
     """
 
     def __init__(
@@ -40,6 +43,7 @@ class Output:
         index: int,
         rng: random.Random,
         skew: float | None = None,
+        keys: KeyTable | None = None,
     ) -> None:
         self.partition = partition
         self.partitioner = partitioner
@@ -49,6 +53,7 @@ class Output:
         self._next = (index + 1) % self._n
         self._rng = rng
         self._skew = skew or 0.0
+        self._keys = keys
         self._emit = partition.writer(record_bytes)
 
     @property
@@ -82,6 +87,9 @@ class Output:
         self._next = (start + len(records)) % n
 
     def _hash(self, records: Sequence[object]) -> None:
+        if self._keys is not None:
+            self._keyed(records, self._keys)
+            return
         n, skew, rng, emit = self._n, self._skew, self._rng, self._emit
         randrange, rand = rng.randrange, rng.random
         for record in records:
@@ -89,3 +97,11 @@ class Output:
                 emit(record, 0)
             else:
                 emit(record, randrange(n))
+
+    def _keyed(self, records: Sequence[object], keys: KeyTable) -> None:
+        """Draw a key per record (bisecting the cumulative weights) and write each record to
+        the subtask that key's group belongs to."""
+        emit = self._emit
+        targets = self._rng.choices(keys.targets, cum_weights=keys.cumulative, k=len(records))
+        for record, target in zip(records, targets, strict=True):
+            emit(record, target)

@@ -33,6 +33,7 @@ from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.chain import Chain
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
+from bpmon.runtime.noise import cost_noise
 from bpmon.runtime.operators import Transform
 from bpmon.runtime.pacing import SOURCE_CHUNK, RateLimiter, ServiceTime, chunk_size
 from bpmon.runtime.routing import Output
@@ -65,6 +66,7 @@ class Task:
         flush_interval_s: the output flusher period (0: after every chunk).
         aligned: checkpoint mode.
         clock: monotonic seconds.
+        seed: the scenario's seed (noisy costs, ``cost_cv``).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class Task:
         flush_interval_s: float,
         aligned: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        seed: int = 0,
     ) -> None:
         self.spec = spec
         self.index = index
@@ -99,8 +102,11 @@ class Task:
         self.buffers_out = RateMeter(now=clock)
         self._buffers_counted = 0
         cost_us = 0.0 if spec.members else spec.cost_of(index)  # a chain's members serve theirs
-        self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep)
-        self.chain = Chain(spec, index, now=clock, sleep=self._sleep) if spec.members else None
+        noise = cost_noise(cost_us, spec.cost_cv, seed, spec.name, index)
+        self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep, noise=noise)
+        self.chain = (
+            Chain(spec, index, now=clock, sleep=self._sleep, seed=seed) if spec.members else None
+        )
         """The operators of a chained task, run nested (None: one operator)."""
         self._chunk = chunk_size(
             spec,

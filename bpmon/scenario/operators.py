@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import cast
 
 from bpmon.scenario._table import Table, quoted
+from bpmon.scenario.keys import read_keys
 from bpmon.scenario.spec import (
     EXCHANGE_WORDS,
     KINDS,
@@ -22,6 +23,7 @@ from bpmon.scenario.spec import (
     Exchange,
     FailSpec,
     InputSpec,
+    KeySpec,
     ManagedMemory,
     OperatorKind,
     OperatorSpec,
@@ -48,11 +50,13 @@ OPERATOR_KEYS = (
     "managed_memory",
     "chain",
     "source_api",
+    "cost_cv",
+    "max_parallelism",
 )
 TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
 FAIL_KEYS = ("after_records", "after_s", "subtask")
 FAIL_EXAMPLE = "fail = { after_records = 1000 } or fail = { after_s = 2.5, subtask = 0 }"
-INPUT_KEYS = ("from", "partitioner", "exchange", "skew")
+INPUT_KEYS = ("from", "partitioner", "exchange", "skew", "keys")
 KIND_KEYS = {
     "rate": "source",
     "records": "source",
@@ -65,6 +69,8 @@ KIND_KEYS = {
 MEMORY_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(mb|gb)")
 """A managed memory resource spec: ``"64mb"``, ``"1.5gb"``."""
 
+MAX_PARALLELISM = 32768
+"""Flink's upper bound of the maximum parallelism."""
 DEFAULT_RECORD_BYTES = 100
 DEFAULT_SELECTIVITY = 0.5
 
@@ -78,6 +84,7 @@ class InputDraft:
     partitioner: Partitioner | None
     exchange: Exchange
     skew: float | None
+    keys: KeySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,7 @@ def _read_input(table: Table) -> InputDraft:
         partitioner=cast(Partitioner | None, table.string("partitioner", PARTITIONERS)),
         exchange=cast(Exchange, "hybrid-selective" if exchange == "hybrid" else exchange),
         skew=table.number("skew", 0.0, 1.0),
+        keys=read_keys(table),
     )
 
 
@@ -215,7 +223,27 @@ def finish_operator(
         managed_memory=_read_managed_memory(table),
         chain=True if chain is None else chain,
         source_api="legacy" if source_api == "legacy" else "flip-27",
+        cost_cv=table.number("cost_cv", 0.0) or 0.0,
+        max_parallelism=_read_max_parallelism(table, draft.parallelism),
     )
+
+
+def _read_max_parallelism(table: Table, parallelism: int) -> int:
+    """``max_parallelism``: Flink's number of key groups, from the parallelism to 32768.
+
+    The default is Flink's (``computeDefaultMaxParallelism``): 1.5 x the parallelism rounded up
+    to a power of two, at least 128 and at most 32768; so 128 for a parallelism up to 85.
+    """
+    value = table.integer("max_parallelism", minimum=1)
+    if value is None:
+        wanted = 1 << (parallelism + parallelism // 2 - 1).bit_length()
+        return min(max(wanted, 128), MAX_PARALLELISM)
+    if not parallelism <= value <= MAX_PARALLELISM:
+        raise table.key_error(
+            "max_parallelism",
+            f"an integer from the operator's parallelism ({parallelism}) to {MAX_PARALLELISM}",
+        )
+    return value
 
 
 def _read_managed_memory(table: Table) -> ManagedMemory | None:

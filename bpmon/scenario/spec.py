@@ -33,6 +33,20 @@ CHECKPOINT_MODES: tuple[CheckpointMode, ...] = ("aligned", "unaligned")
 
 
 @dataclass(frozen=True, slots=True)
+class KeySpec:
+    """The ``keys`` of a ``hash`` input: the records' keys, Java ints ``0 .. count-1``.
+
+    Exactly one of ``zipf`` (key ``k`` weighs ``1 / (k + 1) ** zipf``) and ``hot`` (the first
+    keys' shares, the rest spread evenly over the other keys) is set. The runtime routes each
+    key as Flink's key groups do (``runtime/keygroups.py``).
+    """
+
+    count: int
+    zipf: float | None = None
+    hot: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class InputSpec:
     """One input edge of an operator: records flow from ``source`` to the operator listing it.
 
@@ -43,12 +57,14 @@ class InputSpec:
         exchange: ``pipelined``, ``blocking``, ``hybrid-selective`` or ``hybrid-full`` (as
             written; compilation may turn a pipelined edge blocking, see ``compiled.py``).
         skew: ``hash`` only: the share of records carrying one hot key (to subtask 0).
+        keys: ``hash`` only: the records' key distribution, routed by key groups.
     """
 
     source: str
     partitioner: Partitioner
     exchange: Exchange = "pipelined"
     skew: float | None = None
+    keys: KeySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +125,8 @@ class OperatorSpec:
         fanout: records emitted per input record (flatmap; 1.0 for other kinds).
         selectivity: share of input records that pass (filter; 1.0 for other kinds).
         slow_subtasks: per-subtask multiplier of ``cost_us`` (a slow machine).
+        cost_cv: coefficient of variation of the cost per record (log-normal, mean ``cost_us``).
+        max_parallelism: the number of key groups its keyed inputs are routed by (Flink's).
         inputs: the input edges; empty for a source.
         threads: topology files only: regex over thread names; ``None`` = the runtime's naming.
         fail: scenario files only: an injected failure (tests and demos of a failing job).
@@ -142,6 +160,8 @@ class OperatorSpec:
     chain: bool = True
     members: tuple[OperatorSpec, ...] = ()
     source_api: SourceApi = "flip-27"
+    cost_cv: float = 0.0
+    max_parallelism: int = 128
 
     def cost_of(self, index: int) -> float:
         """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""

@@ -177,8 +177,15 @@ def _resolve_input(edge: InputDraft, upstream: OperatorDraft, draft: OperatorDra
             f'{upstream.parallelism} and "{draft.name}" has {draft.parallelism}; '
             'use "rebalance", "hash" or "broadcast"'
         )
-    if edge.skew is not None and partitioner != "hash":
+    for key, value in (("skew", edge.skew), ("keys", edge.keys)):
+        if value is not None and partitioner != "hash":
+            raise edge.table.error(
+                f'key "{key}" is only valid with partitioner "hash" '
+                f'(this input uses "{partitioner}")'
+            )
+    if edge.skew is not None and edge.keys is not None:
         raise edge.table.error(
-            f'key "skew" is only valid with partitioner "hash" (this input uses "{partitioner}")'
+            'keys "skew" and "keys" both set: "skew" is a shorthand for one hot key, '
+            '"keys" a whole distribution; keep one'
         )
-    return InputSpec(edge.source, partitioner, edge.exchange, edge.skew)
+    return InputSpec(edge.source, partitioner, edge.exchange, edge.skew, edge.keys)
