@@ -14,12 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bpmon.scenario.rates import base_rate, curve_of
+
 if TYPE_CHECKING:
     from bpmon.runtime.noise import CostNoise
     from bpmon.scenario import OperatorSpec
+    from bpmon.scenario.rates import RateCurve
 
 _ABSOLUTE_SLACK = 1e-6
 """Records of tolerance when converting elapsed time to records due (float rounding only)."""
+_CURVE_WAIT_S = 0.05
+"""The longest wait a source on a rate curve is told to take before it looks again."""
 
 
 class ServiceTime:
@@ -137,8 +142,10 @@ class Schedule:
     at: float
     """The instant of the reading, on the limiter's clock."""
     rate: float
+    """Records per second the schedule calls for at ``at`` (a profile's rate of the moment)."""
     due: int
-    """Records the schedule called for from its start up to ``at``."""
+    """Records the schedule called for from its start up to ``at``, the backlog it started
+    with included."""
     released: int
     """Records released so far."""
     forgiven: int
@@ -163,7 +170,9 @@ class Schedule:
 
     @property
     def lag_s(self) -> float:
-        """How far behind its schedule the source is, in seconds."""
+        """How far behind its schedule the source is, in seconds (at the rate of the moment)."""
+        if self.rate <= 0:
+            return 0.0 if self.behind == 0 else math.inf
         return self.behind / self.rate
 
 
@@ -176,6 +185,13 @@ class RateLimiter:
     ``max(1, rate x max_catchup_s)`` records are released at once; the records missed beyond that
     are forgiven, not emitted later in a burst. ``rate == 0`` means unlimited.
 
+    A ``curve`` (``scenario.rates``: steps, a burst, a ramp, a wave) replaces the constant rate:
+    record ``k`` is due when the curve's integral since the start reaches ``k``, as absolute as
+    before, and the catch-up allowance is the records the curve called for over the last
+    ``max_catchup_s``. A ``backlog`` is records due before the start: they count as due from the
+    first reading on (FLIP-33's ``pendingRecords``), are released as fast as they are asked for,
+    after the records the schedule owes, and are never forgiven.
+
     ``min_wait_s`` makes :meth:`time_until_next` suggest waits of at least that long: at high rates
     the next record is due within microseconds, and a source that waited for each would spend a
     core on wake-ups (20,000 records/s took a third of a core). Records released a little later
@@ -186,20 +202,31 @@ class RateLimiter:
         self,
         rate: float,
         *,
+        curve: RateCurve | None = None,
+        backlog: int = 0,
         now: Callable[[], float] = time.monotonic,
         max_catchup_s: float = 0.01,
         min_wait_s: float = 0.0,
     ) -> None:
-        """Emit ``rate`` records/s (0: unlimited); catch up at most ``max_catchup_s`` of a stall;
-        suggest waits of at least ``min_wait_s``."""
+        """Emit ``rate`` records/s (0: unlimited), or as ``curve`` says, after ``backlog``
+        records already due; catch up at most ``max_catchup_s`` of a stall; suggest waits of at
+        least ``min_wait_s``."""
         if rate < 0 or max_catchup_s < 0 or min_wait_s < 0 or not math.isfinite(rate):
             raise ValueError(
                 f"RateLimiter: rate, max_catchup_s and min_wait_s must be finite and >= 0, "
                 f"got {rate}, {max_catchup_s}, {min_wait_s}"
             )
+        if rate == 0 and (curve is not None or backlog):
+            raise ValueError("RateLimiter: a curve or a backlog needs a rate > 0")
+        if backlog < 0:
+            raise ValueError(f"RateLimiter: backlog must be >= 0, got {backlog}")
         self._rate = float(rate)
+        self._curve = curve
+        self._backlog = backlog
+        self._backlog_left = backlog
         self._now = now
         self._min_wait = min_wait_s
+        self._catchup = max_catchup_s
         self._burst = max(1, int(rate * max_catchup_s))
         self._start: float | None = None
         self._next = 0  # schedule index of the next record to release
@@ -232,12 +259,25 @@ class RateLimiter:
             return None
         at = self._now()
         start = self._start
-        due = 0 if start is None else self._due(at, start)
-        return Schedule(at, self._rate, due, self._released, self._forgiven)
+        due = self._backlog + (0 if start is None else self._due(at, start))
+        rate = self._rate
+        if self._curve is not None and start is not None:
+            rate = self._curve.rate_at(at - start)
+        return Schedule(at, rate, due, self._released, self._forgiven)
 
     def _due(self, now: float, start: float) -> int:
-        """Records due by ``now``: record ``k`` is due at ``start + k / rate``."""
-        return math.floor((now - start) * self._rate + _ABSOLUTE_SLACK) + 1
+        """Records the schedule called for by ``now``: record ``k`` is due at
+        ``start + k / rate``, or when the curve's integral reaches ``k``."""
+        if self._curve is None:
+            return math.floor((now - start) * self._rate + _ABSOLUTE_SLACK) + 1
+        return math.floor(self._curve.due(now - start) + _ABSOLUTE_SLACK) + 1
+
+    def _allowance(self, elapsed: float) -> int:
+        """Records owed that a stall may leave to catch up on: ``max_catchup_s`` of them."""
+        if self._curve is None:
+            return self._burst
+        curve = self._curve
+        return max(1, int(curve.due(elapsed) - curve.due(elapsed - self._catchup)))
 
     def permits(self, max_n: int) -> int:
         """Return how many records (0 to ``max_n``) may be emitted now; they count as emitted."""
@@ -250,11 +290,16 @@ class RateLimiter:
         if self._start is None:
             self._start = now
         due = self._due(now, self._start)
-        if due - self._next > self._burst:
-            self._forgiven += due - self._burst - self._next
-            self._next = due - self._burst  # forgive what a stall missed beyond the catch-up
+        allowance = self._allowance(now - self._start)
+        if due - self._next > allowance:
+            self._forgiven += due - allowance - self._next
+            self._next = due - allowance  # forgive what a stall missed beyond the catch-up
         granted = max(0, min(max_n, due - self._next))
         self._next += granted
+        if self._backlog_left and granted < max_n:  # the backlog: as fast as it is asked for
+            extra = min(max_n - granted, self._backlog_left)
+            self._backlog_left -= extra
+            granted += extra
         self._released += granted
         return granted
 
@@ -263,8 +308,39 @@ class RateLimiter:
         else at least ``min_wait_s``)."""
         if self._rate == 0.0 or self._start is None:
             return 0.0
-        wait = self._start + self._next / self._rate - self._now()
+        if self._curve is None:
+            wait = self._start + self._next / self._rate - self._now()
+        else:
+            wait = self._curve_wait(self._now() - self._start)
         return max(wait, self._min_wait) if wait > 0 else 0.0
+
+    def _curve_wait(self, elapsed: float) -> float:
+        """The records still to come before the next one is due over the rate of the moment,
+        at most :data:`_CURVE_WAIT_S`: the rate may change meanwhile, and waking early costs
+        nothing on an absolute schedule."""
+        assert self._curve is not None
+        short = self._next - self._curve.due(elapsed)
+        rate = self._curve.rate_at(elapsed)
+        if short <= 0:
+            return 0.0
+        return min(_CURVE_WAIT_S, short / rate) if rate > 0 else _CURVE_WAIT_S
+
+
+def source_limiter(spec: OperatorSpec, index: int, now: Callable[[], float]) -> RateLimiter:
+    """The limiter of source subtask ``index``: its base rate, its profile's curve and backlog.
+
+    Up to 1 s of records a stall held back are still owed, as Guava's limiter (which Flink's
+    rate-limited sources use) saves up to 1 s of permits: a backpressured source stays
+    backpressured instead of being paced into idleness after each freed buffer.
+    """
+    return RateLimiter(
+        base_rate(spec, index),
+        curve=curve_of(spec, index),
+        backlog=spec.source_rates.backlog if spec.source_rates is not None else 0,
+        now=now,
+        max_catchup_s=1.0,
+        min_wait_s=0.001,
+    )
 
 
 SOURCE_CHUNK = 64

@@ -35,7 +35,13 @@ from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.noise import cost_noise
 from bpmon.runtime.operators import Transform
-from bpmon.runtime.pacing import SOURCE_CHUNK, RateLimiter, ServiceTime, chunk_size
+from bpmon.runtime.pacing import (
+    SOURCE_CHUNK,
+    RateLimiter,
+    ServiceTime,
+    chunk_size,
+    source_limiter,
+)
 from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import SlotWait, TaskState
 from bpmon.runtime.subpartition import END_OF_PARTITION, Event
@@ -115,14 +121,7 @@ class Task:
         )
         self._transform = Transform(spec)
         self._fault = InjectedFault.of(spec.fail, index, self.name, clock)
-        # Up to 1 s of records a stall held back are still owed, as Guava's limiter (which
-        # Flink's rate-limited sources use) saves up to 1 s of permits: a backpressured source
-        # stays backpressured instead of being paced into idleness after each freed buffer.
-        self._limiter = (
-            RateLimiter(spec.rate or 0, now=clock, max_catchup_s=1.0, min_wait_s=0.001)
-            if spec.kind == "source"
-            else None
-        )
+        self._limiter = source_limiter(spec, index, clock) if spec.kind == "source" else None
         self.legacy_source = spec.kind == "source" and spec.source_api == "legacy"
         """A ``SourceFunction``: no output checks, no idle time, busy time not measured."""
         self._gate_turn = 0

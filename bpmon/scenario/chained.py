@@ -70,5 +70,6 @@ def _chain_spec(name: str, chain: list[OperatorSpec], task_of: dict[str, str]) -
         slot_sharing_group=head.slot_sharing_group,
         members=tuple(chain),
         source_api=head.source_api,
+        source_rates=head.source_rates,
         max_parallelism=head.max_parallelism,
     )

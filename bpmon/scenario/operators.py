@@ -16,6 +16,7 @@ from typing import cast
 
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.keys import read_keys
+from bpmon.scenario.rates import read_source_rates
 from bpmon.scenario.spec import (
     EXCHANGE_WORDS,
     KINDS,
@@ -52,6 +53,9 @@ OPERATOR_KEYS = (
     "source_api",
     "cost_cv",
     "max_parallelism",
+    "rate_profile",
+    "subtask_rates",
+    "backlog",
 )
 TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
 FAIL_KEYS = ("after_records", "after_s", "subtask")
@@ -61,6 +65,9 @@ KIND_KEYS = {
     "rate": "source",
     "records": "source",
     "source_api": "source",
+    "rate_profile": "source",
+    "subtask_rates": "source",
+    "backlog": "source",
     "fanout": "flatmap",
     "selectivity": "filter",
 }
@@ -223,6 +230,7 @@ def finish_operator(
         managed_memory=_read_managed_memory(table),
         chain=True if chain is None else chain,
         source_api="legacy" if source_api == "legacy" else "flip-27",
+        source_rates=read_source_rates(table, rate, draft.parallelism),
         cost_cv=table.number("cost_cv", 0.0) or 0.0,
         max_parallelism=_read_max_parallelism(table, draft.parallelism),
     )

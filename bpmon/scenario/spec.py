@@ -13,6 +13,7 @@ from typing import Literal
 
 from bpmon.scenario.graph import downstream_map, topological_sort
 from bpmon.scenario.network import NetworkConfig
+from bpmon.scenario.rates import SourceRates
 
 OperatorKind = Literal["source", "map", "flatmap", "filter", "sink"]
 Partitioner = Literal["forward", "rebalance", "hash", "broadcast"]
@@ -140,6 +141,8 @@ class OperatorSpec:
             backpressure, idle while no record is due) or ``"legacy"`` (a ``SourceFunction`` on
             its own thread: it never checks its output, so it waits only in the buffer request,
             hard backpressure; Flink cannot measure its busy time).
+        source_rates: sources only: ``rate_profile``, ``subtask_rates`` and ``backlog``
+            (``rates.py``); ``None``: every subtask at ``rate`` from the start, nothing pending.
     """
 
     name: str
@@ -160,6 +163,7 @@ class OperatorSpec:
     chain: bool = True
     members: tuple[OperatorSpec, ...] = ()
     source_api: SourceApi = "flip-27"
+    source_rates: SourceRates | None = None
     cost_cv: float = 0.0
     max_parallelism: int = 128
 
