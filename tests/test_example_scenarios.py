@@ -20,6 +20,7 @@ import pytest
 
 import bpmon
 from bpmon.errors import ScenarioError
+from bpmon.runtime.keygroups import subtask_shares
 from bpmon.scenario import (
     Expectation,
     InputSpec,
@@ -71,10 +72,13 @@ OWN = [pytest.param(example_path(name), id=f"own/{name}") for name in SHAPES]
 CASE_FILES = [pytest.param(CASES / f"{name}.toml", id=f"case/{name}") for name in SHAPES]
 
 
-def share(edge: InputSpec, index: int, parallelism: int) -> float:
-    """The share of an edge's records that downstream subtask ``index`` receives."""
+def share(edge: InputSpec, index: int, parallelism: int, max_parallelism: int = 128) -> float:
+    """The share of an edge's records that downstream subtask ``index`` receives (keys: the
+    weight of the keys Flink's key groups send to it)."""
     if edge.partitioner == "broadcast":
         return 1.0
+    if edge.partitioner == "hash" and edge.keys is not None:
+        return subtask_shares(edge.keys, max_parallelism, parallelism)[index]
     if edge.partitioner == "hash" and edge.skew is not None:
         spread = (1.0 - edge.skew) / parallelism
         return edge.skew + spread if index == 0 else spread
@@ -99,7 +103,8 @@ def utilisation(scenario: Scenario) -> dict[str, list[float]]:
             out_rate[op.name] = op.rate * op.parallelism / max(1.0, used)
             continue
         n = op.parallelism
-        load = [sum(out_rate[e.source] * share(e, i, n) for e in op.inputs) for i in range(n)]
+        mp = op.max_parallelism
+        load = [sum(out_rate[e.source] * share(e, i, n, mp) for e in op.inputs) for i in range(n)]
         capacity = [1e6 / op.cost_of(i) if op.cost_of(i) else math.inf for i in range(n)]
         used = [offered / cap for offered, cap in zip(load, capacity, strict=True)]
         result[op.name] = used
@@ -167,7 +172,7 @@ def test_skewed_and_slow_subtasks_are_the_expected_ones(path: Path) -> None:
     used = utilisation(scenario)[root.name]
     assert expectation.subtasks == (used.index(max(used)),)
     if expectation.kind == "data-skew":
-        assert any(e.partitioner == "hash" and e.skew for e in root.inputs)
+        assert any(e.partitioner == "hash" and (e.skew or e.keys) for e in root.inputs)
         assert not root.slow_subtasks
     else:
         assert tuple(root.slow_subtasks) == expectation.subtasks
