@@ -15,6 +15,7 @@ Service layer: it runs jobs through :mod:`bpmon.service`.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,10 +99,44 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
 def _keep_offered(source: dict[str, Any], parallelism: int) -> None:
     """A source given another parallelism keeps the records it is offered in all: its ``rate``
     (per subtask) is spread over the new subtasks, as a topic's partitions are, since more
-    readers do not make more records arrive. A ``rate`` set in the same run is taken as given."""
+    readers do not make more records arrive. A ``rate`` set in the same run is taken as given.
+
+    Uneven ``subtask_rates`` are summed and spread evenly (the partitions are assigned anew),
+    a ``rate_profile`` keeps its shape at the new rate (its steps' rates and a ramp's ``to``
+    scale with it), and the ``backlog`` in all is shared out too."""
     rate, before = source.get("rate"), source.get("parallelism", 1)
-    if isinstance(rate, int | float) and isinstance(before, int) and rate > 0 and parallelism > 0:
-        source["rate"] = rate * before / parallelism
+    if not (isinstance(rate, int | float) and isinstance(before, int)):
+        return
+    if rate <= 0 or parallelism <= 0:
+        return
+    uneven = source.get("subtask_rates")
+    uneven = uneven if isinstance(uneven, dict) else {}
+    if not all(_is_number(v) for v in uneven.values()):
+        return  # the loader names the bad value
+    source.pop("subtask_rates", None)
+    total = sum(float(uneven.get(str(i), rate)) for i in range(before))
+    source["rate"] = total / parallelism
+    _scale_profile(source, source["rate"] / rate)
+    backlog = source.get("backlog")
+    if isinstance(backlog, int) and backlog > 0:
+        source["backlog"] = math.ceil(backlog * before / parallelism)
+
+
+def _scale_profile(source: dict[str, Any], factor: float) -> None:
+    """Scale the absolute rates of ``rate_profile`` by ``factor`` (a burst and a wave are
+    relative to ``rate`` already)."""
+    profile = source.get("rate_profile")
+    if isinstance(profile, list):
+        source["rate_profile"] = [
+            [s[0], s[1] * factor] if isinstance(s, list) and len(s) == 2 and _is_number(s[1]) else s
+            for s in profile
+        ]
+    elif isinstance(profile, dict) and _is_number(profile.get("to")):
+        source["rate_profile"] = {**profile, "to": profile["to"] * factor}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from bpmon.scenario import (
     load_scenario,
 )
 from bpmon.scenario.compiled import compile_job
+from bpmon.scenario.rates import mean_rate
 
 SHAPES = [
     "fan-in",
@@ -87,7 +88,8 @@ def share(edge: InputSpec, index: int, parallelism: int, max_parallelism: int = 
 
 def utilisation(scenario: Scenario) -> dict[str, list[float]]:
     """Offered records/s over capacity for each subtask of each operator; a source's is its rate
-    over what its cost per emitted record allows (0 for a source that costs nothing).
+    (a profile's mean over the run) over what its cost per emitted record allows (0 for a source
+    that costs nothing).
 
     An operator passes on at most what its busiest subtask allows (it backpressures its
     inputs, a slow source falls behind), so operators downstream of a bottleneck see the
@@ -98,9 +100,11 @@ def utilisation(scenario: Scenario) -> dict[str, list[float]]:
     for op in scenario.topological_order():
         if op.kind == "source":
             assert op.rate is not None and op.rate > 0
-            used = op.rate * op.cost_us / 1e6
-            result[op.name] = [used] * op.parallelism
-            out_rate[op.name] = op.rate * op.parallelism / max(1.0, used)
+            rates = [mean_rate(op, i, scenario.duration_s) for i in range(op.parallelism)]
+            result[op.name] = [rate * op.cost_us / 1e6 for rate in rates]
+            out_rate[op.name] = sum(
+                r / max(1.0, u) for r, u in zip(rates, result[op.name], strict=True)
+            )
             continue
         n = op.parallelism
         mp = op.max_parallelism
