@@ -23,7 +23,7 @@ from typing import Any
 from bpmon.errors import ConfigError
 from bpmon.model import Report, RootCause
 from bpmon.scenario import Scenario
-from bpmon.scenario.compiled import CHAIN_SEPARATOR
+from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.loader import build_scenario, check_runtime_support, read_toml_file
 from bpmon.settling import BUSY, saturated
 
@@ -142,13 +142,14 @@ def _is_number(value: object) -> bool:
 def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:
     """The operators of the scenario a change applies to.
 
-    A vertex that is a chain (``chaining = true``: ``"enrich -> check"``) takes a parallelism for
-    all its operators at once, as one task does; other keys name one operator of it.
+    A vertex that is a chain (``chaining = true``: ``"enrich -> check"``, or a branching
+    ``"parse -> (enrich, audit)"``) takes a parallelism for all its operators at once, as one
+    task does; other keys name one operator of it.
     """
     op = operators.get(change.vertex)
     if op is not None:
         return [op]
-    members = change.vertex.split(CHAIN_SEPARATOR)
+    members = operator_names(change.vertex)
     if len(members) > 1 and all(m in operators for m in members):
         if change.key != "parallelism":
             raise ConfigError(

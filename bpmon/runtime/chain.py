@@ -6,7 +6,11 @@ chunk of records, then hands its output to the next member through one call
 (:meth:`Chain._hand_over`, Flink's ``ChainingOutput.pushToOperator``), which works and hands
 over in turn. A stack sample taken while member ``k`` works therefore shows exactly ``k``
 hand-over frames: the ``bpmon-runtime`` profile's ``chain_hop``, from which the collectors tell
-which member is on the stack (``rules/chains.py``), as they would on a Flink thread.
+which member is on the stack (``rules/chains.py``), as they would on a Flink thread. A chain
+may branch (``"a -> (b, c)"``, as Flink chains an operator to each of several forward
+consumers): a member hands its output to each member chained to it, and writes it to its own
+outputs that leave the task (as Flink's ``BroadcastingOutputCollector`` gives each record to
+every output of an operator).
 
 Each member serves its own ``cost_us`` per record it receives inside its own frames
 (:class:`MemberService`), applying its own fanout or selectivity and counting the records it
@@ -18,7 +22,7 @@ member takes the chain's time is for the stack samples to show.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from bpmon.runtime.noise import CostNoise, cost_noise
 from bpmon.runtime.operators import Transform
@@ -100,9 +104,20 @@ class ChainMember:
 class Chain:
     """The members of one chained subtask, run nested.
 
+    Members are in the chain's order (``spec.members``: each after the member it is chained
+    to); a member hands its output to each member chained to it, in order (a branching chain,
+    ``"a -> (b, c)"``), and gives it to ``emit`` when it has outputs of its own that leave the
+    task. The hand-over from member ``p`` to member ``q`` passes ``q - p`` hop frames, so a
+    stack sample taken while member ``k`` works shows exactly ``k`` of them, in a branching
+    chain too: siblings are told apart by the samples (one frame per hop, as Flink's stacks
+    show, would give siblings one position).
+
     Args:
         spec: the chain (its ``members``).
         index: the subtask index (``slow_subtasks`` of each member apply).
+        emit: writes records a member emitted to its outputs that leave the task, called with
+            the member's position and the records.
+        writers: the positions of the members that have such outputs.
         now: the task's clock, seconds.
         sleep: the task's sleep (raises when the job is cancelled).
         seed: the scenario's seed (the members' noisy costs).
@@ -112,44 +127,64 @@ class Chain:
         self,
         spec: OperatorSpec,
         index: int,
+        emit: Callable[[int, Sequence[object]], None],
+        writers: Collection[int],
         *,
         now: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         seed: int = 0,
     ) -> None:
         self.members = [ChainMember(m, index, now, sleep, seed) for m in spec.members]
-        self._source_head = spec.members[0].kind == "source"
+        position = {m.name: i for i, m in enumerate(spec.members)}
+        self._children = [
+            tuple(k for k, m in enumerate(spec.members) if k and m.inputs[0].source == name)
+            for name in position
+        ]
+        self._writes = [i in writers for i in range(len(self.members))]
+        self._emit = emit
 
     def cost_us(self) -> float:
         """Service time per record entering the chain, ignoring fanout (for chunk sizing)."""
         return sum(m.cost_us for m in self.members)
 
-    def from_source(self, records: Sequence[object]) -> Sequence[object]:
-        """Records a source head emitted, served by the head, then through the rest."""
+    def from_source(self, records: Sequence[object]) -> None:
+        """Records a source head emitted: served by the head, then handed on."""
         head = self.members[0]
         head.records_out += len(records)
         head.service.charge(len(records))
-        return self._hand_over(1, records) if records else records
+        if records:
+            self._pass_on(0, records)
 
-    def apply(self, records: Sequence[object]) -> Sequence[object]:
-        """Input records of the task, through every member; what the tail emits."""
-        return self._run(1 if self._source_head else 0, records) if records else records
+    def apply(self, records: Sequence[object]) -> None:
+        """Input records of the task, through the head and on through the chain."""
+        if records:
+            self._run(0, records)
 
-    def _run(self, position: int, records: Sequence[object]) -> Sequence[object]:
-        """Member ``position`` works on ``records`` and hands its output on; the tail's output."""
+    def _run(self, position: int, records: Sequence[object]) -> None:
+        """Member ``position`` works on ``records`` and passes its output on."""
         member = self.members[position]
         member.records_in += len(records)
         member.service.charge(len(records))
         out = member.transform.apply(records)
         member.records_out += len(out)
-        if out and position + 1 < len(self.members):
-            return self._hand_over(position + 1, out)
-        return out
+        if out:
+            self._pass_on(position, out)
 
-    def _hand_over(self, position: int, records: Sequence[object]) -> Sequence[object]:
-        """One hop of the chain (Flink's ``ChainingOutput.pushToOperator``): the next member
-        runs inside this frame, so a stack shows one of these per member it is past."""
-        return self._run(position, records)
+    def _pass_on(self, position: int, records: Sequence[object]) -> None:
+        """What member ``position`` emitted: to its outputs, then to each member chained to it."""
+        if self._writes[position]:
+            self._emit(position, records)
+        for child in self._children[position]:
+            self._hand_over(position + 1, child, records)
+
+    def _hand_over(self, hop: int, target: int, records: Sequence[object]) -> None:
+        """One hop of the chain (Flink's ``ChainingOutput.pushToOperator``): member ``target``
+        runs inside this frame once ``hop`` reaches it, so a stack shows one of these per
+        position it is past."""
+        if hop < target:
+            self._hand_over(hop + 1, target, records)
+        else:
+            self._run(target, records)
 
     def totals(self) -> tuple[tuple[str, int, int], ...]:
         """Each member's name and records in and out so far (any thread)."""

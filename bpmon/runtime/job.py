@@ -34,7 +34,7 @@ from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import RegionScheduler
 from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario
-from bpmon.scenario.chained import chained_scenario
+from bpmon.scenario.chained import chain_writers, chained_scenario
 
 STOP_TIMEOUT_S = 2.0
 """Every thread of a job stops within this time of the job's end."""
@@ -69,6 +69,7 @@ class Job:
         *,
         plan: ExecutionPlan | None = None,
     ) -> None:
+        self._writers = chain_writers(scenario)  # with chaining: the member writing each edge
         scenario = chained_scenario(scenario)  # with chaining: one operator per task
         self.scenario = scenario
         self.name = scenario.name
@@ -123,10 +124,12 @@ class Job:
             for p in plan.partitions
         ]
         outputs: dict[tuple[str, int], list[Output]] = {}
+        writers: dict[tuple[str, int], list[str]] = {}
         for p, partition in zip(plan.partitions, partitions, strict=True):
-            outputs.setdefault((p.producer, p.producer_index), []).append(
-                self._output(p, partition)
-            )
+            key = (p.producer, p.producer_index)
+            writer = self._writers.get((p.consumer, p.edge), p.producer)
+            outputs.setdefault(key, []).append(self._output(p, partition, writer))
+            writers.setdefault(key, []).append(writer)
         for connection in plan.connections:
             env.connection(*connection)
         gates: dict[tuple[str, int], list[InputGate]] = {}
@@ -139,12 +142,16 @@ class Job:
             gates.setdefault(key, []).append(gate)
         for sub in plan.subtasks:
             key = (sub.vertex, sub.index)
-            task = self._task(sub, conditions[key], gates.get(key, []), outputs.get(key, []))
+            task = self._task(
+                sub, conditions[key], gates.get(key, []), outputs.get(key, []), writers.get(key, [])
+            )
             self.tasks.setdefault(sub.vertex, []).append(task)
 
-    def _output(self, plan: PartitionPlan, partition: ResultPartition) -> Output:
-        """The producer's side of one partition: its partitioner over the subpartitions."""
+    def _output(self, plan: PartitionPlan, partition: ResultPartition, writer: str) -> Output:
+        """The producer's side of one partition: its partitioner over the subpartitions, records
+        of the size ``writer`` (the producer, or the chain member the edge leaves) emits."""
         producer = self.scenario.operator(plan.producer)
+        producer = next((m for m in producer.members if m.name == writer), producer)
         rng = subtask_rng(
             self.scenario.seed, f"{plan.producer}->{plan.consumer}", plan.producer_index
         )
@@ -162,6 +169,7 @@ class Job:
         condition: threading.Condition,
         gates: list[InputGate],
         outputs: list[Output],
+        writers: list[str],
     ) -> Task:
         network = self.scenario.network
         task = Task(
@@ -176,6 +184,7 @@ class Job:
             aligned=self.scenario.checkpoints.mode == "aligned",
             clock=self._clock,
             seed=self.scenario.seed,
+            writers=writers if self.scenario.operator(plan.vertex).members else (),
         )
         task.on_failure = self._on_failure
         task.on_finished = self._on_finished

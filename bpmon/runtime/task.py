@@ -73,6 +73,8 @@ class Task:
         aligned: checkpoint mode.
         clock: monotonic seconds.
         seed: the scenario's seed (noisy costs, ``cost_cv``).
+        writers: a chained task: the member that writes each of ``outputs``, by name (empty:
+            the chain's last member writes them all).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Task:
         aligned: bool = True,
         clock: Callable[[], float] = time.monotonic,
         seed: int = 0,
+        writers: Sequence[str] = (),
     ) -> None:
         self.spec = spec
         self.index = index
@@ -110,8 +113,19 @@ class Task:
         cost_us = 0.0 if spec.members else spec.cost_of(index)  # a chain's members serve theirs
         noise = cost_noise(cost_us, spec.cost_cv, seed, spec.name, index)
         self.service = ServiceTime(cost_us, now=clock, sleep=self._sleep, noise=noise)
+        self._member_outputs = _member_outputs(spec, self.outputs, writers)
         self.chain = (
-            Chain(spec, index, now=clock, sleep=self._sleep, seed=seed) if spec.members else None
+            Chain(
+                spec,
+                index,
+                self._emit_member,
+                [i for i, outs in enumerate(self._member_outputs) if outs],
+                now=clock,
+                sleep=self._sleep,
+                seed=seed,
+            )
+            if spec.members
+            else None
         )
         """The operators of a chained task, run nested (None: one operator)."""
         self._chunk = chunk_size(
@@ -228,7 +242,7 @@ class Task:
             records = list(range(next_record, next_record + count))
             next_record += count
             if self.chain is not None:
-                self._emit(self.chain.from_source(records))
+                self.chain.from_source(records)
                 continue
             self.service.charge(count)
             self._emit(records)
@@ -273,7 +287,7 @@ class Task:
                 part = part[: self._fault.allow(len(part))]
             if self.chain is not None:
                 self.records_in.add(len(part))
-                self._emit(self.chain.apply(part))
+                self.chain.apply(part)
                 done += len(part)
                 continue
             self.service.charge(len(part))
@@ -286,6 +300,12 @@ class Task:
             for output in self.outputs:
                 output.write(records)
             self.records_out.add(len(records))
+
+    def _emit_member(self, position: int, records: Sequence[object]) -> None:
+        """Records chain member ``position`` emitted, to its outputs that leave the task."""
+        for output in self._member_outputs[position]:
+            output.write(records)
+        self.records_out.add(len(records))
 
     def _poll(self) -> tuple[Buffer | Event, int, int] | None:
         gates = self.gates
@@ -405,3 +425,17 @@ class Task:
     def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
         if self._checkpoint is not None:
             self._checkpoint.acknowledge(self, checkpoint_id, alignment_s, in_flight)
+
+
+def _member_outputs(
+    spec: OperatorSpec, outputs: Sequence[Output], writers: Sequence[str]
+) -> list[list[Output]]:
+    """A chained task's outputs by the position of the member that writes each (the last
+    member when ``writers`` is empty); empty for one operator."""
+    names = [m.name for m in spec.members]
+    by_member: list[list[Output]] = [[] for _ in names]
+    if not names:
+        return by_member
+    for i, output in enumerate(outputs):
+        by_member[names.index(writers[i]) if writers else -1].append(output)
+    return by_member

@@ -3,11 +3,13 @@
 Flink chains operators joined by a forward, pipelined edge in one slot sharing group into one task
 (``compiled.py`` decides the chains). The runtime runs tasks, so a chained scenario is rewritten
 into one whose operators are the chains: ``"parse -> enrich"`` with the chain's members kept in
-:attr:`~bpmon.scenario.spec.OperatorSpec.members`, in order, each with its own cost, fanout and
-selectivity, so the task applies them one after the other and accounts records and time per
-member. A chain behaves as its head towards its inputs (a source chain emits at the head's rate)
-and as its tail towards its outputs (the tail's record size; a chain ending in a sink emits
-nothing). Without ``chaining`` the scenario is returned as it is.
+:attr:`~bpmon.scenario.spec.OperatorSpec.members` in topological order (each after the member
+it is chained to), each with its own cost, fanout and selectivity, so the task runs them nested
+and accounts records and time per member. A chain may branch (``"a -> (b, c)"``): a member
+hands its output to each member chained to it. A chain behaves as its head towards its inputs
+(a source chain emits at the head's rate); each of its outputs is written by the member it
+leaves (:func:`chain_writers`), with that member's record size. Without ``chaining`` the
+scenario is returned as it is.
 """
 
 from __future__ import annotations
@@ -49,6 +51,25 @@ def chained_scenario(scenario: Scenario) -> Scenario:
     return replace(scenario, operators=tuple(tasks), chaining=False)
 
 
+def chain_writers(scenario: Scenario) -> dict[tuple[str, int], str]:
+    """Which operator writes each input edge of each task, by (task, edge index): the member
+    of the producing chain that the edge leaves (any member may have outputs that are not
+    chained: the tail of a linear chain, each branch of a branching one, a member that also
+    feeds a hash exchange). Empty without ``chaining``."""
+    if not scenario.chaining:
+        return {}
+    plan = compile_job(scenario)
+    task_of = {op.name: op.task for op in plan.operators}
+    heads: dict[str, OperatorSpec] = {}
+    for op in scenario.topological_order():
+        heads.setdefault(task_of[op.name], op)  # a task's inputs are its head's
+    return {
+        (task, index): edge.source
+        for task, head in heads.items()
+        for index, edge in enumerate(head.inputs)
+    }
+
+
 def _remap(inputs: tuple[InputSpec, ...], task_of: dict[str, str]) -> tuple[InputSpec, ...]:
     """Inputs from an operator become inputs from the task (chain) it ends."""
     return tuple(replace(edge, source=task_of[edge.source]) for edge in inputs)
@@ -56,9 +77,13 @@ def _remap(inputs: tuple[InputSpec, ...], task_of: dict[str, str]) -> tuple[Inpu
 
 def _chain_spec(name: str, chain: list[OperatorSpec], task_of: dict[str, str]) -> OperatorSpec:
     head, tail = chain[0], chain[-1]
-    kind: OperatorKind = "source" if head.kind == "source" else tail.kind
-    if kind not in ("source", "sink"):
-        kind = "map"  # the members do the flatmapping and filtering
+    feeding = {edge.source for op in chain[1:] for edge in op.inputs}
+    ends = [op for op in chain if op.name not in feeding]  # the members chained to nothing
+    kind: OperatorKind = "map"  # the members do the flatmapping and filtering
+    if head.kind == "source":
+        kind = "source"
+    elif all(op.kind == "sink" for op in ends):
+        kind = "sink"
     return OperatorSpec(
         name=name,
         kind=kind,

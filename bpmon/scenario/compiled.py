@@ -16,8 +16,9 @@ What this module decides, in Flink's order (``reference/flink-network.md`` §7):
    group, operators that use managed memory get fractions of it by their weights, or, where
    sizes are given (resource specs), by their sizes. Fractions add up to 1 per group.
 5. **Chains** (``chaining = true``): an operator joins its input's task when the edge is forward
-   and pipelined, both are in one group, it has that one input and ``chain`` is not false.
-   Unlike Flink, a chain is linear: an operator feeding several others ends its chain.
+   and pipelined, both are in one group with one parallelism, it has that one input and
+   ``chain`` is not false (``chaining.py``). As in Flink, an operator may be chained to several
+   consumers: the chain branches and is named ``"a -> (b, c)"``.
 
 Everything is a frozen value computed from the scenario alone, so ``bpmon plan`` can show it
 without running anything, and the runtime schedules exactly what is shown.
@@ -29,10 +30,8 @@ import math
 from dataclasses import dataclass
 
 from bpmon.errors import ScenarioError
+from bpmon.scenario.chaining import chain_heads, chain_name
 from bpmon.scenario.spec import DEFAULT_SLOT_SHARING_GROUP, Exchange, Mode, Partitioner, Scenario
-
-CHAIN_SEPARATOR = " -> "
-"""How a chained vertex is named from its operators (Flink's ``"map -> filter"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,24 +359,28 @@ def _chains(
     edges: tuple[CompiledEdge, ...],
     group_of: dict[str, str],
 ) -> dict[str, str]:
-    """The task each operator runs in; with ``chaining`` off, its own (named after it)."""
-    head = {name: name for name in order}
-    if scenario.chaining:
-        for name in order:
-            op = scenario.operator(name)
-            inputs = [e for e in edges if e.target == name]
-            if len(inputs) != 1 or not op.chain:
-                continue
-            if len(scenario.downstream(inputs[0].source)) != 1:
-                continue  # bpmon's chains are linear: a task has one output
-            edge = inputs[0]
-            if (
-                edge.partitioner == "forward"
-                and edge.exchange == "pipelined"
-                and group_of[edge.source] == group_of[name]
-            ):
-                head[name] = head[edge.source]
-    members: dict[str, list[str]] = {}
-    for name in order:
-        members.setdefault(head[name], []).append(name)
-    return {name: CHAIN_SEPARATOR.join(members[head[name]]) for name in order}
+    """The task each operator runs in, named as Flink names it; with ``chaining`` off, its own."""
+    if not scenario.chaining:
+        return {name: name for name in order}
+
+    def chained_input(name: str) -> str | None:
+        inputs = [e for e in edges if e.target == name]
+        if len(inputs) != 1 or not scenario.operator(name).chain:
+            return None
+        edge = inputs[0]
+        up = edge.source
+        chainable = (
+            edge.partitioner == "forward"
+            and edge.exchange == "pipelined"
+            and group_of[up] == group_of[name]
+            and scenario.operator(up).parallelism == scenario.operator(name).parallelism
+        )
+        return up if chainable else None
+
+    parent = {name: chained_input(name) for name in order}
+    head = chain_heads(order, parent.__getitem__)
+    children = {
+        name: [d.name for d in scenario.downstream(name) if parent[d.name] == name]
+        for name in order
+    }
+    return {name: chain_name(head[name], children) for name in order}
