@@ -21,6 +21,7 @@ from bpmon.model import (
     Window,
 )
 from bpmon.scenario import example_path, load_scenario
+from bpmon.scenario.rates import Ramp
 from bpmon.whatif import Change, changed, parse_change, verdict
 
 CHAINED = """
@@ -133,3 +134,21 @@ def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kin
         "not removed: with source.parallelism=1, resource-starved at enrich remains"
     )
     assert verdict(before, _report(0.3, 0.1), change).removed
+
+
+def test_a_varying_source_given_more_subtasks_keeps_its_records(tmp_path: Path) -> None:
+    """Uneven subtasks (500 + 1,000 + 1,500/s) become 4 x 750/s, a ramp to 2,000/s at the
+    3,000/s base scales to 1,500/s at 750, and 3 x 1,000 records waiting become 4 x 750."""
+    path = tmp_path / "varying.toml"
+    path.write_text(
+        'name = "varying"\n[[operators]]\nname = "src"\nkind = "source"\nparallelism = 3\n'
+        'rate = 1000\nsubtask_rates = { "0" = 500, "2" = 1500 }\nbacklog = 1000\n'
+        'rate_profile = { shape = "ramp", to = 2000, over_s = 4 }\n'
+        '[[operators]]\nname = "sink"\nkind = "sink"\ninputs = [{ from = "src" }]\n'
+    )
+    src = changed(load_scenario(path), [parse_change("src.parallelism=4")]).operator("src")
+    assert (src.parallelism, src.rate) == (4, 750)
+    assert src.source_rates is not None
+    assert dict(src.source_rates.subtask_rates) == {}
+    assert src.source_rates.backlog == 750
+    assert src.source_rates.profile == Ramp(750, 1500, 4)
