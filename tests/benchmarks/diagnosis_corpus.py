@@ -49,6 +49,8 @@ CATEGORIES: Mapping[str, str] = {
     "stall": "a job in which no record moves: a cycle of waits",
     "multi": "two bottlenecks at once, in series or side by side",
     "healthy": "no bottleneck, some operators 80-90% busy: nothing may be named",
+    "zipf": "Zipf keys routed by key groups: the hot subtask overloaded, or a mild Zipf that fits",
+    "noisy": "noisy costs (cost_cv 0.3-1.0): a slow operator, or healthy at 80-90% busy",
 }
 
 
