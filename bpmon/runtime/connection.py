@@ -7,7 +7,8 @@ keeps one TCP connection per pair of task managers), under ``tcp`` the channels 
 result from A to B (Flink before 1.5 kept one per remote task manager and intermediate result).
 Transfers happen synchronously, under the network lock, in whichever thread made them possible: the
 producer finishing a buffer, the consumer returning credit or freeing a buffer, or the link timer
-when the bandwidth cap lets the next buffer go. No thread is needed unless a cap is set.
+when the bandwidth cap lets the next buffer go. No thread is needed unless a cap or a latency is
+set.
 
 - ``credit``: a FIFO of sender views with something to send (Flink's ``PartitionRequestQueue``),
   served round robin; a buffer goes only against credit, events go without. One slow receiver stops
@@ -20,6 +21,13 @@ when the bandwidth cap lets the next buffer go. No thread is needed unless a cap
 - ``link_bandwidth_mb_s``: each buffer occupies the link for ``size / bandwidth`` seconds; the next
   one waits for the link. The link (:class:`Link`) is one direction between two task managers,
   shared by every connection in that direction, so the cap does not multiply with connections.
+- ``latency_ms``: what is sent arrives that much later. Each item on its way is timestamped with
+  its arrival (send time + latency) in one FIFO per connection (the latency is constant, so the
+  FIFO is in arrival order) and the link timer delivers the head when it is due: a buffer or event
+  to the receiving channel, a credit announcement (AddCredit) back to the sender. A channel with
+  ``c`` credits then carries at most ``c`` buffers per round trip (2 x latency), as in Flink.
+  Under ``tcp`` the data on the wire arrives that much later and its window is freed on arrival.
+  At latency 0 nothing is queued and every transfer is synchronous, as without the key.
 """
 
 from __future__ import annotations
@@ -113,11 +121,23 @@ class Link:
         """When the buffer being sent has left (monotonic seconds)."""
 
 
+class _InFlight(NamedTuple):
+    """One item on its way over a connection with a latency."""
+
+    due: float
+    """When it arrives (monotonic seconds)."""
+    view: SenderView
+    item: _Payload | Event | int
+    """A buffer's content or an event for the receiver, or credit for the sender."""
+    backlog: int
+    """The sender's backlog a buffer carries (0 otherwise)."""
+
+
 class LinkTimer:
     """One thread that runs callbacks at given times, under the network lock.
 
-    Started on first use (only connections with a bandwidth cap need it) and stopped by the
-    network environment's shutdown.
+    Started on first use (only connections with a bandwidth cap or a latency need it) and stopped
+    by the network environment's shutdown.
     """
 
     def __init__(self, lock: threading.Lock, clock: Callable[[], float], name: str) -> None:
@@ -184,8 +204,9 @@ class Connection:
         link: the direction ``src -> dst`` it sends over (its bandwidth cap).
         segment_size: bytes per buffer (sizes the ``tcp`` window).
         clock: monotonic seconds.
-        timer: runs delayed sends when the link is busy.
+        timer: runs delayed sends when the link is busy, and deliveries after the latency.
         index: the connection index (``ConnectionID.index``).
+        latency: one-way seconds for a buffer, event or credit announcement; 0 for none.
     """
 
     def __init__(
@@ -199,6 +220,7 @@ class Connection:
         clock: Callable[[], float],
         timer: LinkTimer,
         index: int = 0,
+        latency: float = 0.0,
     ) -> None:
         self.src = src
         self.dst = dst
@@ -210,7 +232,10 @@ class Connection:
         self._ready: deque[SenderView] = deque()
         self._pumping = False
         self._timer_pending = False
-        self._wire: deque[tuple[SenderView, _Payload | Event]] = deque()
+        self._latency = latency
+        self._in_flight: deque[_InFlight] = deque()
+        self._arrival_pending = False
+        self._wire: deque[tuple[SenderView, _Payload | Event, float]] = deque()
         self._wire_bytes = 0
         self._window = TCP_WINDOW_SEGMENTS * segment_size
         self.stalled = False
@@ -239,6 +264,9 @@ class Connection:
 
     def add_credit(self, view: SenderView, credit: int) -> None:
         """The receiver announced ``credit`` more buffers for ``view``'s channel."""
+        if self._latency:
+            self._send_later(view, credit, 0)
+            return
         view.credit += credit
         self.reader_available(view)
 
@@ -275,8 +303,12 @@ class Connection:
                 records, size = item.records, item.size
                 item.recycle()
                 self._occupy_link(size)
-                if not channel.released:
+                if self._latency:
+                    self._send_later(view, _Payload(records, size), view.subpartition.backlog)
+                elif not channel.released:
                     channel.on_buffer(records, size, view.subpartition.backlog)
+            elif item is not None and self._latency:
+                self._send_later(view, item, 0)
             elif item is not None and not channel.released:
                 channel.on_event(item)
             if view.sendable(True) and not view.queued:
@@ -303,10 +335,10 @@ class Connection:
                 item.recycle()
                 self._wire_bytes += item.size
                 self._occupy_link(item.size)
-                self._wire.append((view, _Payload(item.records, item.size)))
+                self._wire.append((view, _Payload(item.records, item.size), self._due()))
                 moved = True
             elif item is not None:
-                self._wire.append((view, item))
+                self._wire.append((view, item, self._due()))
                 moved = True
             if view.sendable(False):
                 view.queued = True
@@ -317,7 +349,9 @@ class Connection:
         delivered = False
         wire = self._wire
         while wire:
-            view, item = wire[0]
+            view, item, due = wire[0]
+            if due and not self._arrived(due):
+                return delivered
             channel = view.channel
             if channel.released:
                 pass
@@ -347,6 +381,55 @@ class Connection:
         self.pump()
         return True
 
+    # -- latency ----------------------------------------------------------------------------
+
+    def _due(self) -> float:
+        """When something sent now arrives (0: at once, no latency)."""
+        return self._clock() + self._latency if self._latency else 0.0
+
+    def _arrived(self, due: float) -> bool:
+        """Whether a ``tcp`` wire item sent to arrive at ``due`` has; if not, wake up then."""
+        if self._clock() >= due:
+            return True
+        if not self._arrival_pending:
+            self._arrival_pending = True
+            self._timer.call_at(due, self._on_wire_due)
+        return False
+
+    def _on_wire_due(self) -> None:
+        self._arrival_pending = False
+        self.pump()
+
+    def _send_later(self, view: SenderView, item: _Payload | Event | int, backlog: int) -> None:
+        """Put ``item`` on its way: it arrives after the latency, in the order sent."""
+        self._in_flight.append(_InFlight(self._clock() + self._latency, view, item, backlog))
+        if not self._arrival_pending:
+            self._arrival_pending = True
+            self._timer.call_at(self._in_flight[0].due, self._on_arrival)
+
+    def _on_arrival(self) -> None:
+        """Deliver everything due: data to the receivers, credit to the senders."""
+        if self.closed:
+            self._arrival_pending = False
+            return
+        now = self._clock()
+        flight = self._in_flight
+        while flight and flight[0].due <= now:  # what this delivers sends more: still pending
+            arrival = flight.popleft()
+            view, item = arrival.view, arrival.item
+            if isinstance(item, int):
+                view.credit += item
+                self.reader_available(view)
+            elif view.channel.released:
+                continue
+            elif isinstance(item, Event):
+                view.channel.on_event(item)
+            else:
+                view.channel.on_buffer(item.records, item.size, arrival.backlog)
+        self._arrival_pending = bool(flight)
+        if flight:
+            self._timer.call_at(flight[0].due, self._on_arrival)
+
     # -- bandwidth --------------------------------------------------------------------------
 
     def _link_ready(self) -> bool:
@@ -374,6 +457,7 @@ class Connection:
     def close(self) -> None:
         """Drop what is on the wire (it holds no segments) and forget the senders."""
         self.closed = True
+        self._in_flight.clear()
         self._wire.clear()
         self._wire_bytes = 0
         self._ready.clear()

@@ -224,6 +224,7 @@ class NetworkEnvironment:
                 clock=self._clock,
                 timer=self._timer,
                 index=index,
+                latency=cfg.latency_ms / 1000,
             )
         return self.connections[key]
 

@@ -7,6 +7,7 @@ benchmarks) with the same clear errors a scenario file gets; the scenario loader
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
@@ -25,7 +26,7 @@ HYBRID_RATIOS = (
     "hybrid_full_release_buffer_ratio",
 )
 """The hybrid shuffle's shares of a partition's pool (Flink's ``HybridShuffleConfiguration``)."""
-FLOAT_KEYS = ("link_bandwidth_mb_s", *HYBRID_RATIOS)
+FLOAT_KEYS = ("link_bandwidth_mb_s", "latency_ms", *HYBRID_RATIOS)
 """Keys that take any number; every other key but those of ``STRING_KEYS`` is an integer."""
 
 MIN_SEGMENT_SIZE = 256
@@ -54,7 +55,10 @@ class NetworkConfig:
             and the writer keeps filling it; ``"finish"`` finishes it (less data in flight, so
             backpressure builds several times sooner than in Flink).
         task_managers: simulated task managers; subtasks are placed in their slots by slot sharing.
-        link_bandwidth_mb_s: cap in 10^6 bytes/s on each direction of each connection; 0 = none.
+        link_bandwidth_mb_s: cap in 10^6 bytes/s on each direction between two task managers,
+            shared by every connection in that direction; 0 = none.
+        latency_ms: one-way delay of a remote channel's buffers, events and credit announcements;
+            0 = none.
         total_buffers: segments per task manager's NetworkBufferPool; 0 = enough for the job.
         hybrid_spill_threshold: selective spilling (FLIP-235) starts when the buffers a hybrid
             partition requested reach this share of its pool.
@@ -77,6 +81,7 @@ class NetworkConfig:
     output_flush: OutputFlush = "publish"
     task_managers: int = 2
     link_bandwidth_mb_s: float = 0.0
+    latency_ms: float = 0.0
     total_buffers: int = 0
     hybrid_spill_threshold: float = 0.7
     hybrid_spill_buffer_ratio: float = 0.4
@@ -99,6 +104,8 @@ class NetworkConfig:
                 raise ConfigError(
                     f"network.{f.name} = {value!r}: expected a number, got {type(value).__name__}"
                 )
+            if not math.isfinite(value):
+                raise ConfigError(f"network.{f.name} = {value!r}: expected a finite number")
         self._check_ranges()
 
     def _check_ranges(self) -> None:
@@ -124,6 +131,7 @@ class NetworkConfig:
             "max_overdraft_buffers_per_gate",
             "buffer_timeout_ms",
             "link_bandwidth_mb_s",
+            "latency_ms",
             "total_buffers",
         )
         for name in non_negative:

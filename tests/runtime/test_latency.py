@@ -1,0 +1,189 @@
+"""``[network] latency_ms``: buffers and credit announcements take that long over a connection.
+
+A remote channel with ``c`` credits carries at most ``c`` buffers per round trip (2 x latency),
+as in Flink: a buffer goes against credit, arrives after the latency, and the credit its reading
+frees takes the latency again to reach the sender. The expected figures are that arithmetic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bpmon.clock import ManualClock
+from bpmon.errors import ConfigError
+from bpmon.runtime.connection import ConnectionID
+from bpmon.runtime.gate import InputGate
+from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.network import NetworkEnvironment
+from bpmon.scenario import NetworkConfig, Scenario, parse_scenario
+
+Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
+StartJob = Callable[[Scenario], Job]
+StopJob = Callable[[Job], JobResult]
+SEGMENT = 256
+LATENCY_S = 0.002
+
+
+def _arrived(env: NetworkEnvironment, gate: InputGate, drain: Drain, want: int) -> list[object]:
+    """Read the gate until ``want`` records came (the link timer delivers them), at most 5 s."""
+    got: list[object] = []
+    deadline = time.monotonic() + 5.0
+    while len(got) < want and time.monotonic() < deadline:
+        got += drain(env, gate)[0]
+        time.sleep(0.002)
+    return got
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    """Wait (at most 5 s) for the link timer to make ``condition`` true."""
+    deadline = time.monotonic() + 5.0
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+@pytest.fixture
+def one_credit() -> Iterator[tuple[NetworkEnvironment, ManualClock, Callable[[int], None]]]:
+    """A channel tm-0 -> tm-1 with exactly one credit (its gate's floating buffer held away)."""
+    clock = ManualClock(100.0)
+    config = NetworkConfig(
+        task_managers=2,
+        segment_size=SEGMENT,
+        buffers_per_channel=1,
+        floating_buffers_per_gate=1,
+        latency_ms=LATENCY_S * 1000,
+    )
+    env = NetworkEnvironment(config, clock=clock.now)
+    partition = env.create_partition(0, 1, "src")
+    gate = env.create_gate(1, [(partition, 0)], "sink")
+    with env.lock:
+        floating = gate.pool.request_memory_segment()
+    assert floating is not None
+    yield env, clock, partition.channel_writer(SEGMENT, 0)
+    with env.lock:
+        gate.pool.recycle(floating)
+    env.shutdown()
+    assert env.leaks() == []
+
+
+def test_one_credit_and_2_ms_carry_one_buffer_per_4_ms(
+    one_credit: tuple[NetworkEnvironment, ManualClock, Callable[[int], None]], drain: Drain
+) -> None:
+    """Buffer k (from 0) arrives at 2 ms + k x 4 ms: one per round trip, none sooner."""
+    env, clock, emit = one_credit
+    gate = env.gates[0]
+    for i in range(5):  # a record fills a buffer: five buffers queue at the sender
+        emit(i)
+    view = env.connections[ConnectionID(0, 1, 0)].views[0]
+    assert view.credit == 0  # the first went at once against the one credit
+    queue = view.subpartition
+    got: list[object] = []
+    for k in range(5):
+        clock.advance(LATENCY_S - 1e-4)  # just before buffer k arrives: nothing new yet
+        time.sleep(0.01)
+        got += drain(env, gate)[0]
+        assert got == list(range(k)), f"buffer {k} arrived before its round trip"
+        clock.advance(1e-4)
+        got += _arrived(env, gate, drain, k + 1)  # reading it announces its credit
+        assert got == list(range(k + 1))
+        assert view.credit == 0  # the credit is on its way back for the latency
+        clock.advance(LATENCY_S)  # the credit arrives: the next buffer goes
+        if k < 4:
+            _until(lambda left=4 - k: queue.backlog < left)
+    _until(lambda: view.credit == 1)
+    assert view.credit == 1 and queue.peek() is None
+
+
+def test_credit_announcements_wait_for_the_latency(
+    one_credit: tuple[NetworkEnvironment, ManualClock, Callable[[int], None]], drain: Drain
+) -> None:
+    env, clock, emit = one_credit
+    gate = env.gates[0]
+    emit(0)
+    clock.advance(LATENCY_S)
+    assert _arrived(env, gate, drain, 1) == [0]
+    view = env.connections[ConnectionID(0, 1, 0)].views[0]
+    clock.advance(LATENCY_S / 2)
+    time.sleep(0.01)
+    assert view.credit == 0, "the credit reached the sender in half the latency"
+    clock.advance(LATENCY_S / 2)
+    _until(lambda: view.credit == 1)
+    assert view.credit == 1
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_latency_must_be_a_number_of_0_or_more(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"network\.latency_ms"):
+        NetworkConfig(latency_ms=value)
+
+
+def test_a_scenario_file_rejects_a_negative_latency() -> None:
+    with pytest.raises(ValueError, match=r"latency_ms = -2.0: must be 0 or more"):
+        parse_scenario(_job(latency_ms=-2, credits=2, rate=10))
+
+
+# -- jobs: records/s against the round-trip bound -----------------------------------------------
+
+RECORD = 8192
+"""Bytes per record: four records fill a 32 KiB buffer."""
+
+
+def _job(*, latency_ms: float, credits: int, rate: int) -> str:
+    """A source on tm-0 and a sink on tm-1: one remote channel, ``credits`` exclusive buffers."""
+    return f"""
+name = "latency"
+[network]
+task_managers = 2
+latency_ms = {latency_ms}
+buffers_per_channel = {credits}
+floating_buffers_per_gate = 1
+buffer_timeout_ms = 1000
+[[operators]]
+name = "source"
+kind = "source"
+rate = {rate}
+record_bytes = {RECORD}
+slot_sharing_group = "a"
+[[operators]]
+name = "sink"
+kind = "sink"
+inputs = [{{ from = "source" }}]
+slot_sharing_group = "b"
+"""
+
+
+def _delivered(start_job: StartJob, stop_job: StopJob, text: str, seconds: float) -> float:
+    """Records/s the sink took in over ``seconds`` after a one-second warm-up."""
+    job = start_job(parse_scenario(text))
+    time.sleep(1.0)
+    (sink,) = job.tasks["sink"]
+    before, began = sink.records_in.total, time.monotonic()
+    time.sleep(seconds)
+    took = time.monotonic() - began
+    moved = sink.records_in.total - before
+    stop_job(job)
+    return moved / took
+
+
+@pytest.mark.slow
+def test_few_credits_and_a_latency_cap_a_channel_at_credits_per_round_trip(
+    start_job: StartJob, stop_job: StopJob
+) -> None:
+    """1 exclusive + the gate's 1 floating buffer = 2 credits per 4 ms round trip: at most 500
+    buffers/s, 2,000 records/s of 8 KiB, against 5,000 offered."""
+    bound = 2 / (2 * 0.002) * (32768 // RECORD)
+    rate = _delivered(start_job, stop_job, _job(latency_ms=2, credits=1, rate=5000), 2.0)
+    # one round trip of buffers may be on the way at either end of the measurement
+    assert 0 < rate <= bound * 1.1, f"{rate:.0f} records/s over a {bound:.0f}/s bound"
+
+
+@pytest.mark.slow
+def test_a_latency_with_enough_credits_does_not_limit(
+    start_job: StartJob, stop_job: StopJob
+) -> None:
+    """8 exclusive + 1 floating credits per 4 ms: 9,000 records/s of 8 KiB, 7.5x the 1,200
+    offered; the sink keeps up with the source."""
+    rate = _delivered(start_job, stop_job, _job(latency_ms=2, credits=8, rate=1200), 2.0)
+    assert rate >= 1200 * 0.8, f"{rate:.0f} records/s of the 1,200 offered"
