@@ -254,7 +254,8 @@ def whatif(
             "--set",
             metavar="VERTEX.KEY=VALUE",
             help="A change to try, e.g. enrich.parallelism=6 (repeat for several); keys: "
-            "parallelism, cost_us, rate, record_bytes, fanout, selectivity.",
+            "parallelism, cost_us, rate, record_bytes, fanout, selectivity, "
+            "managed_memory (a weight), state_mb, spill_cost_us.",
         ),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Print both reports as JSON.")] = False,

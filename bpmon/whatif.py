@@ -34,6 +34,9 @@ SETTABLE: Mapping[str, type] = {
     "record_bytes": int,
     "fanout": float,
     "selectivity": float,
+    "managed_memory": float,
+    "state_mb": float,
+    "spill_cost_us": float,
 }
 """The operator keys ``--set VERTEX.KEY=VALUE`` may change, with their types."""
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, cast
 
 from bpmon.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.chained import chained_scenario
-from bpmon.scenario.compiled import compile_job
+from bpmon.scenario.compiled import JobPlan, compile_job
 from bpmon.scenario.network import FLOAT_KEYS, STRING_KEYS, NetworkConfig
 from bpmon.scenario.spec import (
     CHECKPOINT_MODES,
@@ -204,11 +204,24 @@ def _build(
     )
     if not topology:
         try:
-            compile_job(scenario)  # what only the whole job shows: its managed memory
+            plan = compile_job(scenario)  # what only the whole job shows: its managed memory
+            scenario = _with_managed_memory(scenario, plan)  # (what a stateful one spills)
             chained_scenario(scenario)  # and its chains
         except ScenarioError as exc:
             raise top.error(str(exc)) from None
     return scenario
+
+
+def _with_managed_memory(scenario: Scenario, plan: JobPlan) -> Scenario:
+    """``scenario`` with each stateful operator's managed memory per subtask from ``plan``: the
+    runtime and the load models read its spill cost from it (``OperatorSpec.spill_us``)."""
+    operators = tuple(
+        replace(op, managed_mb=plan.operator(op.name).managed_memory_mb)
+        if op.state_mb is not None
+        else op
+        for op in scenario.operators
+    )
+    return replace(scenario, operators=operators)
 
 
 def _sub_table(top: Table, key: str) -> Table | None:

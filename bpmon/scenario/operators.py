@@ -18,6 +18,7 @@ from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.keys import read_keys
 from bpmon.scenario.rates import read_source_rates
 from bpmon.scenario.spec import (
+    DEFAULT_SPILL_COST_US,
     EXCHANGE_WORDS,
     KINDS,
     PARTITIONERS,
@@ -56,6 +57,8 @@ OPERATOR_KEYS = (
     "rate_profile",
     "subtask_rates",
     "backlog",
+    "state_mb",
+    "spill_cost_us",
 )
 TOPOLOGY_OPERATOR_KEYS = (*(k for k in OPERATOR_KEYS if k != "fail"), "threads")
 FAIL_KEYS = ("after_records", "after_s", "subtask")
@@ -212,6 +215,7 @@ def finish_operator(
         raise table.key_error("slot_sharing_group", 'a group name, e.g. "heavy"')
     chain = table.boolean("chain")
     source_api = table.string("source_api", ("flip-27", "legacy"))
+    state_mb, spill_cost_us = _read_state(table)
     return OperatorSpec(
         name=draft.name,
         kind=kind,
@@ -233,6 +237,8 @@ def finish_operator(
         source_rates=read_source_rates(table, rate, draft.parallelism),
         cost_cv=table.number("cost_cv", 0.0) or 0.0,
         max_parallelism=_read_max_parallelism(table, draft.parallelism),
+        state_mb=state_mb,
+        spill_cost_us=spill_cost_us,
     )
 
 
@@ -252,6 +258,24 @@ def _read_max_parallelism(table: Table, parallelism: int) -> int:
             f"an integer from the operator's parallelism ({parallelism}) to {MAX_PARALLELISM}",
         )
     return value
+
+
+def _read_state(table: Table) -> tuple[float | None, float]:
+    """``state_mb`` (> 0, needs ``managed_memory``) and ``spill_cost_us`` (>= 0, needs
+    ``state_mb``; default :data:`DEFAULT_SPILL_COST_US`)."""
+    state_mb = table.number("state_mb", 0.0, above_minimum=True)
+    spill_cost_us = table.number("spill_cost_us", 0.0)
+    if state_mb is not None and not table.has("managed_memory"):
+        raise table.error(
+            'key "state_mb" needs "managed_memory": the state is held in the managed memory '
+            'the operator gets; add managed_memory = 1 (a weight) or a size such as "64mb"'
+        )
+    if spill_cost_us is not None and state_mb is None:
+        raise table.error(
+            'key "spill_cost_us" needs "state_mb": only an operator whose state outgrows its '
+            "managed memory spills; add state_mb (its working set per subtask, in MB)"
+        )
+    return state_mb, DEFAULT_SPILL_COST_US if spill_cost_us is None else spill_cost_us
 
 
 def _read_managed_memory(table: Table) -> ManagedMemory | None:

@@ -29,6 +29,9 @@ EXCHANGE_WORDS = (*EXCHANGES, "hybrid")
 """What a file may write as ``exchange``: ``hybrid`` alone means ``hybrid-selective``."""
 MODES: tuple[Mode, ...] = ("streaming", "batch")
 DEFAULT_SLOT_SHARING_GROUP = "default"
+DEFAULT_SPILL_COST_US = 100.0
+"""``spill_cost_us`` left out: a record whose state is not in memory waits about one random read
+of a local SSD and its deserialization (RocksDB missing its block cache)."""
 """Flink's name of the slot sharing group of an operator that names none."""
 CHECKPOINT_MODES: tuple[CheckpointMode, ...] = ("aligned", "unaligned")
 
@@ -143,6 +146,11 @@ class OperatorSpec:
             hard backpressure; Flink cannot measure its busy time).
         source_rates: sources only: ``rate_profile``, ``subtask_rates`` and ``backlog``
             (``rates.py``); ``None``: every subtask at ``rate`` from the start, nothing pending.
+        state_mb: the working set of each subtask's state in MB (needs ``managed_memory``);
+            ``None``: its state always fits.
+        spill_cost_us: extra service time of a record whose state is not in managed memory.
+        managed_mb: the managed memory each subtask gets, from the compiled plan (the loader
+            sets it; 0 when the operator uses none).
     """
 
     name: str
@@ -166,10 +174,27 @@ class OperatorSpec:
     source_rates: SourceRates | None = None
     cost_cv: float = 0.0
     max_parallelism: int = 128
+    state_mb: float | None = None
+    spill_cost_us: float = DEFAULT_SPILL_COST_US
+    managed_mb: float = 0.0
+
+    @property
+    def spill_share(self) -> float:
+        """The share of records whose state misses managed memory: the part of the working set
+        beyond the subtask's managed memory, (state_mb - managed_mb) / state_mb; 0 when it fits."""
+        if not self.state_mb:
+            return 0.0
+        return max(0.0, self.state_mb - self.managed_mb) / self.state_mb
+
+    @property
+    def spill_us(self) -> float:
+        """Mean extra service time per record from spilling: spill_cost_us x spill_share."""
+        return self.spill_cost_us * self.spill_share
 
     def cost_of(self, index: int) -> float:
-        """Service time per input record of subtask ``index``, ``slow_subtasks`` applied."""
-        return self.cost_us * self.slow_subtasks.get(index, 1.0)
+        """Service time per input record of subtask ``index``: ``cost_us`` plus the spill cost,
+        ``slow_subtasks`` applied to both (a slow machine reads its disk slowly too)."""
+        return (self.cost_us + self.spill_us) * self.slow_subtasks.get(index, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
