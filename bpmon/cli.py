@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +28,9 @@ from bpmon.render import (
     render_markdown,
     render_text,
 )
+from bpmon.render_listing import Example, examples_json, examples_table
 from bpmon.report_json import comparison_to_json, reports_to_json
+from bpmon.scenario import example_path, load_example, load_expectation
 from bpmon.scenario.plan_text import plan_lines, plan_to_dict
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
@@ -137,10 +140,34 @@ def docs(
 
 
 @app.command()
-def examples() -> None:
-    """List the example scenarios bpmon ships (run one with `bpmon run NAME`)."""
-    for name in shipped_examples():
-        typer.echo(name)
+def examples(
+    json_out: Annotated[
+        bool, typer.Option("--json", help='Print JSON: [{"name", "job", "shows"}].')
+    ] = False,
+) -> None:
+    """List the example scenarios bpmon ships, each with its job's name and the diagnosis it
+    shows (run one with `bpmon run NAME`)."""
+    with _errors():
+        found = [_example(name) for name in shipped_examples()]
+        if json_out:
+            typer.echo(examples_json(found))
+        else:
+            console = Console()
+            console.print(examples_table(found, console.width))
+
+
+def _example(name: str) -> Example:
+    """A shipped example with its job's name and, from its [expect] table, what it shows."""
+    expect = load_expectation(example_path(name))
+    shows = "the scenario as written"
+    if expect is not None and not expect.root_cause:
+        shows = "no backpressure: a healthy job"
+    elif expect is not None:
+        subtasks = ", ".join(map(str, expect.subtasks))
+        plural = "s" if len(expect.subtasks) > 1 else ""
+        where = f", subtask{plural} {subtasks}" if subtasks else ""
+        shows = f"{expect.kind} at {expect.root_cause}{where}"
+    return Example(name, load_example(name).name, shows)
 
 
 @app.command()
@@ -214,7 +241,7 @@ def plan(
         if json_out:
             typer.echo(json.dumps(plan_to_dict(compiled), indent=2))
         else:
-            typer.echo("\n".join(plan_lines(compiled)))
+            typer.echo("\n".join(wrapped(plan_lines(compiled), Console().width)))
 
 
 @app.command()
@@ -589,6 +616,16 @@ def _say_saved(ended: JobEnded, json_out: bool) -> None:
 
 
 # -- output -------------------------------------------------------------------------------------
+
+
+def wrapped(lines: list[str], width: int) -> Iterator[str]:
+    """``lines`` wrapped at ``width`` between words, each continuation indented under its
+    line's text plus four, so a long line still reads as one item."""
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        yield from textwrap.wrap(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        ) or [""]
 
 
 def _format(value: str) -> Format:

@@ -42,8 +42,8 @@ from bpmon.history_service import (
     synthesize_history,
     write_analysis_tables,
 )
-from bpmon.render import bursts_table, runs_table
 from bpmon.render_analysis import render_analysis_markdown, render_analysis_text
+from bpmon.render_listing import bursts_json, bursts_table, run_started, runs_json, runs_table
 from bpmon.service import DEFAULT_RUNS_DIR, Settings, run_bursts, stored_runs
 
 
@@ -76,6 +76,12 @@ RunsDirOption = Annotated[
 ]
 
 
+JsonFlag = Annotated[
+    bool,
+    typer.Option("--json", help="Print JSON (a list of objects; fields in docs/history.md)."),
+]
+
+
 def _runs_dir(ctx: typer.Context, own: Path | None) -> Path:
     """A subcommand's --runs-dir, else the one given to ``bpmon history``, else the default."""
     if own is not None:
@@ -96,6 +102,7 @@ def history(
         str | None,
         typer.Option(help="Only runs started since: 2026-11-01, 2026-11-01T12:00 (UTC), or 7d."),
     ] = None,
+    json_out: JsonFlag = False,
     runs_dir: RunsDirOption = None,
 ) -> None:
     """List the stored runs, newest first, or the bursts of one run (`bpmon history RUN`)."""
@@ -109,28 +116,39 @@ def history(
         runs = [
             r
             for r in stored_runs(settings, on_corrupt=lambda e: skipped.append(str(e)))
-            if (job is None or r.job == job) and (after is None or r.start >= after)
+            if (job is None or r.job == job) and (after is None or run_started(r) >= after)
         ]
         for line in skipped:
             typer.echo(f"bpmon: warning: skipped {line}", err=True)
+        if json_out:
+            typer.echo(runs_json(runs))
+            return
         if not runs:
             where = f" of job {job!r}" if job is not None else ""
             when = f" since {after:%Y-%m-%d %H:%M} UTC" if after is not None else ""
             typer.echo(f"no runs{where}{when} in {folder}; `bpmon run demo` makes one")
             return
-        Console().print(runs_table(runs))
+        console = Console()
+        console.print(runs_table(runs, console.width))
 
 
 @history_app.command("show", hidden=True)
 def show(
     ctx: typer.Context,
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="A run id or run directory.")],
+    json_out: JsonFlag = False,
     runs_dir: RunsDirOption = None,
 ) -> None:
     """The bursts of one run."""
     with _errors():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
-        Console().print(bursts_table(run_bursts(run_ref, settings)))
+        bursts = run_bursts(run_ref, settings)
+        parent = ctx.parent.params.get("json_out") if ctx.parent is not None else None
+        if json_out or parent is True:
+            typer.echo(bursts_json(bursts))
+            return
+        console = Console()
+        console.print(bursts_table(bursts, console.width))
 
 
 @history_app.command("import")
@@ -275,6 +293,9 @@ def analyze(
     output: Annotated[
         str, typer.Option("--format", help="text, md, json or html.", case_sensitive=False)
     ] = "text",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The same as --format json (docs/history.md).")
+    ] = False,
     out: Annotated[
         Path | None,
         typer.Option(help="Also write the aggregates (Parquet) and the report into this folder."),
@@ -289,6 +310,9 @@ def analyze(
     capacity trends and skew per job and vertex."""
     with _errors():
         fmt = output.lower().replace("markdown", "md")
+        if json_out and fmt not in ("text", "json"):
+            raise ConfigError(f"--json and --format {output}: give one of them")
+        fmt = "json" if json_out else fmt
         if fmt not in ANALYSIS_FORMATS:
             raise ConfigError(f"--format {output!r}: expected text, md, json or html")
         if fmt == "html" and out is None:

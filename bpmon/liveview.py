@@ -12,26 +12,10 @@ from types import TracebackType
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from bpmon import numbers
 from bpmon.events import LiveSnapshot
-from bpmon.model import VertexStatus
-from bpmon.numbers import NULL
-from bpmon.render import LEVEL_STYLES
-
-COLUMNS = (
-    "vertex",
-    "level",
-    "rec in/s",
-    "rec out/s",
-    "busy",
-    "idle",
-    "backpr.",
-    "outPool",
-    "inPool",
-)
+from bpmon.render import vertex_table
 
 
 class LiveView:
@@ -66,36 +50,20 @@ class LiveView:
     def update(self, snapshot: LiveSnapshot) -> None:
         """Redraw with ``snapshot`` (nothing happens off a terminal)."""
         if self._live is not None:
-            self._live.update(live_table(self.title, snapshot), refresh=True)
+            self._live.update(live_table(self.title, snapshot, self.console.width), refresh=True)
 
 
-def live_table(title: str, snapshot: LiveSnapshot) -> Group:
-    """The table of one snapshot, with the phase (and sampling progress) beneath it."""
-    table = Table(title=f"{title} — {snapshot.elapsed_s:4.1f} s", title_justify="left")
-    for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("vertex", "level") else "right")
-    for vertex in snapshot.vertices:
-        table.add_row(*_cells(vertex))
+def live_table(title: str, snapshot: LiveSnapshot, width: int) -> Group:
+    """The vertex table of one snapshot fitted to ``width`` columns (the report's columns, one
+    row per vertex), with the phase (and sampling progress) beneath it."""
     phase = snapshot.phase
     if phase == "settling":
         phase = "settling: backpressure still building"
     if snapshot.sampling is not None:
         s = snapshot.sampling
         phase = f"sampling burst {s.burst + 1}: {s.done}/{s.samples} samples"
-    return Group(table, Text(phase, style="dim"))
-
-
-def _cells(vertex: VertexStatus) -> tuple[str | Text, ...]:
-    m = vertex.metrics
-    level = Text(vertex.level or NULL, style=LEVEL_STYLES[vertex.level] if vertex.level else "")
-    return (
-        vertex.name,
-        level,
-        numbers.rate(m.records_in_per_s),
-        numbers.rate(m.records_out_per_s),
-        numbers.ratio(m.busy_ratio),
-        numbers.ratio(m.idle_ratio),
-        numbers.ratio(vertex.ratio),
-        numbers.ratio(m.out_pool_usage),
-        numbers.ratio(m.in_pool_usage),
+    return Group(
+        Text(f"{title} — {snapshot.elapsed_s:4.1f} s", style="italic"),
+        vertex_table(snapshot.vertices, width, subtasks=False),
+        Text(phase, style="dim"),
     )

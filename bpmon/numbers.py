@@ -1,6 +1,6 @@
 """How a figure reads, everywhere a person sees one: the CLI report, the live view, the dashboard.
 
-Ratios and pool usages with two decimals, record rates in at most five characters, and an en dash
+Ratios and pool usages with two decimals, record rates whole with thousands grouped, and an en dash
 for a value the source could not give. One place, so a figure reads the same on every surface.
 Model layer: stdlib only.
 """
@@ -21,16 +21,10 @@ def ratio(value: float | None) -> str:
 
 
 def rate(value: float | None) -> str:
-    """Records per second in at most five characters (``0.5``, ``3,990``, ``12.3k``, ``1.2M``)."""
+    """Records per second: one decimal below 10 (``0.5``), else whole with thousands grouped
+    (``3,990``, ``12,345``, ``1,234,567``): one format, so ``9,999`` and ``10,000`` read alike."""
     if value is None or not math.isfinite(value):
         return NULL
-    size = abs(value)
-    if size < 10:
+    if abs(value) < 10:
         return f"{value:.1f}"
-    if size < 10_000:
-        return f"{value:,.0f}"
-    if size < 100_000:
-        return f"{value / 1e3:.1f}k"
-    if size < 999_500:
-        return f"{value / 1e3:.0f}k"
-    return f"{value / 1e6:.1f}M"
+    return f"{value:,.0f}"

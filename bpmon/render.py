@@ -3,8 +3,8 @@
 All three renderings carry the same content: the header (job, run, source, window), one row per
 vertex (with its subtasks beneath it when it has more than one), the root causes with their
 evidence and recommendation, then the findings. A value the source could not give shows as an en
-dash. The text fits an 80-column terminal (rich wraps long names and evidence) and uses a 120-column
-one.
+dash. Every table fits the console's width without breaking a word (:mod:`bpmon.render_fit`): at
+80 columns the least needed columns leave, and long names wrap between words.
 A surface: it imports rich, and nothing below the surfaces imports it.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from bpmon import numbers
-from bpmon.model import Level, Report, RootCause, RunInfo, SubtaskStatus, VertexStatus, worst_level
+from bpmon.model import Level, Report, RootCause, SubtaskStatus, VertexStatus
 from bpmon.numbers import NULL
+from bpmon.render_fit import Col, fit_table
 from bpmon.report_json import format_timestamp, report_to_json
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
@@ -42,6 +42,27 @@ COLUMNS = (
     "rec/s out",
 )
 """The table's columns; in the terminal, two-word names stack on two lines to stay narrow."""
+
+VERTEX_COLUMNS = (
+    Col(COLUMNS[0]),
+    Col(COLUMNS[1], wrap=False),
+    Col(COLUMNS[2], "right", wrap=False),
+    Col(COLUMNS[3], "right", wrap=False),
+    Col(COLUMNS[4], "right", wrap=False, drop=3),
+    Col("out\npool", "right", wrap=False, drop=2),
+    Col("in\npool", "right", wrap=False, drop=1),
+    Col("rec/s\nin", "right", wrap=False, drop=4),
+    Col("rec/s\nout", "right", wrap=False),
+)
+"""The vertex table in the terminal: what leaves first when it is too narrow is highest."""
+
+NARROW_NOTE = "(too narrow for: {columns}; --json has them)"
+"""Under a vertex table that left columns out."""
+
+MAX_NOTE = (
+    "A vertex's busy, idle and pools are its largest subtask's (as Flink's web UI shows them), "
+    "its rec/s the sum of its subtasks'."
+)
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -71,9 +92,9 @@ def _metric_cells(status: VertexStatus | SubtaskStatus) -> tuple[str, ...]:
     )
 
 
-def _rows(report: Report) -> Iterator[_Row]:
+def _rows(vertices: Sequence[VertexStatus]) -> Iterator[_Row]:
     """The vertex rows, each followed by its subtask rows when it has more than one subtask."""
-    for vertex in report.vertices:
+    for vertex in vertices:
         disagree = any(s.disagreement for s in vertex.subtasks)
         yield _Row(
             vertex.name, vertex.name, vertex.level, disagree, _metric_cells(vertex), subtask=False
@@ -144,7 +165,9 @@ def render_text(report: Report, console: Console) -> None:
     title, details = _header_lines(report)
     console.print(Text(title, style="bold"))
     console.print(Text("\n".join(details), style="dim"))
-    console.print(_vertex_table(report))
+    console.print(vertex_table(report.vertices, console.width))
+    if _several_subtasks(report):
+        console.print(Text(MAX_NOTE, style="dim"))
     if _any_disagreement(report):
         console.print(Text(DISAGREEMENT_NOTE, style="dim"))
     _print_causes(report, console)
@@ -156,17 +179,25 @@ def render_text(report: Report, console: Console) -> None:
         console.print(grid)
 
 
-def _vertex_table(report: Report) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    table.add_column(COLUMNS[0], overflow="fold", min_width=8)
-    table.add_column(COLUMNS[1], no_wrap=True)
-    for name in COLUMNS[2:]:
-        table.add_column(name.replace(" ", "\n"), justify="right", no_wrap=True)
-    for row in _rows(report):
+def vertex_table(vertices: Sequence[VertexStatus], width: int, subtasks: bool = True) -> Table:
+    """The vertex rows (with their subtasks beneath, when ``subtasks``), fitted to ``width``."""
+    rows: list[list[str | Text]] = []
+    for row in _rows(vertices):
+        if row.subtask and not subtasks:
+            continue
         label = Text("  " + row.label, style="dim") if row.subtask else Text(row.label)
         level = Text(_level_label(row), style=LEVEL_STYLES[row.level] if row.level else "")
-        table.add_row(label, level, *row.cells)
+        rows.append([label, level, *row.cells])
+    table, kept = fit_table(VERTEX_COLUMNS, rows, width)
+    gone = [c.header.replace("\n", " ") for c in VERTEX_COLUMNS if c not in kept]
+    if gone:
+        table.caption = NARROW_NOTE.format(columns=", ".join(gone))
+        table.caption_justify = "left"
     return table
+
+
+def _several_subtasks(report: Report) -> bool:
+    return any(len(v.subtasks) > 1 for v in report.vertices)
 
 
 def _bullet_grid() -> Table:
@@ -205,9 +236,11 @@ def render_markdown(report: Report) -> str:
     lines = [f"## {_md(title)}", "", "  \n".join(_md(d) for d in details), ""]
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|:--|:--|" + "--:|" * (len(COLUMNS) - 2))
-    for row in _rows(report):
+    for row in _rows(report.vertices):
         label = f"↳ {_md(row.vertex + row.label)}" if row.subtask else f"**{_md(row.label)}**"
         lines.append("| " + " | ".join((label, _md(_level_label(row)), *row.cells)) + " |")
+    if _several_subtasks(report):
+        lines += ["", _md(MAX_NOTE)]
     if _any_disagreement(report):
         lines += ["", _md(DISAGREEMENT_NOTE)]
     lines += ["", *_md_causes(report)]
@@ -252,48 +285,11 @@ def render_json(report: Report) -> str:
 # ------------------------------------------------------------------------------------- listings
 
 
-def runs_table(runs: Sequence[RunInfo]) -> Table:
-    """``bpmon history``: one row per stored run, newest first."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    table.add_column("run", no_wrap=True)
-    for column in ("source", "bursts", "worst", "root cause (first burst)"):
-        table.add_column(column, overflow="fold")
-    for run in runs:
-        table.add_row(
-            run.run_id,
-            run.source,
-            str(run.bursts),
-            _level_text(run.worst_level),
-            _top_cause(run.root_causes),
-        )
-    return table
-
-
-def bursts_table(bursts: Sequence[tuple[int, Report]]) -> Table:
-    """``bpmon history RUN``: one row per burst of the run (``bpmon diagnose RUN --burst K``)."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    table.add_column("burst", no_wrap=True)
-    table.add_column("window start", no_wrap=True)
-    for column in ("seconds", "samples", "worst", "root cause"):
-        table.add_column(column, overflow="fold")
-    for number, report in bursts:
-        w = report.window
-        table.add_row(
-            str(number),
-            format_timestamp(w.start),
-            f"{w.seconds:.2f}",
-            str(w.samples),
-            _level_text(worst_level(report)),
-            _top_cause(report.root_causes),
-        )
-    return table
-
-
-def _level_text(level: Level | None) -> Text:
+def level_text(level: Level | None) -> Text:
     return Text(level or NULL, style=LEVEL_STYLES[level] if level else "")
 
 
-def _top_cause(causes: Sequence[RootCause] | None) -> str:
+def top_cause(causes: Sequence[RootCause] | None) -> str:
     if causes is None:
         return "not diagnosed"
     if not causes:
@@ -306,29 +302,33 @@ def _top_cause(causes: Sequence[RootCause] | None) -> str:
 # ------------------------------------------------------------------------------------ comparison
 
 
-def comparison_table(before: Report, after: Report) -> Table:
+COMPARISON_COLUMNS = (
+    Col("vertex"),
+    *(Col(c, "right") for c in ("p", "level", "ratio", "busy", "rec/s out")),
+)
+"""Each cell reads ``before → after``; when too narrow, it wraps after the arrow."""
+
+
+def comparison_table(before: Report, after: Report, width: int) -> Table:
     """Two reports of the same job side by side: each cell reads ``before → after``."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    table.add_column("vertex", overflow="fold", min_width=8)
-    for column in ("p", "level", "ratio", "busy", "rec/s out"):
-        table.add_column(column, justify="right", no_wrap=True)
     later = {v.name: v for v in after.vertices}
+    rows: list[list[str | Text]] = []
     for v in before.vertices:
         w = later.get(v.name)
         cells: list[str | Text] = [v.name]
         for pick in (_parallelism, _level_of, _ratio_of, _busy_of, _rate_of):
             cells.append(Text.assemble(pick(v), " → ", pick(w) if w is not None else NULL))
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return fit_table(COMPARISON_COLUMNS, rows, width)[0]
 
 
 def render_comparison(before: Report, after: Report, change: str, console: Console) -> None:
     """``bpmon whatif``: the table of both runs, then each run's root causes."""
     console.print(Text(f"What if: {before.job} with {change}", style="bold"))
     console.print(Text(f"before: run {before.run_id}\nafter:  run {after.run_id}", style="dim"))
-    console.print(comparison_table(before, after))
+    console.print(comparison_table(before, after, console.width))
     for label, report in (("before", before), ("after", after)):
-        console.print(Text(f"Root causes {label}: {_top_cause(report.root_causes)}"))
+        console.print(Text(f"Root causes {label}: {top_cause(report.root_causes)}"))
 
 
 def _parallelism(v: VertexStatus) -> str:
@@ -336,7 +336,7 @@ def _parallelism(v: VertexStatus) -> str:
 
 
 def _level_of(v: VertexStatus) -> Text:
-    return _level_text(v.level)
+    return level_text(v.level)
 
 
 def _ratio_of(v: VertexStatus) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rich.console import Console
-from rich.table import Table
 
 from bpmon.analysis import Analysis, Regression
+from bpmon.render_fit import Col, fit_table
 
 Section = tuple[str, list[str], list[list[str]]]
 """A titled table: title, header, rows of text cells."""
@@ -93,20 +93,44 @@ def sections(analysis: Analysis) -> Iterator[Section]:
         )  # fmt: skip
 
 
+TEXT_COLUMNS: dict[str, Col] = {
+    "job": Col("job"),
+    "#": Col("#", "right", wrap=False),
+    "vertex": Col("vertex"),
+    "kind": Col("kind"),
+    "score": Col("score", "right", wrap=False),
+    "windows named": Col("windows\nnamed", "right", wrap=False),
+    "runs": Col("runs", "right", wrap=False),
+    "windows": Col("windows", "right", wrap=False),
+    "OK/LOW/HIGH": Col("OK/LOW/HIGH", "right", wrap=False),
+    "ratio p50": Col("ratio\np50", "right", wrap=False),
+    "p95": Col("ratio\np95", "right", wrap=False, drop=2),
+    "busy p50": Col("busy\np50", "right", wrap=False, drop=1),
+    "capacity/subtask": Col("capacity", "right", wrap=False),
+    "trend/run": Col("trend\n/run", "right", wrap=False),
+    "subtask": Col("subtask", "right", wrap=False),
+    "hot windows": Col("hot\nwindows", "right", wrap=False),
+}
+"""How each column of :func:`sections` shows on a terminal (stacked headers, what may go)."""
+
+LEGENDS = {
+    "capacity/subtask": "capacity: records/s one subtask handles at 100% busy (p50); "
+    "trend: its change per run",
+    "p95": "ratio p50, p95: the backpressure ratio's median and 95th percentile",
+    "OK/LOW/HIGH": "OK/LOW/HIGH: the share of windows at each level",
+}
+"""The line under a table that explains its abbreviated headers."""
+
+
 def render_analysis_text(analysis: Analysis, console: Console) -> None:
-    """The analysis as terminal tables; regressions as lines (two run ids are wide)."""
+    """The analysis as terminal tables fitted to the console; regressions as lines (two run ids
+    are wide). A table of a single job says the job in its title instead of a column."""
     for line in summary(analysis):
         console.print(line, highlight=False, markup=False)
     for title, header, rows in sections(analysis):
         if title.startswith("Regressions"):
             continue
-        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        for name in header:
-            table.add_column(name, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        console.print()
-        console.print(table)
+        _print_table(console, title, header, rows)
     if analysis.regressions:
         console.print()
         console.print("What changed", style="bold")
@@ -121,6 +145,20 @@ def render_analysis_text(analysis: Analysis, console: Console) -> None:
             highlight=False,
             markup=False,
         )
+
+
+def _print_table(console: Console, title: str, header: list[str], rows: list[list[str]]) -> None:
+    """One section as a titled table fitted to the console, with the legend of its headers."""
+    if header[0] == "job" and len({row[0] for row in rows}) == 1:
+        title += f": job {rows[0][0]}"
+        header, rows = header[1:], [row[1:] for row in rows]
+    table, _ = fit_table([TEXT_COLUMNS[h] for h in header], rows, console.width)
+    console.print()
+    console.print(title, style="bold", highlight=False, markup=False)
+    console.print(table)
+    legend = "; ".join(LEGENDS[h] for h in header if h in LEGENDS)
+    if legend:
+        console.print(legend, style="dim", highlight=False, markup=False)
 
 
 def render_analysis_markdown(analysis: Analysis) -> str:

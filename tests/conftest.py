@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +42,39 @@ def promtool() -> Path:
 def prometheus_bin() -> Path:
     """The Prometheus server."""
     return _prometheus_tool("prometheus")
+
+
+def _drawn(draw: Callable[[Console], object], width: int) -> str:
+    """What a real rich console of ``width`` columns shows for ``draw`` (plain text)."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    draw(console)
+    return console.export_text()
+
+
+def assert_fits(draw: Callable[[Console], object], width: int, also: str = "") -> str:
+    """``draw`` shown at ``width`` columns: no line is longer and no word is split over lines.
+
+    A word is split when a piece of it stands alone: a token of the narrow text that is not a
+    token of the same drawing on a very wide console, but is part of one (``slow-op``), or an
+    ellipsis that cut one short. ``also``: text shown only when narrow (a note of the columns
+    left out), whose words are whole. Returns the narrow text.
+    """
+    narrow = _drawn(draw, width)
+    wide_words = set(_drawn(draw, 1000).split()) | set(also.split())
+    too_long = [line for line in narrow.splitlines() if len(line.rstrip()) > width]
+    assert not too_long, f"lines wider than {width}:\n" + "\n".join(too_long)
+    broken = [
+        word
+        for word in set(narrow.split())
+        if word not in wide_words
+        and word.strip("─")
+        and ("…" in word or any(word in whole and word != whole for whole in wide_words))
+    ]
+    assert not broken, f"words split at {width} columns: {sorted(broken)}\n{narrow}"
+    return narrow
+
+
+@pytest.fixture(scope="session")
+def fits() -> Callable[..., str]:
+    """:func:`assert_fits`: a table drawn at 80 or 120 columns fits and breaks no word."""
+    return assert_fits

@@ -136,9 +136,23 @@ def level_of(ratio: float) -> str:
 def test_examples_lists_every_shipped_example_including_the_demo() -> None:
     result = CliRunner().invoke(app, ["examples"])
     assert result.exit_code == 0, result.output
-    listed = result.output.split()
-    assert "demo" in listed
-    assert listed == example_names()
+    rows = [line.split() for line in result.output.splitlines()[2:]]
+    assert [row[0] for row in rows] == example_names()
+    hot = " ".join(next(row for row in rows if row[0] == "hot-key"))
+    assert "hot-customer" in hot and "data-skew at aggregate, subtask 0" in hot
+    healthy = " ".join(next(row for row in rows if row[0] == "healthy"))
+    assert "no backpressure" in healthy
+
+
+def test_examples_json_gives_each_name_job_and_what_it_shows() -> None:
+    result = CliRunner().invoke(app, ["examples", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [e["name"] for e in listed] == example_names()
+    assert all(set(e) == {"name", "job", "shows"} for e in listed)
+    by_name = {e["name"]: e for e in listed}
+    assert by_name["hot-key"]["job"] == "hot-customer"  # the example's job has its own name
+    assert by_name["slow-sink"]["shows"] == "slow-sink at warehouse"
 
 
 def test_version_prints_the_installed_version() -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 from rich.console import Console
 
+from bpmon.events import LiveSnapshot
+from bpmon.liveview import live_table
 from bpmon.model import (
     Edge,
     Finding,
@@ -19,7 +22,11 @@ from bpmon.model import (
     VertexStatus,
     Window,
 )
-from bpmon.render import render_json, render_markdown, render_text
+from bpmon.render import NARROW_NOTE, render_comparison, render_json, render_markdown, render_text
+from bpmon.render_fit import Col, fit_table, kept_columns
+
+Fits = Callable[..., str]
+NOTE = NARROW_NOTE.format(columns="idle, out pool, in pool, rec/s in, rec/s out")
 
 EVIDENCE = (
     "enrich[0] receives 61% of the records of enrich",
@@ -113,7 +120,7 @@ def test_text_shows_vertices_levels_and_the_root_cause(width: int) -> None:
     assert "0.97" in row["source"]
     assert "3,990" in row["source"]
     assert "LOW" in row["sink"]
-    assert "12.3k" in row["sink"]
+    assert "12,345" in row["sink"]
     whole = flat(out)
     assert "data-skew at enrich, subtask 0 (confidence 0.92)" in whole
     for line in EVIDENCE:
@@ -136,7 +143,8 @@ def test_subtasks_are_listed_only_under_vertices_with_several() -> None:
         "[3]",
         "sink",
     ]
-    assert lines[start + 1].startswith("   [0]")  # indented under its vertex
+    assert lines[start].startswith("source")
+    assert lines[start + 1].startswith("  [0]")  # indented under its vertex
     assert lines[start + 9].split()[:1] != ["[0]"]  # the sink has one subtask: no rows
 
 
@@ -247,3 +255,65 @@ def test_json_rendering_is_the_report_document() -> None:
     assert doc["schema"] == "bpmon.report/1"
     assert [v["name"] for v in doc["vertices"]] == ["source", "enrich", "sink"]
     assert doc["root_causes"][0]["kind"] == "data-skew"
+
+
+def flink_named_report() -> Report:
+    """The skewed report with the long, many-word vertex names of a Flink job graph."""
+    report = skewed_report()
+    names = {
+        "source": "Source: Kafka Source -> Timestamps/Watermarks",
+        "enrich": "Window(TumblingEventTimeWindows(60000), EventTimeTrigger, Agg)",
+        "sink": "Sink: Writer -> Sink: Committer",
+    }
+    return replace(
+        report,
+        vertices=tuple(replace(v, name=names[v.name]) for v in report.vertices),
+        root_causes=(replace(report.root_causes[0], vertex=names["enrich"]),),  # type: ignore[index]
+    )
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("make", [skewed_report, flink_named_report])
+def test_the_report_fits_the_terminal_without_breaking_a_word(
+    width: int, make: Callable[[], Report], fits: Fits
+) -> None:
+    out = fits(lambda console: render_text(make(), console), width, NOTE)
+    assert "largest subtask's" in flat(out)  # the vertex rows' max is said
+    if make is skewed_report:  # short names: every column is there, headers whole
+        assert "too narrow" not in out
+        for header in ("out", "pool", "rec/s", "ratio", "busy", "idle"):
+            assert header in out.split()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_live_view_and_the_comparison_fit_without_breaking_a_word(
+    width: int, fits: Fits
+) -> None:
+    report = skewed_report()
+    snapshot = LiveSnapshot(3.25, "sampling", report.vertices)
+    out = fits(lambda console: console.print(live_table("slow-enrich", snapshot, width)), width)
+    assert "slow-enrich — 3.2 s" in flat(out)
+    assert "[0]" not in out  # one row per vertex
+    assert "pool" in out.split() and "outPo…" not in out
+    other = flink_named_report()
+    fits(lambda console: render_comparison(report, report, "enrich.parallelism=6", console), width)
+    fits(lambda console: render_comparison(other, other, "x.parallelism=6", console), width, NOTE)
+
+
+def test_a_table_too_narrow_for_every_column_leaves_the_spare_ones_and_says_so(
+    fits: Fits,
+) -> None:
+    out = fits(lambda console: render_text(flink_named_report(), console), 70, NOTE)
+    assert "too narrow for:" in out and "--json has them" in flat(out)
+    assert "vertex" in out and "level" in out  # never dropped
+
+
+def test_fit_table_keeps_every_column_when_there_is_room_and_drops_the_spare_first() -> None:
+    cols = [Col("name"), Col("a", drop=1), Col("b", drop=2), Col("c")]
+    rows = [["a-long-name here", "1111", "2222", "3333"]]
+    assert kept_columns(cols, rows, 80) == [0, 1, 2, 3]
+    # least widths 9 + 4 + 4 + 4 and gaps 6 = 27: one column too many at 24, two at 20
+    assert kept_columns(cols, rows, 24) == [0, 1, 3]
+    assert kept_columns(cols, rows, 20) == [0, 3]
+    _, kept = fit_table(cols, rows, 20)
+    assert [c.header for c in kept] == ["name", "c"]

@@ -102,7 +102,9 @@ def in_sampler() -> tuple[float, int]:
             if done % 5 == 0:
                 snapshot = target.snapshot()
                 vertices = observation_levels(snapshot, rules)
-                console.print(live_table("bench", LiveSnapshot(0.0, "sampling", vertices)))
+                console.print(
+                    live_table("bench", LiveSnapshot(0.0, "sampling", vertices), console.width)
+                )
 
         observation = target.observe(100, 50.0, progress)
     finally:
