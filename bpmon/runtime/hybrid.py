@@ -315,12 +315,21 @@ class HybridSubpartition(ResultSubpartition):
         return problems
 
     def release(self) -> None:
-        """Teardown: drop a peeked buffer, release every buffer in memory, delete the file."""
+        """Teardown: drop a peeked buffer, release every buffer in memory, delete the file.
+
+        What was not read is forgotten with it: once released, the subpartition is empty. A
+        reader may still look after teardown (a channel of a consumer that never deployed, given
+        a floating buffer as its gate closes, announces credit and its sender peeks), and a
+        buffer neither in memory nor in the deleted file is no longer lost, just gone.
+        """
         if self._head is not None:
             buffer, _ = self._head
             if isinstance(buffer, Buffer):
                 buffer.recycle()
             self._head = None
+        self._next = len(self._items)
+        self.backlog = 0
+        self.queued_bytes = 0
         for entry in self.entries:
             entry.release()
         self.spill.close()

@@ -1,0 +1,104 @@
+"""A batch job stopped while its hybrid consumer region still waits for slots ends cleanly.
+
+The shape of the crash issue 20 reports: ``prep`` (3 subtasks) writes a hybrid exchange to
+``aggregate``, whose region waits for slots the first region holds, and the job is stopped
+before ``aggregate`` deploys. Buffers already sat in ``aggregate``'s remote channels; closing its
+gate handed a floating buffer to a channel not yet released, whose credit made the (already
+released) hybrid subpartition look for its next buffer: ``RuntimeError: prep (3/3) ->
+aggregate: buffer 6 was lost``, and no report. Stopping must end every thread, give every buffer
+back and remove every spill file, and the CLI must print the report.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bpmon.cli import app
+from bpmon.runtime.job import Job
+from bpmon.scenario import parse_scenario
+from tests.runtime.conftest import StopJob
+
+WAITING = """
+name = "hybrid-waits"
+duration_s = {duration}
+mode = "batch"
+
+[cluster]
+slots_per_task_manager = 2            # 4 slots: region 0 takes 3, region 1 needs 2
+
+[network]
+task_managers = 2
+
+[monitor]
+warmup_s = 1
+samples = 10
+interval_ms = 50
+settle_s = 0
+
+[[operators]]
+name = "source"
+kind = "source"
+parallelism = 3
+rate = 2000
+records = 100000
+
+[[operators]]
+name = "prep"
+kind = "map"
+parallelism = 3
+cost_us = 50
+inputs = [{{ from = "source" }}]
+
+[[operators]]
+name = "aggregate"
+kind = "map"
+parallelism = 2
+cost_us = 100
+inputs = [{{ from = "prep", partitioner = "hash", exchange = "hybrid-selective" }}]
+
+[[operators]]
+name = "sink"
+kind = "sink"
+parallelism = 2
+inputs = [{{ from = "aggregate" }}]
+"""
+
+QUEUED = 40
+"""Buffers waiting for the consumer (in its remote channels and its local subpartitions) by
+which its gates' floating buffers are all taken and channels wait for more: the state the crash
+needs (about one second of this job)."""
+DEADLINE_S = 20.0
+"""How long the job may take to get there (a loaded machine is slow)."""
+
+
+def _queued_at_consumer(job: Job) -> int:
+    with job.env.lock:
+        return sum(gate.queue_length() for task in job.tasks["aggregate"] for gate in task.gates)
+
+
+def test_a_job_stopped_before_its_hybrid_consumer_deploys_ends_cleanly(stop_job: StopJob) -> None:
+    job = Job(parse_scenario(WAITING.format(duration=60)))
+    job.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while _queued_at_consumer(job) < QUEUED and time.monotonic() < deadline and not job.failed:
+        time.sleep(0.05)
+    queued = _queued_at_consumer(job)
+    waiting = [t for t in job.tasks["aggregate"] if not t.thread.is_alive()]
+    result = stop_job(job)  # asserts no leak and no live thread
+    assert queued >= QUEUED, "the shape needs buffers waiting for the consumer"
+    assert len(waiting) == 2, "aggregate must not have deployed"
+    assert (result.state, result.error) == ("cancelled", None)
+
+
+@pytest.mark.slow
+def test_bpmon_run_prints_the_report_of_such_a_job(tmp_path: Path) -> None:
+    scenario = tmp_path / "hybrid-waits.toml"
+    scenario.write_text(WAITING.format(duration=3))
+    result = CliRunner().invoke(app, ["run", str(scenario), "--runs-dir", str(tmp_path / "runs")])
+    assert result.exception is None, result.output
+    assert result.exit_code == 0, result.output
+    assert "resource-starved at aggregate" in result.output
