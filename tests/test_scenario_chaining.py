@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bpmon.cli import app
-from bpmon.scenario import Scenario, load_scenario, parse_scenario
+from bpmon.errors import ScenarioError
+from bpmon.scenario import Scenario, load_expectation, load_scenario, parse_scenario
 from bpmon.scenario.chained import chain_writers, chained_scenario
 from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.compiled import compile_job
@@ -194,3 +195,20 @@ def test_bpmon_plan_shows_a_branching_chain(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plan", str(path)])
     assert result.exit_code == 0, result.output
     assert "task 'src -> (enrich, audit)'" in result.output
+
+
+def test_an_expectation_names_a_chain_as_bpmon_plan_does(tmp_path: Path) -> None:
+    text = job(
+        op("src", "source"),
+        op("enrich", "sink", 'from = "src"'),
+        op("audit", "sink", 'from = "src"'),
+    )
+    path = tmp_path / "branch.toml"
+    path.write_text(
+        text + '\n[expect]\nroot_cause = "src -> (enrich, audit)"\nkind = "source-limited"\n'
+    )
+    expectation = load_expectation(path)
+    assert expectation is not None and expectation.root_cause == "src -> (enrich, audit)"
+    path.write_text(text + '\n[expect]\nroot_cause = "src -> enrich"\nkind = "source-limited"\n')
+    with pytest.raises(ScenarioError, match=r"expected an operator or a chain .* of this file"):
+        load_expectation(path)

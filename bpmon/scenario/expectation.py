@@ -13,7 +13,8 @@ from typing import cast, get_args
 
 from bpmon.model import CauseKind
 from bpmon.scenario._table import Table, did_you_mean, quoted
-from bpmon.scenario.loader import read_toml_file
+from bpmon.scenario.compiled import compile_job
+from bpmon.scenario.loader import build_scenario, read_toml_file
 
 EXPECT_KEYS = ("root_cause", "kind", "subtasks")
 CAUSE_KINDS: tuple[str, ...] = get_args(CauseKind)
@@ -56,11 +57,11 @@ def expectation_from(data: Mapping[str, object], source: str) -> Expectation | N
         table.string("root_cause"),
         'the bottleneck operator, "" when nothing is backpressured',
     )
-    names = _operator_names(data)
+    names = _vertex_names(data, source)
     if root and root not in names:
-        raise table.key_error(
-            "root_cause", f'an operator of this file or ""{did_you_mean(root, names)}'
-        )
+        chain = " or a chain (as `bpmon plan` names it)" if _chaining(data) else ""
+        what = f"an operator{chain}"
+        raise table.key_error("root_cause", f'{what} of this file or ""{did_you_mean(root, names)}')
     kind = table.string("kind", CAUSE_KINDS)
     if root and kind is None:
         table.require("kind", kind, f"one of {quoted(CAUSE_KINDS)}")
@@ -69,11 +70,17 @@ def expectation_from(data: Mapping[str, object], source: str) -> Expectation | N
     return Expectation(root, cast(CauseKind | None, kind), _read_subtasks(table))
 
 
-def _operator_names(data: Mapping[str, object]) -> list[str]:
+def _vertex_names(data: Mapping[str, object], source: str) -> list[str]:
+    """The operators of the document and, with ``chaining = true``, its chained tasks (a
+    chain is one vertex, named as Flink names it: ``"parse -> (enrich, audit)"``)."""
     operators = data.get("operators")
     if not isinstance(operators, list):
         return []
-    return [str(op.get("name")) for op in operators if isinstance(op, Mapping)]
+    names = [str(op.get("name")) for op in operators if isinstance(op, Mapping)]
+    if _chaining(data):
+        tasks = compile_job(build_scenario(data, source)).tasks()
+        names += [task for task in tasks if task not in names]
+    return names
 
 
 def _read_subtasks(table: Table) -> tuple[int, ...]:
@@ -85,3 +92,7 @@ def _read_subtasks(table: Table) -> tuple[int, ...]:
     ):
         raise table.key_error("subtasks", "an array of subtask indices (integers >= 0), e.g. [0]")
     return tuple(value)
+
+
+def _chaining(data: Mapping[str, object]) -> bool:
+    return data.get("chaining") is True
