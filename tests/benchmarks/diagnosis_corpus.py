@@ -51,6 +51,7 @@ CATEGORIES: Mapping[str, str] = {
     "healthy": "no bottleneck, some operators 80-90% busy: nothing may be named",
     "zipf": "Zipf keys routed by key groups: the hot subtask overloaded, or a mild Zipf that fits",
     "noisy": "noisy costs (cost_cv 0.3-1.0): a slow operator, or healthy at 80-90% busy",
+    "bursty": "sources that vary (bursts, ramps, steps, a wave, uneven subtasks, a backlog)",
 }
 
 
