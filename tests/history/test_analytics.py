@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from bpmon.history.synth import (
     synthesize,
 )
 from bpmon.history_service import analyze_history
+from bpmon.render_analysis import render_analysis_text
 from bpmon.service import Settings
 
 PLAN = SynthPlan(runs=4, jobs=2, start=datetime(2026, 1, 1, tzinfo=UTC), bursts=3, parallelism=3)
@@ -177,3 +179,33 @@ def test_a_bad_format_or_html_without_a_folder_is_one_line(tmp_path: Path) -> No
         done = runner.invoke(app, ["analyze", "--runs-dir", str(tmp_path), *extra])
         assert done.exit_code == 2
         assert done.stderr.count("\n") == 1 and expected in done.stderr
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_analysis_tables_fit_the_terminal_without_breaking_a_word(
+    analysis: Analysis, width: int, fits: Callable[..., str]
+) -> None:
+    out = " ".join(fits(lambda console: render_analysis_text(analysis, console), width).split())
+    for title in ("Chronic bottlenecks", "Vertices over every window", "Skew over time"):
+        assert title in out
+    assert "capacity: records/s one subtask handles at 100% busy" in out  # the legend
+    assert "synth-job-1" in out and "synth-job-2" in out
+
+
+def test_one_job_s_tables_name_it_in_the_title_and_fit_80_columns(
+    spark: Any, runs_dir: Path, fits: Callable[..., str]
+) -> None:
+    found = analyze_history(Settings(runs_dir=runs_dir), job="tiny", master="local[2]")
+    out = " ".join(fits(lambda console: render_analysis_text(found, console), 80).split())
+    assert "Vertices over every window: job tiny" in out
+
+
+def test_analyze_json_is_the_analysis_document(spark: Any, runs_dir: Path) -> None:
+    args = ["analyze", "--runs-dir", str(runs_dir), "--master", "local[2]", "--job", "tiny"]
+    done = CliRunner().invoke(app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "bpmon.analysis/1"
+    assert {r["kind"] for r in doc["regressions"]} == {"capacity-drop"}
+    both = CliRunner().invoke(app, [*args, "--json", "--format", "md"])
+    assert both.exit_code == 2 and "--json and --format md" in both.stderr

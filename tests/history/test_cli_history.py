@@ -7,6 +7,7 @@ All four forms the README shows work, with options before or after the run: ``bp
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from bpmon.cli import app
@@ -22,7 +24,8 @@ from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
 from bpmon.history_service import synthesize_history
 from bpmon.model import Report
-from bpmon.service import Settings
+from bpmon.render_listing import bursts_table, runs_table
+from bpmon.service import Settings, run_bursts, stored_runs
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +190,67 @@ def test_history_prune_removes_what_is_older_than_keep_days(
 def test_history_prune_with_negative_days_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     code, _, err = bpmon("history", "prune", "--keep-days", "-3", "--runs-dir", str(tmp_path))
     assert code == 2 and err.count("\n") == 1 and "--keep-days -3" in err
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_history_tables_fit_the_terminal_without_breaking_a_word(
+    two_jobs: Path, width: int, fits: Callable[..., str]
+) -> None:
+    settings = Settings(runs_dir=two_jobs)
+    runs = stored_runs(settings)
+    out = fits(lambda console: console.print(runs_table(runs, console.width)), width)
+    assert all(run.run_id in out for run in runs)
+    for run in runs:
+        bursts = run_bursts(run.run_id, settings)
+
+        def draw(console: Console, bursts: list[tuple[int, Report]] = bursts) -> None:
+            console.print(bursts_table(bursts, console.width))
+
+        assert "window start" in " ".join(fits(draw, width).split())
+
+
+def test_history_json_lists_every_run_with_stable_fields(two_jobs: Path) -> None:
+    code, out, err = bpmon("history", "--json", "--runs-dir", str(two_jobs))
+    assert code == 0, err
+    runs = json.loads(out)
+    assert len(runs) == 2
+    fields = {"run_id", "job", "source", "started", "window_start", "bursts", "worst_level"}
+    for run in runs:
+        assert fields | {"root_causes"} == set(run)
+        assert run["job"] == "tiny" and run["source"] == "runtime"
+        assert run["started"] <= run["window_start"]  # ISO UTC strings sort as times
+    assert sorted(r["bursts"] for r in runs) == [1, 2]
+    code, out, _ = bpmon("history", "--json", "--since", "2099-01-01", "--runs-dir", str(two_jobs))
+    assert code == 0 and json.loads(out) == []
+
+
+def test_history_run_json_lists_its_bursts(two_jobs: Path) -> None:
+    code, out, _ = bpmon("history", "--json", "--runs-dir", str(two_jobs))
+    two = next(r["run_id"] for r in json.loads(out) if r["bursts"] == 2)
+    for args in (("history", two, "--json"), ("history", "--json", two)):
+        code, out, err = bpmon(*args, "--runs-dir", str(two_jobs))
+        assert code == 0, err
+        bursts = json.loads(out)
+        assert [b["burst"] for b in bursts] == [0, 1]
+        assert {b["run_id"] for b in bursts} == {two}
+        assert bursts[0]["window_start"] < bursts[1]["window_start"]
+        assert all(b["samples"] == 10 and b["worst_level"] in ("OK", "LOW", "HIGH") for b in bursts)
+
+
+def test_since_is_on_the_run_start_not_its_window(
+    tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    """A run started 09:52:59 whose first window began after warm-up, at 09:53:05."""
+    report = make_report(
+        0, run_id="20261126T095259Z-enrich-0001", start=datetime(2026, 11, 26, 9, 53, 5, tzinfo=UTC)
+    )
+    RunStore(tmp_path).save(report, burst=0)
+    listed = {}
+    for since in ("2026-11-26T09:53", "2026-11-26T09:52:59"):
+        code, out, err = bpmon("history", "--json", "--since", since, "--runs-dir", str(tmp_path))
+        assert code == 0, err
+        listed[since] = [r["run_id"] for r in json.loads(out)]
+    assert listed == {
+        "2026-11-26T09:53": [],
+        "2026-11-26T09:52:59": ["20261126T095259Z-enrich-0001"],
+    }
