@@ -66,8 +66,6 @@ READ_WAIT_S = 10.0
 """How long a reader waits for a compaction's deletions to end before reading anyway."""
 
 _log = logging.getLogger("bpmon.history")
-_said: set[str] = set()
-"""The warnings already given by this process (a missing pyarrow is said once)."""
 
 _WINDOWS: OrderedDict[Path, Windows] = OrderedDict()
 """The windows of compacted parts already read by this process (their files never change)."""
@@ -87,7 +85,8 @@ def require_pyarrow() -> Any:
     except ImportError:
         raise MissingDependencyError(
             "pyarrow is not installed, so the history (Parquet) cannot be written or read: "
-            "install the spark extra (scripts/setup --spark, or pip install 'bpmon[spark]')"
+            "install the spark extra (scripts/setup --spark, or pip install 'bpmon[spark]'), "
+            "then `bpmon history import RUNS_DIR` adds the runs saved without it"
         ) from None
     return pq
 
@@ -96,7 +95,8 @@ def keep_in_history(runs_dir: Path, report: Report, burst: int) -> bool:
     """Append a just-saved report to the history of ``runs_dir``; False when it was not added.
 
     Best effort, because the report.json already saved is what counts: without pyarrow (the
-    core install) the append is skipped with one warning line per process; an append that fails
+    core install) the append is skipped silently (the history is an extra the core install
+    does not promise; what reads it says pyarrow is missing); an append that fails
     is one warning line naming the run and what to do, whatever failed (the file system, or a
     value pyarrow refuses). Both go to the ``bpmon.history`` logger (printed on stderr when
     nothing configures logging); nothing is raised.
@@ -104,10 +104,10 @@ def keep_in_history(runs_dir: Path, report: Report, burst: int) -> bool:
     history = HistoryStore.in_runs_dir(runs_dir)
     try:
         return history.append(report, burst)
-    except MissingDependencyError as exc:
-        if "pyarrow" not in _said:
-            _said.add("pyarrow")
-            _log.warning("bpmon: warning: %s; reports are saved, not added to the history", exc)
+    except MissingDependencyError:
+        # the core install: nothing to say on every run; the commands that read the history
+        # (bpmon analyze, history import) name the fix when they are asked for
+        _log.debug("bpmon: pyarrow is missing: run %s burst %d not added", report.run_id, burst)
     except (OSError, BpmonError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _log.warning(
