@@ -52,6 +52,7 @@ CATEGORIES: Mapping[str, str] = {
     "zipf": "Zipf keys routed by key groups: the hot subtask overloaded, or a mild Zipf that fits",
     "noisy": "noisy costs (cost_cv 0.3-1.0): a slow operator, or healthy at 80-90% busy",
     "bursty": "sources that vary (bursts, ramps, steps, a wave, uneven subtasks, a backlog)",
+    "memory": "state beyond its managed memory spills: the operator short of capacity, or fits",
     "branching-chain": "chaining = true: a slow member of a branching chain, a chained source",
 }
 
