@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import accumulate
 
 from bpmon.scenario.spec import KeySpec
 
@@ -79,19 +80,6 @@ def key_weights(keys: KeySpec) -> tuple[float, ...]:
     return tuple(w / total for w in raw)
 
 
-@lru_cache(maxsize=64)
-def key_table(keys: KeySpec, max_parallelism: int, parallelism: int) -> KeyTable:
-    """The routing table of one key distribution onto one consumer (shared, read-only)."""
-    weights = key_weights(keys)
-    targets = tuple(subtask_of_key(k, max_parallelism, parallelism) for k in range(keys.count))
-    cumulative: list[float] = []
-    total = 0.0
-    for weight in weights:
-        total += weight
-        cumulative.append(total)
-    return KeyTable(targets, tuple(cumulative), weights, parallelism)
-
-
 class KeyTable:
     """Keys of one distribution with the subtask each goes to and their cumulative weights.
 
@@ -122,6 +110,15 @@ class KeyTable:
         for target, weight in zip(self.targets, self.weights, strict=True):
             result[target] += weight
         return tuple(result)
+
+
+@lru_cache(maxsize=64)
+def key_table(keys: KeySpec, max_parallelism: int, parallelism: int) -> KeyTable:
+    """The routing table of one key distribution onto one consumer: built once (every key
+    hashed) and shared, read-only, by the outputs of every producing subtask."""
+    weights = key_weights(keys)
+    targets = tuple(subtask_of_key(k, max_parallelism, parallelism) for k in range(keys.count))
+    return KeyTable(targets, tuple(accumulate(weights)), weights, parallelism)
 
 
 def subtask_shares(keys: KeySpec, max_parallelism: int, parallelism: int) -> tuple[float, ...]:

@@ -17,7 +17,8 @@ MAX_KEYS = 100_000
 """The most keys a distribution may have: the runtime hashes every key once when a job starts
 (about a second per 300,000 keys in Python), and 100,000 keys already spread a Zipf tail over
 every key group of the largest maximum parallelism that matters here."""
-_SUM_SLACK = 1e-9
+_SUM_SLACK = 1e-6
+"""How far from 1 the shares of every key may sum (decimal fractions do not add up exactly)."""
 
 
 def read_keys(table: Table) -> KeySpec | None:
@@ -59,6 +60,6 @@ def _read_hot(keys: Table, count: int) -> tuple[float, ...]:
         raise keys.key_error(
             "hot", f"shares summing below 1 (they sum to {total:g}), the rest for the other keys"
         )
-    if len(shares) == count and abs(total - 1) > 1e-6:
+    if len(shares) == count and abs(total - 1) > _SUM_SLACK:
         raise keys.key_error("hot", f"shares of all {count} keys summing to 1 (got {total:g})")
     return tuple(shares)
