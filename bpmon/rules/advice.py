@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bpmon.model import Observation, SubtaskWindow, VertexObservation
+from bpmon.rules.channels import credit_in_transit
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph, Suspect
@@ -168,7 +169,21 @@ def advise(
         return _skew(vertex, cls, demand, rules)
     if cls.kind == "slow-subtask":
         return _slow_instance(vertex, cls, rules)
-    return Advice((), _fixed_advice(cls.kind, vertex.name, ", ".join(suspect.pressing)))
+    producers = ", ".join(suspect.pressing)
+    if cls.kind == "network" and credit_in_transit(obs, suspect.pressing, vertex.name, rules):
+        return Advice((), _round_trip_advice(vertex.name, producers))
+    return Advice((), _fixed_advice(cls.kind, vertex.name, producers))
+
+
+def _round_trip_advice(name: str, producers: str) -> str:
+    """The recommendation for channels limited by their credit per round trip."""
+    return (
+        f"Give the channels from {producers} to {name} more credit: raise the exclusive buffers "
+        "per channel (taskmanager.network.memory.buffers-per-channel) or the floating buffers "
+        "per gate (floating-buffers-per-gate); each channel carries only as many buffers per "
+        "round trip as it has credit, so the latency, not the bandwidth, limits it. Or avoid the "
+        "hop by co-locating them (forward exchange, slot sharing)."
+    )
 
 
 def whole_rate(rate: float | None) -> float | None:

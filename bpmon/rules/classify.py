@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bpmon.model import CauseKind, ChannelWindow, Observation, SubtaskWindow, VertexObservation
-from bpmon.rules.channels import held_at_link
+from bpmon.rules.channels import credit_in_transit, held_at_link
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import Suspect
 from bpmon.rules.levels import (
@@ -78,7 +78,8 @@ def classify(
         )
     if suspect.mechanism == "network":
         held = held_at_link(obs.channels, suspect.pressing, vertex.name, rules)
-        return _network(vertex, rules, held)
+        transit = credit_in_transit(obs, suspect.pressing, vertex.name, rules)
+        return _network(vertex, rules, held, transit)
     return _busy_kind(vertex, loc, rules, _only_blocking_outputs(obs, vertex.name))
 
 
@@ -88,7 +89,10 @@ def _only_blocking_outputs(obs: Observation, name: str) -> bool:
 
 
 def _network(
-    vertex: VertexObservation, rules: RulesConfig, held: Sequence[ChannelWindow] = ()
+    vertex: VertexObservation,
+    rules: RulesConfig,
+    held: Sequence[ChannelWindow] = (),
+    transit: Sequence[ChannelWindow] = (),
 ) -> Classification:
     idle_min = rules.network.idle_min
     idle = [s for s in vertex.subtasks if (blended_idle(s) or 0.0) >= idle_min]
@@ -112,6 +116,16 @@ def _network(
             f"buffers for {name_subtasks(worst.consumer, [worst.consumer_index])} on a remote "
             f"channel with credit to send and none queued at the consumer: the data waits for "
             f"the link ({len(held)} such channel{'s' if len(held) != 1 else ''})"
+        )
+        certainty = 1.0
+    elif transit:
+        worst = max(transit, key=lambda c: c.no_credit or 0.0)
+        lines.append(
+            f"{name_subtasks(worst.producer, [worst.producer_index])} had buffers for "
+            f"{name_subtasks(worst.consumer, [worst.consumer_index])} and no credit "
+            f"{percent(worst.no_credit or 0.0)} of the time while the consumer idled with none "
+            f"queued: its credit was on the way back, so the channel carries its few credits per "
+            f"round trip ({len(transit)} such channel{'s' if len(transit) != 1 else ''})"
         )
         certainty = 1.0
     return Classification("network", tuple(s.index for s in idle), tuple(lines), certainty)

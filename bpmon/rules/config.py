@@ -64,6 +64,7 @@ class NetworkRules:
     out_pool_min: float = 0.50
     sibling_busy_gap: float = 0.30
     link_backlog_min: float = 2.0
+    round_trip_overlap_min: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)

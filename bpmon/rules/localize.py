@@ -52,7 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from bpmon.model import Finding, Observation
-from bpmon.rules.channels import held_at_link
+from bpmon.rules.channels import credit_in_transit, held_at_link, nothing_waits, remote_channels
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of
 from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
@@ -358,12 +358,15 @@ class _Search:
         if prof.above(self.ok_max):
             return None
         held = bool(held_at_link(self.obs.channels, pressing, name, self.rules))
+        held = held or bool(credit_in_transit(self.obs, pressing, name, self.rules))
         starved_input = self._input_starved(name, pressing)
         if not starved_input and not self._mostly_idle(prof):
             return None
         links = self._links(pressing, name)
         if links is not None and not links:
             return None  # every channel is local: the network cannot be the limit
+        if nothing_waits(remote_channels(self.obs.channels, pressing, name)):
+            return None  # read channels: no data waits for the link, none for credit
         if not held and not self._link_bound(pressing, starved_input):
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:

@@ -193,7 +193,9 @@ def test_a_channel_held_by_the_link_names_it_though_the_shared_output_pool_is_no
     drained = ChannelWindow("src", 0, "near", 0, remote=False, backlog=0.2, queued=0.0)
     held = ChannelWindow("src", 0, "far", 0, remote=True, backlog=9.0, queued=0.0, no_credit=0.0)
     assert suspects(replace(obs, channels=(held, drained))) == {"far": "network"}
-    starved = replace(held, no_credit=1.0)  # far gives no credit: it is full, not the link
+    # far gives no credit and holds what it received: it is full, not the link (no credit with
+    # nothing queued at an idle consumer would be credit on its way back: test_round_trip)
+    starved = replace(held, no_credit=1.0, queued=2.0)
     assert suspects(replace(obs, channels=(starved, drained))) == {}
 
 
