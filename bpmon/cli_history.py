@@ -26,10 +26,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
 
 from bpmon.analysis import Analysis, analysis_to_json
-from bpmon.cli import RulesFile, _errors
+from bpmon.cli import PlainGroup, RulesFile, _errors
 from bpmon.errors import ConfigError, HistoryError
 from bpmon.history_service import (
     DEFAULT_MASTER,
@@ -47,7 +46,7 @@ from bpmon.render_listing import bursts_json, bursts_table, run_started, runs_js
 from bpmon.service import DEFAULT_RUNS_DIR, Settings, run_bursts, stored_runs
 
 
-class _HistoryGroup(TyperGroup):
+class _HistoryGroup(PlainGroup):
     """A group whose unknown first word is the RUN of the hidden ``show`` subcommand."""
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:

@@ -11,6 +11,7 @@ The subprocesses get no terminal and no ``COLUMNS``: what a user sees in a log o
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import json
 import os
 import re
@@ -166,6 +167,40 @@ def test_help_names_every_command() -> None:
     assert result.exit_code == 0
     for command in ("run", "demo", "diagnose", "history", "monitor", "examples", "version"):
         assert re.search(rf"\b{command}\b", result.output), command
+
+
+HELPS = (
+    (),
+    ("run",),
+    ("monitor",),
+    ("serve",),
+    ("analyze",),
+    ("history",),
+    ("history", "import"),
+    ("diagnose",),
+    ("whatif",),
+)
+
+
+@pytest.mark.parametrize("command", HELPS, ids=lambda c: " ".join(c) or "bpmon")
+def test_help_at_80_columns_has_one_placeholder_style_and_whole_sentences(
+    command: tuple[str, ...],
+) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= 80
+    assert not re.search(r"<(bool|int|str|path|float)>", out), out  # typer's own style
+    assert not re.search(r"\{[a-z_]+\}", out), out  # {scenario} beside {RUN}
+    # prose outside the panels: every line of a paragraph but its last is filled, so no
+    # sentence breaks where the source's line did
+    prose = [ln.strip() for ln in out.splitlines() if ln.strip()[:1] not in ("│", "╭", "╰")]
+    for line, after in itertools.pairwise(prose):
+        if line and after and not line.startswith("Usage:"):
+            assert len(line) >= 55, f"{line!r} then {after!r}"
+    if command == ("monitor",):
+        interval = next(ln for ln in out.splitlines() if "--interval-ms" in ln)
+        assert "Milliseconds between two" in interval
 
 
 def test_dash_h_is_help_and_the_exit_codes_are_listed() -> None:
