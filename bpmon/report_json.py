@@ -249,8 +249,9 @@ def report_from_json(text: str) -> Report:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
+        joined = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
         raise HistoryError(
-            f"report is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"report is not valid JSON: {exc.msg}{joined}line {exc.lineno} column {exc.colno}"
         ) from None
     return report_from_dict(doc)
 

@@ -426,6 +426,7 @@ def test_diagnose_of_a_corrupt_report_names_the_file_and_leaves_it_as_it_was(
     folder = errors.folder("corrupt-report") / "runs" / CORRUPT_RUN
     assert out.code != 0
     assert f"{CORRUPT_RUN}/report.json" in out.message
+    assert "Unterminated string starting at line 1 column" in out.message  # not "at at"
     assert (folder / "report.json").read_bytes() == CORRUPT_BYTES
     assert [p.name for p in folder.iterdir()] == ["report.json"]  # nothing added beside it
 
