@@ -84,6 +84,7 @@ from bpmon.events import JobEnded, JobFailed, ReportReady
 from bpmon.model import Observation, Report
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import InputSpec, Scenario, load_scenario
+from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.network import OutputFlush
 from bpmon.signals import FLINK
 from bpmon.whatif import recommended_changes
@@ -144,22 +145,31 @@ class Job:
 
 
 def with_parallelism(scenario: Scenario, vertex: str, parallelism: int) -> Scenario:
-    """``scenario`` with ``vertex`` at ``parallelism``; its forward edges become rebalance."""
+    """``scenario`` with ``vertex`` at ``parallelism``; its forward edges become rebalance.
+
+    A chain (``"a -> (b, c)"``) changes every operator of it and keeps the forward edges among
+    them (it stays one chain), as ``bpmon run --verify`` does; a source keeps the records it is
+    offered in all (its per-subtask ``rate`` spread over the new subtasks, as ``whatif`` does).
+    """
+    members = set(operator_names(vertex))
 
     def unforward(edge: InputSpec) -> InputSpec:
         return replace(edge, partitioner="rebalance") if edge.partitioner == "forward" else edge
 
     operators = []
     for op in scenario.operators:
-        if op.name == vertex:
-            slow = {i: f for i, f in op.slow_subtasks.items() if i < parallelism}
-            inputs = tuple(unforward(e) for e in op.inputs)
-            operators.append(
-                replace(op, parallelism=parallelism, slow_subtasks=slow, inputs=inputs)
-            )
-        else:
-            inputs = tuple(unforward(e) if e.source == vertex else e for e in op.inputs)
+        inside = op.name in members
+        inputs = tuple(unforward(e) if (e.source in members) != inside else e for e in op.inputs)
+        if not inside:
             operators.append(replace(op, inputs=inputs))
+            continue
+        slow = {i: f for i, f in op.slow_subtasks.items() if i < parallelism}
+        rate = op.rate
+        if op.kind == "source" and rate:
+            rate = rate * op.parallelism / parallelism
+        operators.append(
+            replace(op, parallelism=parallelism, slow_subtasks=slow, inputs=inputs, rate=rate)
+        )
     return replace(scenario, operators=tuple(operators))
 
 
@@ -276,7 +286,8 @@ def verify(outcomes: Sequence[Outcome], workers: int) -> list[Recommendation]:
         causes = (o.report.root_causes or ()) if o.report is not None else ()
         if o.report is not None and causes and causes[0].recommended_parallelism is not None:
             vertex = causes[0].vertex
-            current = load_scenario(o.case.path).operator(vertex).parallelism
+            head = operator_names(vertex)[0]  # a chain's operators share one parallelism
+            current = load_scenario(o.case.path).operator(head).parallelism
             # what `bpmon run --verify` applies besides the top cause: the vertices in series
             # after it, and every other root cause (with those after it)
             also = tuple((c.vertex, int(c.value)) for c in recommended_changes(o.report)[1:])
