@@ -9,6 +9,7 @@ import pytest
 
 from bpmon.errors import ScenarioError
 from bpmon.scenario import load_scenario, parse_scenario
+from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.rates import Burst, Ramp, Sine, Steps, mean_rate, offered_total
 
 TAIL = '[[operators]]\nname = "sink"\nkind = "sink"\nparallelism = 3\ninputs = [{ from = "src" }]\n'
@@ -154,3 +155,13 @@ def test_only_a_source_takes_them(tmp_path: Path, key: str) -> None:
     text = job("").replace('kind = "sink"\n', f'kind = "sink"\n{key}\n')
     name = key.split(" ", maxsplit=1)[0]
     assert f'key "{name}" is only valid for kind "source"' in error_of(tmp_path, text)
+
+
+def test_a_source_chained_with_its_operators_keeps_its_varying_rate() -> None:
+    text = job('rate_profile = [[1, 2000]]\nbacklog = 7\nsubtask_rates = { "1" = 10 }')
+    text = text.replace('name = "job"\n', 'name = "job"\nchaining = true\n')
+    scenario = chained_scenario(parse_scenario(text))
+    (head,) = scenario.sources()
+    assert head.members and head.source_rates is not None
+    assert head.source_rates == scenario.sources()[0].members[0].source_rates
+    assert (head.source_rates.backlog, mean_rate(head, 1, 2.0)) == (7, 15.0)
