@@ -54,6 +54,7 @@ CATEGORIES: Mapping[str, str] = {
     "bursty": "sources that vary (bursts, ramps, steps, a wave, uneven subtasks, a backlog)",
     "memory": "state beyond its managed memory spills: the operator short of capacity, or fits",
     "branching-chain": "chaining = true: a slow member of a branching chain, a chained source",
+    "latency": "latency_ms x few credits limits a remote channel, or latency/tight credit that fit",
 }
 
 
