@@ -155,6 +155,8 @@ def test_a_chain_is_a_sink_only_when_every_branch_ends_in_a_sink() -> None:
     assert chained_scenario(branches("sink")).operator(chain).kind == "sink"
     writes = branches("map", op("c", "sink", 'from = "a", partitioner = "rebalance"'))
     assert chained_scenario(writes).operator(chain).kind == "map"
+    keyed = branches("sink", op("x", "sink", 'from = "parse", partitioner = "hash"'))
+    assert chained_scenario(keyed).operator(chain).kind == "map"  # parse's output leaves it
 
 
 def test_operator_names_reads_flinks_names_back() -> None:

@@ -47,7 +47,8 @@ def chained_scenario(scenario: Scenario) -> Scenario:
                 f'operator "{failing[0]}" has "fail" inside the chain "{name}": a chain does not '
                 'inject failures; set chain = false on it, or leave "fail" out'
             )
-        tasks.append(_chain_spec(name, chain, task_of))
+        elsewhere = [e for op in scenario.operators if task_of[op.name] != name for e in op.inputs]
+        tasks.append(_chain_spec(name, chain, task_of, elsewhere))
     return replace(scenario, operators=tuple(tasks), chaining=False)
 
 
@@ -75,15 +76,22 @@ def _remap(inputs: tuple[InputSpec, ...], task_of: dict[str, str]) -> tuple[Inpu
     return tuple(replace(edge, source=task_of[edge.source]) for edge in inputs)
 
 
-def _chain_spec(name: str, chain: list[OperatorSpec], task_of: dict[str, str]) -> OperatorSpec:
+def _chain_spec(
+    name: str,
+    chain: list[OperatorSpec],
+    task_of: dict[str, str],
+    inputs_elsewhere: list[InputSpec],
+) -> OperatorSpec:
+    """The task of ``chain``; ``inputs_elsewhere`` are the edges other tasks read."""
     head, tail = chain[0], chain[-1]
     feeding = {edge.source for op in chain[1:] for edge in op.inputs}
     ends = [op for op in chain if op.name not in feeding]  # the members chained to nothing
+    writes = any(task_of[edge.source] == name for edge in inputs_elsewhere)
     kind: OperatorKind = "map"  # the members do the flatmapping and filtering
     if head.kind == "source":
         kind = "source"
-    elif all(op.kind == "sink" for op in ends):
-        kind = "sink"
+    elif not writes and all(op.kind == "sink" for op in ends):
+        kind = "sink"  # every branch ends in a sink and nothing leaves the task
     return OperatorSpec(
         name=name,
         kind=kind,
