@@ -36,6 +36,7 @@ from bpmon.web.runs import (
     cause_to_dict,
     find_run,
     inside,
+    no_job,
     public_message,
     run_to_dict,
     timestamp,
@@ -62,6 +63,10 @@ class StartWatch(BaseModel):
 def _watches(request: Request) -> Watches:
     watches: Watches = request.app.state.watches
     return watches
+
+
+def _no_job(job: str, watches: Watches) -> str:
+    return f"{no_job(job, watches)} ({NOT_A_JOB})"
 
 
 def job_summary(view: JobView) -> dict[str, Any]:
@@ -128,9 +133,10 @@ def get_job(
 ) -> JSONResponse:
     """The job's summary, its latest report (``spec/report.md``) and its last ``limit`` bursts,
     oldest first."""
-    view = _watches(request).job(job)
+    watches = _watches(request)
+    view = watches.job(job)
     if view is None:
-        raise HTTPException(404, f"no job {job!r}; {NOT_A_JOB}")
+        raise HTTPException(404, _no_job(job, watches))
     doc = job_summary(view)
     doc["leaks"] = list(view.leaks)
     doc["latest"] = None if view.latest is None else report_to_dict(view.latest)
@@ -161,7 +167,7 @@ async def stream_job(job: str, request: Request) -> Response:
     watches = _watches(request)
     view = await run_in_threadpool(watches.job, job)
     if view is None:
-        raise HTTPException(404, f"no job {job!r}; {NOT_A_JOB}")
+        raise HTTPException(404, await run_in_threadpool(_no_job, job, watches))
     if is_over(view, request.headers.get("last-event-id")):
         return Response(status_code=204)
     stream = job_events(watches, job, request.app.state.keepalive_s)

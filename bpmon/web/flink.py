@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse
 from bpmon.errors import BpmonError
 from bpmon.model import Report, SubtaskStatus, VertexStatus
 from bpmon.watching import Watches
-from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst
+from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst, no_job, public_message
 
 router = APIRouter(tags=["Flink-compatible"])
 
@@ -105,9 +105,11 @@ def vertex_backpressure(job: str, vertex: str, request: Request) -> JSONResponse
             run = find_run(job, watches.settings)
             report = last_burst(run, watches.settings) if run is not None else None
         except BpmonError as exc:
-            return _error(CORRUPT_STATUS, f"job {job!r}: {exc}")
+            return _error(
+                CORRUPT_STATUS, f"job {job!r}: {public_message(str(exc), watches.settings)}"
+            )
     if report is None:
-        return _error(404, f"Job {job!r} not found: no watched job, stored job or run so named.")
+        return _error(404, f"Job not found: {no_job(job, watches)}; or a run id.")
     for status in report.vertices:
         if status.name == vertex:
             return JSONResponse(backpressure_info(report, status))

@@ -16,6 +16,8 @@ from typing import Any
 from bpmon import service
 from bpmon.model import Report, RootCause, RunInfo
 from bpmon.report_json import format_timestamp
+from bpmon.scenario import load_example
+from bpmon.watching import Watches
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 """What a run id looks like (``bpmon.history.runs`` makes them); anything else is refused."""
@@ -47,11 +49,35 @@ def inside(run: RunInfo, settings: service.Settings) -> bool:
     return run.path.resolve().parent == settings.runs_dir.resolve()
 
 
+RUNS_DIR_SHOWN = "<runs-dir>/"
+"""What stands for a runs directory given as an absolute path, which stays on the server."""
+
+
 def public_message(message: str, settings: service.Settings) -> str:
-    """An error line without the server's own path to the runs directory."""
-    for root in {str(settings.runs_dir.resolve()), str(settings.runs_dir)}:
-        message = message.replace(root.rstrip("/") + "/", "")
+    """An error line without the server's own absolute paths: a path in the runs directory
+    reads as the runs directory was given when that was relative (``bpmon-runs/RUN/...``, a
+    path that exists from where the server started), else as ``<runs-dir>/RUN/...``."""
+    given = settings.runs_dir
+    shown = RUNS_DIR_SHOWN if given.is_absolute() else given.as_posix().rstrip("/") + "/"
+    for root in sorted({str(given.resolve()), str(given.absolute())}, key=len, reverse=True):
+        message = message.replace(root.rstrip("/") + "/", shown)
     return message
+
+
+def unknown_job(job: str, known: list[str], examples: dict[str, str]) -> str:
+    """A 404's line for job ``job``: the jobs there are, and the job's name when ``job`` is the
+    name of a shipped example whose job is named otherwise (``hot-key`` runs ``hot-customer``)."""
+    hint = ""
+    if job in examples and examples[job] != job:
+        hint = f"; the example {job!r} runs as job {examples[job]!r}"
+    listed = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
+    return f"no job {job!r}{hint}; known jobs: {listed or 'none yet'}"
+
+
+def no_job(job: str, watches: Watches) -> str:
+    """:func:`unknown_job` for the jobs ``watches`` knows and the shipped examples."""
+    examples = {name: load_example(name).name for name in service.shipped_examples()}
+    return unknown_job(job, [v.job for v in watches.jobs()], examples)
 
 
 def timestamp(moment: datetime | None) -> str | None:

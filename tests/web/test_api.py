@@ -20,10 +20,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon import service
+from bpmon.errors import BpmonError
 from bpmon.history.runs import RunStore
 from bpmon.report_json import report_from_json
 from bpmon.scenario import load_example, parse_scenario
 from bpmon.watching import Watches
+from bpmon.web.runs import find_run, public_message
 
 from .servers import ServeFactory, tiny, wait_until
 
@@ -178,6 +180,34 @@ def test_a_missing_burst_of_a_run_is_404(
     detail = get(serve(watches).client, f"/api/v1/runs/{run}?burst=7", 404)["detail"]
     assert "no burst 7" in detail
     assert str(runs_dir) not in detail  # the server's own paths stay on the server
+    assert f"<runs-dir>/{run} holds report.json" in detail  # and the path says where it is
+
+
+def test_a_path_in_a_relative_runs_dir_reads_as_given_from_where_the_server_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bpmon-runs" / "RUN").mkdir(parents=True)
+    settings = service.Settings(runs_dir=Path("bpmon-runs"))
+    folder = find_run("RUN", settings)  # resolved, as the API finds it
+    assert folder is not None and folder.is_absolute()
+    with pytest.raises(BpmonError) as raised:
+        service.load_report(str(folder), settings, burst=7)
+    assert str(tmp_path) in str(raised.value)
+    said = public_message(str(raised.value), settings)
+    assert str(tmp_path) not in said
+    assert "no burst 7: bpmon-runs/RUN holds" in said
+
+
+def test_an_unknown_job_lists_the_known_ones_and_an_example_s_job_name(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    client = serve(watches).client
+    detail = get(client, "/api/v1/jobs/hot-key", 404)["detail"]
+    assert "the example 'hot-key' runs as job 'hot-customer'" in detail
+    assert "known jobs: alpha, beta" in detail
+    flink = client.get("/jobs/hot-key/vertices/src/backpressure")
+    assert flink.status_code == 404 and "hot-customer" in flink.json()["errors"][0]
 
 
 # -- starting and stopping watches ----------------------------------------------------------------
