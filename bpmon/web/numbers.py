@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from bpmon.model import Level
 from bpmon.numbers import NULL, rate, ratio
 
-__all__ = ["LEVEL_WORDS", "NULL", "iso", "rate", "ratio", "rounded", "when"]
+__all__ = ["LEVEL_WORDS", "NULL", "counted", "iso", "rate", "ratio", "rounded", "when"]
 
 LEVEL_WORDS: dict[Level | None, str] = {"OK": "OK", "LOW": "LOW", "HIGH": "HIGH", None: "no level"}
 """The word shown with every level colour, so no level is told by colour alone."""
@@ -36,3 +36,8 @@ def rounded(value: float | None, digits: int = 3) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(value, digits)
+
+
+def counted(n: int, word: str) -> str:
+    """``1 burst``, ``2 bursts``, ``1,200 runs``: a count with its noun in the right number."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

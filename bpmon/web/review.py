@@ -248,7 +248,8 @@ def _history_page(watches: Watches) -> HTMLResponse:
         sections.append(
             f'<section class="card" aria-labelledby="h-job-{n}">'
             f'<h2 id="h-job-{n}"><a href="/job/{path_part(view.job)}">{esc(view.job)}</a></h2>'
-            f'<p class="muted">{len(view.history)} bursts in {len(own)} stored runs</p>'
+            f'<p class="muted">{numbers.counted(len(view.history), "burst")} in '
+            f"{numbers.counted(len(own), 'stored run')}</p>"
             f"{place}{_runs_table(own[:RUNS_SHOWN])}</section>"
         )
     if not sections:

@@ -212,3 +212,11 @@ def _figure(text: str, name: str) -> dict:  # type: ignore[type-arg]
     )
     assert found is not None, f"no {name} figure"
     return json.loads(found.group(1))  # type: ignore[no-any-return]
+
+
+def test_history_counts_bursts_and_runs_in_the_right_number(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    page = serve(watches).client.get("/history").text
+    assert "3 bursts in 2 stored runs" in page  # alpha: runs of 1 and 2 bursts
+    assert "1 burst in 1 stored run<" in page  # beta, not "1 bursts in 1 stored runs"
