@@ -77,10 +77,13 @@ def read_ptrace_context(
     )
 
 
-def ptrace_denied_message(ctx: PtraceContext) -> str:
-    """One line: the PID, what was denied and why, then the fix for that very cause."""
+def ptrace_denied_message(ctx: PtraceContext, said: str | None = None) -> str:
+    """One line: the PID, what was denied (in py-spy's own words when ``said`` gives them:
+    reading the executable's link is refused by the same check as ptrace) and why, then the fix
+    for that very cause."""
     cause, fix = _cause_and_fix(ctx)
-    return f"not allowed to read PID {ctx.pid} (ptrace denied: {cause}); {fix}"
+    own = f": py-spy said {said!r}" if said else ""
+    return f"not allowed to read PID {ctx.pid}{own} (ptrace denied: {cause}); {fix}"
 
 
 def _cause_and_fix(ctx: PtraceContext) -> tuple[str, str]:
@@ -99,8 +102,8 @@ def _cause_and_fix(ctx: PtraceContext) -> tuple[str, str]:
         )
     if ctx.cap_sys_ptrace:
         return (
-            f"bpmon holds CAP_SYS_PTRACE{note}, so a security module (AppArmor, SELinux) or a "
-            "seccomp filter refused the call",
+            f"bpmon holds CAP_SYS_PTRACE{note}, so what refused is likely a security module "
+            "(AppArmor, SELinux) or a seccomp filter",
             "allow ptrace for bpmon in that policy (in a container: docker run --security-opt "
             "seccomp=unconfined, or apparmor=unconfined)",
         )

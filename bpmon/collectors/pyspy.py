@@ -223,7 +223,7 @@ class PySpySampler:
             return process_not_found(self.pid)
         if "permission denied" in text or "operation not permitted" in text:
             context = read_ptrace_context(self.pid, proc=self._proc, command=self._command)
-            return PermissionDeniedError(ptrace_denied_message(context))
+            return PermissionDeniedError(ptrace_denied_message(context, py_spy_reason(stderr)))
         if "failed to find python version" in text or "failed to find a python interpreter" in text:
             return CollectorError(
                 f"PID {self.pid} ({self._comm()}) is not a Python process (py-spy found no "
@@ -283,3 +283,14 @@ def _thread_name(trace: dict[str, object]) -> str:
     if isinstance(name, str) and name:
         return name
     return f"thread-{trace.get('os_thread_id') or trace.get('thread_id')}"
+
+
+def py_spy_reason(stderr: str) -> str:
+    """py-spy's own words for a failure: its ``Error:`` line and the last ``Caused by`` reason
+    (``Failed to get process executable name: Permission denied (os error 13)``)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    first = next((ln.removeprefix("Error:").strip() for ln in lines if ln.startswith("Error:")), "")
+    first = first or (lines[0] if lines else "")
+    first = first.split(". Check that")[0].rstrip(".")  # py-spy's generic advice, not a reason
+    causes = [ln.split(":", 1)[1].strip() for ln in lines if ln[:1].isdigit() and ":" in ln]
+    return f"{first}: {causes[-1]}" if causes else first

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bpmon.collectors.ptrace import PtraceContext, ptrace_denied_message, read_ptrace_context
+from bpmon.collectors.pyspy import py_spy_reason
 
 ALL_CAPS = "000001ffffffffff"
 NO_PTRACE = f"{int(ALL_CAPS, 16) & ~(1 << 19):016x}"  # a container's root: CAP_SYS_PTRACE dropped
@@ -133,3 +134,22 @@ def test_a_user_in_a_container_given_the_capability_learns_it_reaches_root_only(
     assert "reaches root only, not uid 1000" in text
     plain = message(tmp_path / "2", 1000, cap_eff=NO_CAPS, target_uid=1000, scope=1)
     assert "reaches root only" not in plain
+
+
+PY_SPY_EXE_DENIED = (
+    "Error: Failed to get process executable name. Check that the process is running.\n\n"
+    "Caused by:\n    0: Permission denied (os error 13)\n    1: Permission denied (os error 13)\n"
+)
+"""What py-spy 0.4 printed for `py-spy dump --pid 1` as root in a container (its own stderr)."""
+
+
+def test_py_spy_s_own_reason_is_reported_before_the_likely_cause(tmp_path: Path) -> None:
+    said = py_spy_reason(PY_SPY_EXE_DENIED)
+    assert said == "Failed to get process executable name: Permission denied (os error 13)"
+    proc = fake_proc(tmp_path, cap_eff=ALL_CAPS)
+    text = ptrace_denied_message(read_ptrace_context(4242, proc=proc, euid=0), said)
+    assert text.startswith(
+        "not allowed to read PID 4242: py-spy said 'Failed to get process executable name: "
+        "Permission denied (os error 13)' (ptrace denied: "
+    )
+    assert "likely a security module" in text and "\n" not in text

@@ -98,6 +98,7 @@ def test_unprivileged_py_spy_gets_permission_denied(pipeline: int) -> None:
         sampler.burst(3, 10)
     message = str(info.value)
     assert "ptrace denied" in message and "\n" not in message
+    assert "py-spy said '" in message  # its own reason first, then the likely cause
     assert "setpriv --reuid=65534" in message  # the rights that were refused are py-spy's there
 
 
