@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
-from bpmon.cli import app
+from bpmon.cli import app, wrapped
 from bpmon.datafiles import data_file
+from bpmon.events import LiveSnapshot
+from bpmon.liveview import live_table
+from bpmon.render import render_comparison, render_text
 from bpmon.scenario import example_names, example_path, load_example, load_expectation
+from bpmon.scenario.plan_text import plan_lines
+from bpmon.service import job_plan, load_report
 
 PIPELINE = Path(__file__).parent / "collectors" / "queue_pipeline.py"
 SPEC_LEVELS = (("OK", 0.10), ("LOW", 0.50), ("HIGH", 1.0))  # spec/report.md, upper bounds
@@ -690,6 +696,37 @@ def test_diagnose_renders_the_report_for_people(
         assert re.search(r"^\|.*\bvertex\b.*\|$", out.stdout, re.MULTILINE)
     else:
         assert "|" not in out.stdout.splitlines()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_real_report_its_live_view_and_comparison_fit_without_breaking_a_word(
+    width: int, demo_run: DemoRun, fits: Callable[..., str]
+) -> None:
+    report = load_report(str(demo_run.report_file))
+    out = " ".join(fits(lambda console: render_text(report, console), width).split())
+    for vertex in report.vertices:
+        assert vertex.name in out
+    assert "too narrow" not in out and "pool" in out.split()  # every column at 80 for the demo
+    snapshot = LiveSnapshot(4.0, "sampling", report.vertices)
+    live = fits(lambda console: console.print(live_table("demo", snapshot, width)), width)
+    assert "busy" in live.split() and "…" not in live
+    fits(lambda console: render_comparison(report, report, "enrich.parallelism=3", console), width)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_every_example_s_plan_fits_without_breaking_a_word(
+    width: int, fits: Callable[..., str]
+) -> None:
+    for name in example_names():
+        lines = plan_lines(job_plan(name))
+
+        def draw(console: Console, lines: list[str] = lines) -> None:
+            for line in wrapped(lines, console.width):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+        out = fits(draw, width)
+        assert " ".join(out.split()) == " ".join(" ".join(lines).split())  # all of it, in order
 
 
 # -- Ctrl-C --------------------------------------------------------------------------------------
