@@ -56,6 +56,7 @@ from bpmon.rules.channels import credit_in_transit, held_at_link, nothing_waits,
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of
 from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
+from bpmon.rules.lag import keeps_up
 from bpmon.rules.levels import level_of, max_known, percent
 
 
@@ -367,6 +368,8 @@ class _Search:
             return None  # every channel is local: the network cannot be the limit
         if nothing_waits(remote_channels(self.obs.channels, pressing, name)):
             return None  # read channels: no data waits for the link, none for credit
+        if not held and all(keeps_up(self.obs.vertex(p)) for p in pressing):
+            return None  # sources that build no lag: nothing holds them back
         if not held and not self._link_bound(pressing, starved_input):
             return None
         if prof.in_pool is not None and prof.in_pool > net.in_pool_max:

@@ -28,10 +28,9 @@ import math
 from bpmon.model import Observation, RootCause, SubtaskWindow, VertexObservation
 from bpmon.rules.classify import busy_span
 from bpmon.rules.config import RulesConfig
+from bpmon.rules.lag import MIN_GROWTH_SHARE
 from bpmon.rules.levels import backpressure_ratio, blended_busy, busy_ratio, percent
 
-MIN_GROWTH_SHARE = 0.02
-"""The lag must grow by at least this share of the records emitted (noise below)."""
 CONFIDENCE = 0.8
 """Busy time, no backpressure and a growing lag say it together; a short window can still catch a
 burst of input that the source will read away."""

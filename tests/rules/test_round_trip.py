@@ -16,7 +16,7 @@ from bpmon.model import ChannelWindow, Observation
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
-from .observations import edge, observation, sub, vertex
+from .observations import edge, lag, observation, sub, vertex
 
 RULES = RulesConfig()
 
@@ -72,3 +72,28 @@ def test_tight_credit_with_nothing_waiting_on_a_remote_channel_names_nothing() -
     assert [c.kind for c in diagnose(pools_only, RULES).root_causes] == ["network"]
     read = replace(pools_only, channels=(_channel(backlog=0.0, no_credit=0.0, queued=0.3),))
     assert diagnose(read, RULES).root_causes == ()
+
+
+def _fed_by_a_source(growth: float) -> Observation:
+    """The false positive's pools, as Flink shows them (no channels), with the source's lag."""
+    return observation(
+        vertex(
+            "source",
+            sub(0, bp=0.23, busy=0.02, out_pool=0.75, rout=1000.0, tm=0, metrics=lag(growth)),
+            kind="source",
+        ),
+        vertex(
+            "parse",
+            sub(0, busy=0.4, in_pool=0.0, rin=1000.0, tm=1),
+            inputs=[edge("source", "forward")],
+            kind="map",
+        ),
+    )
+
+
+def test_without_channels_a_source_that_builds_no_lag_is_not_held_by_a_link() -> None:
+    """A link that held the source back would make its pendingRecords grow; at 0.5% of what it
+    emits (noise) nothing holds it, at 50% the link does."""
+    assert diagnose(_fed_by_a_source(growth=5.0), RULES).root_causes == ()
+    held = diagnose(_fed_by_a_source(growth=500.0), RULES).root_causes
+    assert [(c.vertex, c.kind) for c in held] == [("parse", "network")]

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bpmon.clock import ManualClock
 from bpmon.errors import ConfigError
@@ -18,7 +20,9 @@ from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
+from bpmon.runtime.subpartition import Event
 from bpmon.scenario import NetworkConfig, Scenario, parse_scenario
+from tests.runtime.conftest import read_all
 
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
 StartJob = Callable[[Scenario], Job]
@@ -187,3 +191,70 @@ def test_a_latency_with_enough_credits_does_not_limit(
     offered; the sink keeps up with the source."""
     rate = _delivered(start_job, stop_job, _job(latency_ms=2, credits=8, rate=1200), 2.0)
     assert rate >= 1200 * 0.8, f"{rate:.0f} records/s of the 1,200 offered"
+
+
+# -- property: credit is conserved on the way, and every record arrives once, in order ---------
+
+
+def _in_flight(env: NetworkEnvironment) -> tuple[int, int]:
+    """(credits, buffers) on their way over the one connection (read under the lock)."""
+    flight = env.connections[ConnectionID(0, 1, 0)]._in_flight
+    credits = sum(a.item for a in flight if isinstance(a.item, int))
+    buffers = sum(1 for a in flight if not isinstance(a.item, (int, Event)))
+    return credits, buffers
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    exclusive=st.integers(1, 3),
+    floating=st.integers(1, 3),
+    latency_ms=st.sampled_from([1.0, 2.0, 5.0]),
+    buffers=st.integers(1, 10),
+    reads=st.lists(st.booleans(), min_size=1, max_size=30),
+)
+def test_credit_on_its_way_is_conserved_and_every_record_arrives_in_order(
+    exclusive: int, floating: int, latency_ms: float, buffers: int, reads: list[bool]
+) -> None:
+    """At every step the receiver's free buffers equal the sender's credit plus the credit and
+    the buffers on their way; whatever the reader does, each record arrives once, in order."""
+    clock = ManualClock(100.0)
+    config = NetworkConfig(
+        task_managers=2,
+        segment_size=SEGMENT,
+        buffers_per_channel=exclusive,
+        floating_buffers_per_gate=floating,
+        latency_ms=latency_ms,
+    )
+    env = NetworkEnvironment(config, clock=clock.now)
+    try:
+        partition = env.create_partition(0, 1, "src")
+        gate = env.create_gate(1, [(partition, 0)], "sink")
+        emit = partition.channel_writer(SEGMENT, 0)
+        view = env.connections[ConnectionID(0, 1, 0)].views[0]
+        sent = 0
+        got: list[object] = []
+        for read in [*reads, *[True] * (4 * buffers)]:  # then read until everything came
+            if sent < buffers and partition.subpartitions[0].backlog < 2:  # never blocks
+                emit(sent)
+                sent += 1
+            clock.advance(latency_ms / 1000)
+            time.sleep(0.003)  # the link timer delivers what is due
+            with env.lock:
+                credits, flying = _in_flight(env)
+                channel = view.channel
+                assert channel.available_buffers == (
+                    view.credit + credits + flying + channel.unannounced_credit
+                )
+                assert view.credit >= 0
+            if read:
+                got += read_all(env, gate)[0]
+        deadline = time.monotonic() + 5.0
+        while len(got) < sent and time.monotonic() < deadline:
+            clock.advance(latency_ms / 1000)
+            time.sleep(0.003)
+            got += read_all(env, gate)[0]
+        assert sent == buffers
+        assert got == list(range(buffers))
+    finally:
+        env.shutdown()
+    assert env.leaks() == []
