@@ -27,8 +27,9 @@ def summary(analysis: Analysis) -> list[str]:
     runs = sum(j.runs for j in a.jobs)
     windows = sum(j.windows for j in a.jobs)
     lines = [
-        f"History analysis of {a.history}: {len(a.jobs)} job(s), {runs:,} run(s), "
-        f"{windows:,} window(s) from {a.subtask_rows:,} subtask rows"
+        f"History analysis of {a.history}: {_counted(len(a.jobs), 'job')}, "
+        f"{_counted(runs, 'run')}, {_counted(windows, 'window')} from "
+        f"{_counted(a.subtask_rows, 'subtask row')}"
     ]
     scope = [
         f"job {a.job}" if a.job else "",
@@ -198,6 +199,11 @@ def _regression(r: Regression) -> list[str]:
         value(r.after),
         change,
     ]
+
+
+def _counted(n: int, noun: str) -> str:
+    """``1 run``, ``1,327 runs``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _num(value: float | None) -> str:

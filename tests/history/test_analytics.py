@@ -198,6 +198,7 @@ def test_one_job_s_tables_name_it_in_the_title_and_fit_80_columns(
     found = analyze_history(Settings(runs_dir=runs_dir), job="tiny", master="local[2]")
     out = " ".join(fits(lambda console: render_analysis_text(found, console), 80).split())
     assert "Vertices over every window: job tiny" in out
+    assert ": 1 job, 2 runs, " in out  # counted in the right number, not "1 job(s)"
 
 
 def test_analyze_json_is_the_analysis_document(spark: Any, runs_dir: Path) -> None:
