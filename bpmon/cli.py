@@ -6,7 +6,6 @@ exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 1
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 import textwrap
@@ -17,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
-from typer.core import TyperCommand, TyperGroup
 
 import bpmon
+from bpmon.cli_help import PlainGroup, use_plain_help
 from bpmon.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
 from bpmon.events import Event, JobEnded, JobFailed, LiveSnapshot
 from bpmon.liveview import LiveView
@@ -57,51 +56,6 @@ the job failed; 5 the target cannot be read (no such process or Flink job, ptrac
 failed, Flink unreachable, or the job ended before its first burst); 6 a stored report or the
 history is unreadable, cannot be written or is busy (nothing stored is lost); 7 the report was
 printed but could not be saved; 130 interrupted (the job was stopped cleanly)."""
-
-
-def plain_placeholders(params: list[Any]) -> list[Any]:
-    """One placeholder style in --help: a flag shows none (typer would say ``<bool>``), every
-    value its name in capitals (``--samples SAMPLES``, like ``URL`` or ``SECONDS``), and an
-    argument its name alone (``{SCENARIO}``, ``{RUN}``)."""
-    for param in params:
-        if getattr(param, "is_flag", False):
-            param.metavar = ""
-        elif param.metavar is None and param.name:
-            param.metavar = param.name.upper()
-        if param.param_type_name == "argument":
-            setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010 - an instance's own
-    return params
-
-
-def unwrapped(text: str | None) -> str | None:
-    """``text`` with each paragraph on one line: typer keeps a docstring's line breaks after its
-    first paragraph, so at 80 columns a sentence broke where the source did, mid-way."""
-    if text is None:
-        return None
-    paragraphs = inspect.cleandoc(text).split("\n\n")
-    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
-
-
-class PlainCommand(TyperCommand):
-    """A command whose --help uses :func:`plain_placeholders` and :func:`unwrapped` text."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help, self.epilog = unwrapped(self.help), unwrapped(self.epilog)
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return plain_placeholders(super().get_params(ctx))
-
-
-class PlainGroup(TyperGroup):
-    """A command group whose --help uses :func:`plain_placeholders` and :func:`unwrapped`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help, self.epilog = unwrapped(self.help), unwrapped(self.epilog)
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return plain_placeholders(super().get_params(ctx))
 
 
 app = typer.Typer(
@@ -704,9 +658,7 @@ from bpmon.cli_history import analyze, history_app  # noqa: E402
 
 app.add_typer(history_app, name="history")
 app.command()(analyze)
-for _info in (*app.registered_commands, *history_app.registered_commands):
-    if _info.cls in (None, TyperCommand):
-        _info.cls = PlainCommand
+use_plain_help(app, history_app)
 
 
 def main() -> None:

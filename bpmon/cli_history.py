@@ -28,7 +28,8 @@ import typer
 from rich.console import Console
 
 from bpmon.analysis import Analysis, analysis_to_json
-from bpmon.cli import PlainGroup, RulesFile, _errors
+from bpmon.cli import RulesFile, _errors
+from bpmon.cli_help import PlainGroup
 from bpmon.errors import ConfigError, HistoryError
 from bpmon.history_service import (
     DEFAULT_MASTER,
