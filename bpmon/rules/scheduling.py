@@ -57,7 +57,16 @@ def _starved(observation: Observation) -> list[RootCause]:
         wait = next((s.slot_wait for s in _states(vertex) if s.slot_wait is not None), None)
         groups.setdefault(-1 if wait is None else wait.region, []).append(vertex)
     slots = FLINK_SLOTS if observation.source == "flink" else RUNTIME_SLOTS
-    return [_starved_cause(i, vertices, slots) for i, vertices in sorted(groups.items())]
+    return [
+        _starved_cause(i, vertices, slots, _pipelined_into(vertices))
+        for i, vertices in sorted(groups.items())
+    ]
+
+
+def _pipelined_into(vertices: Sequence[VertexObservation]) -> bool:
+    """Every input of the waiting vertices is pipelined: a blocking or hybrid exchange there
+    would let the regions run one after another (the advice is moot when one already is)."""
+    return all(e.exchange == "pipelined" for v in vertices for e in v.inputs)
 
 
 RUNTIME_SLOTS = "[cluster] slots_per_task_manager or [network] task_managers"
@@ -65,7 +74,9 @@ FLINK_SLOTS = "taskmanager.numberOfTaskSlots, or more TaskManagers"
 """Where a user adds slots, by target: the scenario's keys, Flink's configuration."""
 
 
-def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys: str) -> RootCause:
+def _starved_cause(
+    region: int, vertices: Sequence[VertexObservation], slot_keys: str, pipelined: bool
+) -> RootCause:
     widest = max(vertices, key=lambda v: v.parallelism)
     states = [s for v in vertices for s in _states(v)]
     waits = [s.slot_wait for s in states if s.slot_wait is not None]
@@ -105,8 +116,12 @@ def _starved_cause(region: int, vertices: Sequence[VertexObservation], slot_keys
         recommendation=(
             f"add {missing} slot{'s' if missing != 1 else ''} ({slot_keys})"
             + (f", or lower the parallelism of {' and '.join(wider)} to {lower}" if wider else "")
-            + "; a batch job can instead use blocking or hybrid exchanges, which let regions run "
-            "one after another in fewer slots"
+            + (
+                "; a batch job can instead use blocking or hybrid exchanges, which let regions "
+                "run one after another in fewer slots"
+                if pipelined
+                else ""
+            )
         ),
         recommended_parallelism=lower if wider == [widest.name] else None,
     )
@@ -156,16 +171,22 @@ def _spilling_cause(
         for v in consumers
     ]
     slowest, slowest_busy = max(busy, key=lambda b: b[1])
+    undeployed = [v.name for v in consumers if _states(v) and all(s.waiting for s in _states(v))]
     full = exchanges == ["hybrid-full"]
     to = ", ".join(v.name for v in consumers)
     evidence = (
         f"{vertex.name}'s {'/'.join(exchanges)} partitions to {to} "
         f"spill {spilled / 1e6:.2f} MB/s to disk and read back {read / 1e6:.2f} MB/s",
         f"its busiest subtask spends {disk_ms:.0f} ms/s on the disk",
-        f"{slowest} is busy {slowest_busy:.0%}: "
-        + ("it does not consume in time" if slowest_busy >= 0.5 else "it could consume more"),
+        _consumer_line(slowest, slowest_busy, undeployed),
     )
-    if full:
+    if undeployed:
+        advice = (
+            f"give {' and '.join(undeployed)} its slots (see resource-starved): once it runs it "
+            "reads the partition from memory; or give the partitions more network memory "
+            "([network] buffers_per_channel, floating_buffers_per_gate)"
+        )
+    elif full:
         advice = (
             'hybrid-full writes every buffer to disk by design: exchange = "hybrid-selective" '
             "spills only what is not consumed in time; or give the partitions more network "
@@ -185,3 +206,15 @@ def _spilling_cause(
         evidence=evidence,
         recommendation=advice,
     )
+
+
+def _consumer_line(slowest: str, busy: float, undeployed: Sequence[str]) -> str:
+    """What the spilling partition's consumers do: not deployed yet (nothing reads the
+    partition, so it spills), too slow to read it in time, or able to read more."""
+    if undeployed:
+        names = " and ".join(undeployed)
+        verb = "has" if len(undeployed) == 1 else "have"
+        return f"{names} {verb} not started (waiting to be deployed): nothing reads what spills"
+    if busy >= 0.5:
+        return f"{slowest} is busy {busy:.0%}: it does not consume in time"
+    return f"{slowest} is busy {busy:.0%}: it could consume more"

@@ -11,6 +11,7 @@ back and remove every spill file, and the CLI must print the report.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -98,7 +99,16 @@ def test_a_job_stopped_before_its_hybrid_consumer_deploys_ends_cleanly(stop_job:
 def test_bpmon_run_prints_the_report_of_such_a_job(tmp_path: Path) -> None:
     scenario = tmp_path / "hybrid-waits.toml"
     scenario.write_text(WAITING.format(duration=3))
-    result = CliRunner().invoke(app, ["run", str(scenario), "--runs-dir", str(tmp_path / "runs")])
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["run", str(scenario), "--runs-dir", str(runs)])
     assert result.exception is None, result.output
     assert result.exit_code == 0, result.output
     assert "resource-starved at aggregate" in result.output
+    [run] = [d for d in runs.iterdir() if d.name != "history"]
+    shown = CliRunner().invoke(app, ["diagnose", str(run), "--format", "json"])
+    causes = json.loads(shown.output)["root_causes"]
+    [starved] = [c for c in causes if c["kind"] == "resource-starved"]
+    assert "blocking or hybrid" not in starved["recommendation"]  # the exchange is hybrid already
+    for spilling in (c for c in causes if c["kind"] == "spilling"):  # aggregate never started
+        assert "aggregate has not started" in " ".join(spilling["evidence"])
+        assert spilling["recommendation"].startswith("give aggregate its slots")
