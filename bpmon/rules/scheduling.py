@@ -171,7 +171,7 @@ def _spilling_cause(
         for v in consumers
     ]
     slowest, slowest_busy = max(busy, key=lambda b: b[1])
-    undeployed = [v.name for v in consumers if _states(v) and all(s.waiting for s in _states(v))]
+    undeployed = [v.name for v in consumers if _not_started(v)]
     full = exchanges == ["hybrid-full"]
     to = ", ".join(v.name for v in consumers)
     evidence = (
@@ -182,7 +182,7 @@ def _spilling_cause(
     )
     if undeployed:
         advice = (
-            f"give {' and '.join(undeployed)} its slots (see resource-starved): once it runs it "
+            f"give {' and '.join(undeployed)} slots (see resource-starved): once running, it "
             "reads the partition from memory; or give the partitions more network memory "
             "([network] buffers_per_channel, floating_buffers_per_gate)"
         )
@@ -206,6 +206,12 @@ def _spilling_cause(
         evidence=evidence,
         recommendation=advice,
     )
+
+
+def _not_started(vertex: VertexObservation) -> bool:
+    """Every subtask of ``vertex`` waits to be deployed (free slots or not)."""
+    states = _states(vertex)
+    return bool(states) and all(s.waiting for s in states)
 
 
 def _consumer_line(slowest: str, busy: float, undeployed: Sequence[str]) -> str:

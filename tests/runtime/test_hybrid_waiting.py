@@ -111,4 +111,4 @@ def test_bpmon_run_prints_the_report_of_such_a_job(tmp_path: Path) -> None:
     assert "blocking or hybrid" not in starved["recommendation"]  # the exchange is hybrid already
     for spilling in (c for c in causes if c["kind"] == "spilling"):  # aggregate never started
         assert "aggregate has not started" in " ".join(spilling["evidence"])
-        assert spilling["recommendation"].startswith("give aggregate its slots")
+        assert spilling["recommendation"].startswith("give aggregate slots")
