@@ -49,8 +49,10 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
 
     def pump() -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            out.put(line.strip())
+        # a hung child is killed and its pipe closed while this thread may still be reading it
+        with contextlib.suppress(ValueError, OSError):
+            for line in proc.stdout:
+                out.put(line.strip())
         out.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
