@@ -12,7 +12,10 @@ busiest one. Then, first match wins:
   record (busy / records in) as the others, by the time accounting and also by the busy share
   blended with the samples: a slow instance. Checked before skew because a slow
   instance can also show uneven counts for a while (its input buffers drain long after the fast
-  ones emptied), while a hot key raises the records, not the time each one takes.
+  ones emptied), while a hot key raises the records, not the time each one takes. Not while
+  every producer is HIGH and the busy subtasks receive ``skew_ratio`` times the others'
+  records: held back, an exchange waits for its slowest channel, so a slow instance receives no
+  more than the others, and those counts are a hot key's.
 - ``data-skew``: the busy subtasks receive on average at least ``skew_ratio`` (Dhalion: 1.5) times
   the records per second of the others (``records_in_per_s``) at a similar time per record; they
   are named.
@@ -163,7 +166,15 @@ def _busy_kind(
             ),
             rules.confidence.no_rates,
         )
-    return _by_rates(vertex, hot, rest, rules)
+    return _by_rates(vertex, hot, rest, rules, _held_back(vertex.name, loc, rules))
+
+
+def _held_back(name: str, loc: Localization, rules: RulesConfig) -> bool:
+    """Whether every producer of ``name`` is HIGH: blocked on its outputs most of the window."""
+    producers = [loc.summaries.get(e.source) for e in loc.graph.producers.get(name, ())]
+    return bool(producers) and all(
+        p is not None and p.above(rules.levels.low_max) for p in producers
+    )
 
 
 def _by_rates(
@@ -171,15 +182,27 @@ def _by_rates(
     hot: list[SubtaskWindow],
     rest: list[SubtaskWindow],
     rules: RulesConfig,
+    held_back: bool = False,
 ) -> Classification:
+    """Slow instance or hot key, from the time per record and the records each subtask receives.
+
+    The time per record of lightly loaded subtasks is the weaker figure on Flink: its busy total
+    leaves out the idle stretch under way at each reading (``TimerGauge`` adds a stretch when it
+    ends), so over a short span a subtask 15% busy read 6-30% on the same job. The record counts
+    are exact. While the producers are held back (HIGH), a slow instance receives no more
+    records than the others (every exchange waits for its slowest channel), so busy subtasks
+    receiving ``skew_ratio`` times the others' records are a hot key whatever the times say.
+    """
     indices = tuple(s.index for s in hot)
     hot_in, rest_in = _mean_rate(hot), _mean_rate(rest)
+    skewed = hot_in > 0 and hot_in >= rules.kinds.skew_ratio * rest_in
     share_line = _share_line(vertex, hot)
     contrast = _contrast_line(vertex.name, hot, rest)
     hot_cost, rest_cost = _time_per_record(hot), _time_per_record(rest)
-    if _slower(hot_cost, rest_cost, rules) and _slower(
+    slower = _slower(hot_cost, rest_cost, rules) and _slower(
         _time_per_record(hot, blended_busy), _time_per_record(rest, blended_busy), rules
-    ):
+    )
+    if slower and not (skewed and held_back):
         factor = "many" if rest_cost == 0 else f"{hot_cost / rest_cost:.1f}"
         return Classification(
             "slow-subtask",
@@ -191,14 +214,20 @@ def _by_rates(
                 contrast,
             ),
         )
-    if hot_in > 0 and hot_in >= rules.kinds.skew_ratio * rest_in:
+    if skewed:
         skew = "many" if rest_in == 0 else f"{hot_in / rest_in:.1f}"
+        why = (
+            "while their producers were held back, which a slow instance cannot cause: time "
+            "per record"
+            if slower
+            else "at the same time per record"
+        )
         return Classification(
             "data-skew",
             indices,
             (
                 share_line,
-                f"{skew}x the records per subtask of the others, at the same time per record "
+                f"{skew}x the records per subtask of the others, {why} "
                 f"({_ms(hot_cost)} against {_ms(rest_cost)})",
                 contrast,
             ),

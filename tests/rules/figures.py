@@ -153,8 +153,9 @@ def _shapes(names: Sequence[str]) -> list[tuple[re.Pattern[str], Shape]]:
             _share,
         ),
         (
-            r"(?P<k>many|\d+\.\d)x the records per subtask of the others, at the same time per "
-            r"record \((?P<x>.+) against (?P<y>.+)\)",
+            r"(?P<k>many|\d+\.\d)x the records per subtask of the others, (?:at the same time "
+            r"per record|while their producers were held back, which a slow instance cannot "
+            r"cause: time per record) \((?P<x>.+) against (?P<y>.+)\)",
             _skew,
         ),
         (rf"{sub} spill (?P<b>{rate}) bytes/s to disk", _spill),

@@ -15,11 +15,11 @@ RULES = RulesConfig()
 
 
 def kind_of(
-    *subtasks: SubtaskWindow, kind: str = "map", rules: RulesConfig = RULES
+    *subtasks: SubtaskWindow, kind: str = "map", rules: RulesConfig = RULES, src_bp: float = 0.9
 ) -> Classification:
-    """Classify the vertex ``op`` fed by a HIGH source and feeding an idle sink."""
+    """Classify the vertex ``op`` fed by a source (HIGH by default) and feeding an idle sink."""
     obs = observation(
-        vertex("src", sub(0, bp=0.9, busy=0.05, rout=1000)),
+        vertex("src", sub(0, bp=src_bp, busy=0.05, rout=1000)),
         vertex("op", *subtasks, inputs=[edge("src", "hash")], kind=kind),
         vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")], kind="sink"),
     )
@@ -61,6 +61,24 @@ def test_a_cold_subtask_whose_accounting_reads_far_below_its_samples_does_not_ma
     assert cold.metrics.busy_ratio == pytest.approx(0.043)
     cls = kind_of(sub(0, busy=1.0, rin=470), cold)
     assert (cls.kind, cls.subtasks) == ("data-skew", (0,))
+
+
+def test_a_cold_subtask_read_low_by_samples_too_is_no_slow_instance_while_its_producer_waits():
+    """Recorded on Flink 2.3's hot-key job in CI: over a 1.2 s span the cold subtask read 6% busy
+    at 134 records/s of 1.5 ms each (20% busy), and its samples too. Its time per record reads
+    3.6x below the hot one's, but the hot subtask received 4.6x its records while the source
+    was HIGH: a slow instance would have received no more than the other."""
+    cls = kind_of(sub(0, busy=1.0, rin=614), sub(1, busy=0.061, rin=134))
+    assert (cls.kind, cls.subtasks) == ("data-skew", (0,))
+    assert "which a slow instance cannot cause" in cls.evidence[1]
+
+
+def test_the_same_figures_with_a_producer_not_held_back_are_a_slow_instance() -> None:
+    """A LOW producer was free most of the window: a slow instance's buffers may still be
+    draining while the other has emptied, so its higher count proves nothing and the time per
+    record decides."""
+    cls = kind_of(sub(0, busy=1.0, rin=614), sub(1, busy=0.061, rin=134), src_bp=0.3)
+    assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
 
 
 def test_mild_unevenness_that_neither_rule_explains_is_a_slow_operator() -> None:
