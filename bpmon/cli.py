@@ -313,12 +313,15 @@ def _show_comparison(
 ) -> None:
     result = verdict(before, after, changes)
     if json_out:
-        typer.echo(comparison_to_json(before, after, [str(c) for c in changes], result.removed))
+        texts = [str(c) for c in changes]
+        typer.echo(comparison_to_json(before, after, texts, result.removed, at_edge=result.at_edge))
         return
     render_comparison(before, after, ", ".join(str(c) for c in changes), view)
+    clear = result.removed and not result.at_edge
+    mark = "✓" if clear else "!" if result.removed else "✗"
     view.print(
-        f"{'✓' if result.removed else '✗'} backpressure {result.summary}",
-        style="green" if result.removed else "yellow",
+        f"{mark} backpressure {result.summary}",
+        style="green" if clear else "yellow",
         highlight=False,
     )
 

@@ -126,12 +126,19 @@ def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
 
 
 def comparison_to_json(
-    before: Report, after: Report, changes: Sequence[str], removed: bool, indent: int | None = 2
+    before: Report,
+    after: Report,
+    changes: Sequence[str],
+    removed: bool,
+    indent: int | None = 2,
+    at_edge: Sequence[str] = (),
 ) -> str:
-    """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict."""
+    """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict
+    (``at_edge``: changed vertices still saturated although the backpressure is gone)."""
     doc = {
         "changes": list(changes),
         "backpressure_removed": removed,
+        "at_edge": list(at_edge),
         "before": report_to_dict(before),
         "after": report_to_dict(after),
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -171,10 +172,14 @@ class Verdict:
     Attributes:
         removed: no vertex is HIGH after the change and the old bottleneck is no root cause.
         summary: one line saying so, with the figures.
+        at_edge: changed vertices still at least :data:`~bpmon.settling.BUSY` busy although the
+            backpressure is gone: they take what they are offered with nothing to spare, so the
+            next rise in load brings the backpressure back.
     """
 
     removed: bool
     summary: str
+    at_edge: tuple[str, ...] = ()
 
 
 UNSEEN_KINDS = ("resource-starved", "source-limited")
@@ -206,7 +211,51 @@ def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict
             f"{BUSY:.0%} with its input buffers full): backpressure is still building",
         )
     worst = max((v.ratio or 0.0 for v in after.vertices), default=0.0)
-    return Verdict(True, f"removed: with {what}, no vertex is HIGH (worst ratio {worst:.2f})")
+    edge = _at_edge(after, changes)
+    if not edge:
+        return Verdict(True, f"removed: with {what}, no vertex is HIGH (worst ratio {worst:.2f})")
+    busiest = ", ".join(f"{name} {busy:.0%}" for name, busy in edge)
+    asked = _recommended(before, [name for name, _ in edge])
+    return Verdict(
+        True,
+        f"removed, at the edge: with {what}, no vertex is HIGH (worst ratio {worst:.2f}), but "
+        f"the changed {_plural(len(edge), 'vertex is', 'vertices are')} still busy ({busiest}): "
+        f"nothing to spare, so the next rise in load brings the backpressure back{asked}",
+        tuple(name for name, _ in edge),
+    )
+
+
+def _at_edge(after: Report, changes: Sequence[Change]) -> list[tuple[str, float]]:
+    """The changed vertices (a chain by any member's name) whose busiest subtask is at least
+    :data:`~bpmon.settling.BUSY` busy after the change, with that busy share."""
+    names = {c.vertex for c in changes}
+    out = []
+    for vertex in after.vertices:
+        if vertex.name not in names and not names & set(_CHAIN_PARTS.split(vertex.name)):
+            continue
+        shares = [s.metrics.busy_ratio for s in vertex.subtasks] or [vertex.metrics.busy_ratio]
+        busy = max((b for b in shares if b is not None), default=None)
+        if busy is not None and busy >= BUSY:
+            out.append((vertex.name, busy))
+    return out
+
+
+_CHAIN_PARTS = re.compile(r" -> |[(), ]+")
+"""What separates the members in a chained vertex's name (``parse -> (enrich, audit)``)."""
+
+
+def _recommended(before: Report, names: Sequence[str]) -> str:
+    """`` (the first report recommended enrich 7)`` for the edge vertices it sized."""
+    sized = [
+        f"{c.vertex} {c.recommended_parallelism}"
+        for c in before.root_causes or ()
+        if c.vertex in names and c.recommended_parallelism is not None
+    ]
+    return f" (the first report recommended {', '.join(sized)})" if sized else ""
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
 
 
 def _top(causes: Sequence[RootCause] | None) -> str:

@@ -882,6 +882,9 @@ def test_run_verify_applies_the_recommendation_and_it_is_nearly_the_least_that_w
     assert doc["changes"] == [f"enrich.parallelism={cause['recommended_parallelism']}"]
     assert cause["recommended_parallelism"] in (6, 7)
     assert all(v["level"] != "HIGH" for v in doc["after"]["vertices"])
+    enrich = next(v for v in doc["after"]["vertices"] if v["name"] == "enrich")
+    saturated = max(s["busy_ratio"] for s in enrich["subtasks"]) >= 0.9
+    assert doc["at_edge"] == (["enrich"] if saturated else []), enrich["subtasks"]
     fewer = cause["recommended_parallelism"] - 2
     less = bpmon(bpmon_bin, "whatif", "demo", "--set", f"enrich.parallelism={fewer}", "--json",
                  "--runs-dir", "r", cwd=tmp_path, timeout=120)  # fmt: skip

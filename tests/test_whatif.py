@@ -122,6 +122,25 @@ def test_a_re_run_whose_bottleneck_still_queues_has_not_removed_the_backpressure
     assert verdict(before, _report(0.5, 1.0), change).removed  # a full queue it works off
 
 
+def test_a_changed_vertex_still_saturated_is_removed_at_the_edge() -> None:
+    """demo at 6 subtasks (bpmon recommends 7): nothing is HIGH and the queue stays short, but
+    enrich is 97% busy; the verdict must not read as if it had room to spare."""
+    cause = RootCause("enrich", "slow-operator", recommended_parallelism=7)
+    before = replace(_report(1.0, 1.0, "HIGH"), root_causes=(cause,))
+    change = [Change("enrich", "parallelism", 6)]
+    edge = verdict(before, _report(0.97, 0.3), change)
+    assert (edge.removed, edge.at_edge) == (True, ("enrich",))
+    assert edge.summary == (
+        "removed, at the edge: with enrich.parallelism=6, no vertex is HIGH (worst ratio 0.00), "
+        "but the changed vertex is still busy (enrich 97%): nothing to spare, so the next rise "
+        "in load brings the backpressure back (the first report recommended enrich 7)"
+    )
+    roomy = verdict(before, _report(0.86, 0.3), [Change("enrich", "parallelism", 7)])
+    assert (roomy.removed, roomy.at_edge) == (True, ())
+    other = verdict(before, _report(0.97, 0.3), [Change("source", "rate", 100.0)])
+    assert other.at_edge == ()  # only a changed vertex is judged: enrich was not changed
+
+
 def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kind_is_left() -> None:
     """Lowering one of two waiting vertices moves the wait to the other: nothing is HIGH before
     or after, and the old vertex is no longer blamed, but the job is still short of slots."""
