@@ -47,6 +47,7 @@ from bpmon.service import (
     shipped_examples,
     use_data_dir,
 )
+from bpmon.watching import STUCK_AFTER_S
 from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
@@ -453,6 +454,14 @@ def serve(
         ),
     ] = None,
     every: Annotated[float, typer.Option(help="Seconds between bursts of a watched job.")] = 10.0,
+    stuck_after: Annotated[
+        float,
+        typer.Option(
+            "--stuck-after",
+            metavar="SECONDS",
+            help="A watch that shows no sign of life this long is stuck: /healthz answers 503.",
+        ),
+    ] = STUCK_AFTER_S,
     token_file: Annotated[
         Path | None,
         typer.Option(help="File holding the bearer token every request must carry."),
@@ -514,6 +523,7 @@ def serve(
             monitor_flink=monitor_flink,
             flink_job=flink_job,
             every_s=every,
+            stuck_after_s=stuck_after,
             token_file=token_file,
             metrics_public=metrics_public,
             allow_hosts=tuple(allow_host or ()),

@@ -56,7 +56,10 @@ JOIN_TIMEOUT_S = 30.0
 """The longest a stop waits for a watch's thread (a burst in progress is dropped; the job is
 stopped and every runtime thread joined)."""
 STUCK_AFTER_S = 60.0
-"""A running watch whose thread has shown no sign of life this long is stuck."""
+"""A running watch whose thread has shown no sign of life this long is stuck (by default)."""
+STUCK_AFTER_MIN_S = 5.0
+"""The least ``stuck_after_s`` a server takes: a watch beats once a second, but one Flink
+request or py-spy call of a burst may take a few seconds on a loaded machine."""
 UPKEEP_EVERY_S = 3600.0
 """How often a server compacts and prunes its history (and once when it starts)."""
 
@@ -86,6 +89,8 @@ class JobView:
         trouble: while running, the last setback since the last report (the target
             unavailable, a burst abandoned, a report not saved).
         reason: how the job ended when it ended by itself (finished, cancelled, exited).
+        runs: the runs this server's watch saved in (none for a stored job): a watched job's
+            own timeline, apart from the job's ``bpmon run`` and ``whatif`` runs.
     """
 
     job: str
@@ -98,6 +103,7 @@ class JobView:
     leaks: tuple[str, ...] = ()
     trouble: str | None = None
     reason: str | None = None
+    runs: tuple[str, ...] = ()
 
     @property
     def watched(self) -> bool:
@@ -492,6 +498,7 @@ class Watches:
             leaks=watch.leaks,
             trouble=watch.trouble if watch.state == "running" else None,
             reason=watch.reason,
+            runs=tuple(sorted(own)),
         )
 
 

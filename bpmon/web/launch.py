@@ -17,7 +17,7 @@ from pathlib import Path
 from bpmon import service
 from bpmon.errors import ConfigError
 from bpmon.scenario import Scenario
-from bpmon.watching import Watches
+from bpmon.watching import STUCK_AFTER_MIN_S, STUCK_AFTER_S, Watches
 from bpmon.web.apidocs import check_assets
 from bpmon.web.app import create_app
 from bpmon.web.auth import check_exposure, load_token
@@ -42,6 +42,7 @@ class ServeOptions:
     monitor_flink: str | None = None
     flink_job: str | None = None
     every_s: float = 10.0
+    stuck_after_s: float = STUCK_AFTER_S
     token_file: Path | None = None
     metrics_public: bool = False
     allow_hosts: Sequence[str] = ()
@@ -70,7 +71,7 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     settings.rules()  # a bad rules file is an error now, not once a job runs
     sock = bind(options.host, options.port)
     hosts = allowed_names([options.host, sock.getsockname()[0]], extra, token)
-    watches = Watches(settings, every_s=options.every_s)
+    watches = Watches(settings, every_s=options.every_s, stuck_after_s=options.stuck_after_s)
     stopping = Stopping(say=announce)
     with stopping.handling():
         try:
@@ -137,6 +138,11 @@ def _hosts_said(hosts: set[str]) -> str:
 def _check(options: ServeOptions) -> None:
     if not options.every_s > 0:
         raise ConfigError(f"--every {options.every_s}: must be a positive number of seconds")
+    if not options.stuck_after_s >= STUCK_AFTER_MIN_S:
+        raise ConfigError(
+            f"--stuck-after {options.stuck_after_s:g}: must be at least {STUCK_AFTER_MIN_S:g} s "
+            "(a watch shows a sign of life once a second, a burst's collection can take longer)"
+        )
     if options.monitor_pid is None and (options.profile or options.topology):
         raise ConfigError("--profile and --topology go with --monitor-pid PID")
     if options.monitor_flink is None and options.flink_job is not None:

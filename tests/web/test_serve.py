@@ -201,6 +201,7 @@ def test_a_port_in_use_is_one_line(bpmon_bin: Path) -> None:
     [
         (["--run", "no-such-scenario"], "no-such-scenario"),
         (["--every", "0"], "--every"),
+        (["--stuck-after", "1"], "--stuck-after 1: must be at least 5 s"),
         (["--profile", "python-queue"], "--monitor-pid"),
         (["--flink-job", "orders"], "--monitor-flink"),
         (["--token-file", "/nonexistent/token"], "--token-file"),

@@ -20,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon.watching import STUCK_AFTER_S
 from bpmon.web.stopping import FORCE_S
 
 from .frozen import frozen, thread_ids
@@ -30,6 +29,8 @@ from .test_serve import Child, bpmon_serve
 MARGIN_S = 3.0
 """Slack over FORCE_S for a machine loaded by other tests."""
 ATTEMPTS = 5
+STUCK_AFTER_S = 8.0
+"""--stuck-after: a frozen watch is stuck after this long (60 s by default)."""
 POOL_THREAD = "AnyIO worker thread"
 """The name of the threads that run the app's blocking requests (anyio's, not daemons)."""
 
@@ -44,7 +45,7 @@ def args(tmp_path: Path) -> list[str]:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
     runs = ["--runs-dir", str(tmp_path / "runs"), "--run", str(scenario), "--every", "2"]
-    return [*runs, "--token-file", str(token_file)]
+    return [*runs, "--token-file", str(token_file), "--stuck-after", str(STUCK_AFTER_S)]
 
 
 def _answers(child: Child) -> bool:
