@@ -31,7 +31,7 @@ from bpmon.render import (
 )
 from bpmon.render_listing import Example, examples_json, examples_table
 from bpmon.report_json import comparison_to_json, reports_to_json
-from bpmon.scenario import example_path, load_example, load_expectation
+from bpmon.scenario import Scenario, example_path, load_example, load_expectation
 from bpmon.scenario.plan_text import plan_lines, plan_to_dict
 from bpmon.service import (
     DEFAULT_RUNS_DIR,
@@ -48,7 +48,14 @@ from bpmon.service import (
     use_data_dir,
 )
 from bpmon.watching import STUCK_AFTER_S
-from bpmon.whatif import Change, changed, parse_change, recommended_changes, verdict
+from bpmon.whatif import (
+    Change,
+    changed,
+    parse_change,
+    recommended_changes,
+    rerouted,
+    verdict,
+)
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
 or the stop was forced after 5 s); 2 bad input (a flag, scenario, topology, profile or rules
@@ -225,6 +232,7 @@ def run(
             _say_saved(first, json_out)
             raise ConfigError("--verify: the report recommends no parallelism to try")
         again = changed(loaded, changes)
+        _say_rerouted(loaded, again, view)
         label = ", ".join(map(str, changes))
         rerun = run_scenario(again, settings, duration_s=duration, observe=observe)
         second = _watched(rerun, label, view)
@@ -303,10 +311,20 @@ def whatif(
         changes = [parse_change(text) for text in sets]
         again = changed(loaded, changes)  # a bad change fails here, before anything runs
         view = Console(stderr=json_out)
+        _say_rerouted(loaded, again, view)
         first = _watched(run_scenario(loaded, settings, duration_s=duration), loaded.name, view)
         what = ", ".join(str(c) for c in changes)
         second = _watched(run_scenario(again, settings, duration_s=duration), what, view)
         _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+
+
+def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
+    if moved := rerouted(before, after):
+        view.print(
+            f"{', '.join(moved)}: forward becomes rebalance in the changed job (Flink keeps "
+            "forward only between equal parallelisms)",
+            highlight=False,
+        )
 
 
 def _show_comparison(

@@ -89,15 +89,48 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
     data: dict[str, Any] = copy.deepcopy(read_toml_file(scenario.path))
     operators = {op.get("name"): op for op in data.get("operators", []) if isinstance(op, dict)}
     rated = {id(op) for c in changes if c.key == "rate" for op in _targets(c, operators)}
+    rescaled: set[object] = set()
     for change in changes:
         for op in _targets(change, operators):
             if change.key == "parallelism" and op.get("kind") == "source" and id(op) not in rated:
                 _keep_offered(op, int(change.value))
+            if change.key == "parallelism":
+                rescaled.add(op.get("name"))
             op[change.key] = change.value
+    _unforward(operators, rescaled)
     source = f"{scenario.path} with {', '.join(str(c) for c in changes)}"
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)
     return result
+
+
+def _unforward(operators: Mapping[object, dict[str, Any]], rescaled: set[object]) -> None:
+    """A ``forward`` edge to or from a rescaled operator whose two ends now differ in
+    parallelism becomes ``rebalance``: Flink keeps forward only between equal parallelisms, and
+    a job rescaled to bpmon's recommendation would have that edge rewritten the same way."""
+
+    def parallelism(name: object) -> object:
+        op = operators.get(name)
+        return op.get("parallelism", 1) if op is not None else None
+
+    for name, op in operators.items():
+        for edge in op.get("inputs", []):
+            if not isinstance(edge, dict) or edge.get("partitioner") != "forward":
+                continue
+            ends = {name, edge.get("from")}
+            if ends & rescaled and parallelism(name) != parallelism(edge.get("from")):
+                edge["partitioner"] = "rebalance"
+
+
+def rerouted(before: Scenario, after: Scenario) -> list[str]:
+    """The edges forward in ``before`` and not in ``after`` (``"src → work"``), to say so."""
+    was = {(e.source, op.name): e.partitioner for op in before.operators for e in op.inputs}
+    return [
+        f"{e.source} → {op.name}"
+        for op in after.operators
+        for e in op.inputs
+        if was.get((e.source, op.name)) == "forward" and e.partitioner != "forward"
+    ]
 
 
 def _keep_offered(source: dict[str, Any], parallelism: int) -> None:

@@ -22,7 +22,7 @@ from bpmon.model import (
 )
 from bpmon.scenario import example_path, load_scenario
 from bpmon.scenario.rates import Ramp
-from bpmon.whatif import Change, changed, parse_change, verdict
+from bpmon.whatif import Change, changed, parse_change, rerouted, verdict
 
 CHAINED = """
 name = "chained"
@@ -89,6 +89,58 @@ def test_other_keys_name_one_operator_of_a_chain(chained: Path) -> None:
 def test_an_unknown_vertex_lists_the_operators(chained: Path) -> None:
     with pytest.raises(ConfigError, match=r"no operator 'a -> c'; known: source, a, b, sink"):
         changed(load_scenario(chained), [Change("a -> c", "parallelism", 3)])
+
+
+FORWARD = """
+name = "lanes"
+[[operators]]
+name = "src"
+kind = "source"
+parallelism = 2
+rate = 100
+[[operators]]
+name = "parse"
+kind = "map"
+parallelism = 2
+inputs = [{ from = "src", partitioner = "forward" }]
+[[operators]]
+name = "enrich"
+kind = "map"
+parallelism = 2
+inputs = [{ from = "parse", partitioner = "forward" }]
+[[operators]]
+name = "sink"
+kind = "sink"
+parallelism = 2
+inputs = [{ from = "enrich", partitioner = "forward" }]
+"""
+
+
+@pytest.mark.parametrize(
+    ("chaining", "vertex", "moved"),
+    [
+        ("false", "enrich", ["parse → enrich", "enrich → sink"]),
+        ("true", "src -> parse -> enrich -> sink", []),  # one chain: it stays one
+    ],
+)
+def test_a_forward_edge_across_a_new_parallelism_becomes_rebalance_and_is_named(
+    tmp_path: Path, chaining: str, vertex: str, moved: list[str]
+) -> None:
+    """Flink refuses forward between unequal parallelisms, so bpmon's own recommendation for a
+    job written with forward edges could not be tried (the loader's one-line error): the edges
+    that cross the rescaled vertex's border are rerouted, and named; inside a chain, whose
+    members all take the new parallelism, every edge stays forward."""
+    path = tmp_path / "lanes.toml"
+    path.write_text(f"chaining = {chaining}\n{FORWARD}")
+    before = load_scenario(path)
+    after = changed(before, [Change(vertex, "parallelism", 4)])
+    assert rerouted(before, after) == moved
+    left = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs}
+    kept = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs
+            if e.partitioner == "forward"}  # fmt: skip
+    assert kept == left - set(moved)
+    same = changed(before, [Change(vertex, "parallelism", 2)])
+    assert rerouted(before, same) == []  # an equal parallelism keeps every edge forward
 
 
 # --- the verdict on a re-run -------------------------------------------------------------------

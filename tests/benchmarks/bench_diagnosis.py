@@ -83,11 +83,11 @@ from bpmon.errors import BpmonError
 from bpmon.events import JobEnded, JobFailed, ReportReady
 from bpmon.model import Observation, Report
 from bpmon.rules.engine import diagnose
-from bpmon.scenario import InputSpec, Scenario, load_scenario
+from bpmon.scenario import load_scenario
 from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.network import OutputFlush
 from bpmon.signals import FLINK
-from bpmon.whatif import recommended_changes
+from bpmon.whatif import Change, changed, recommended_changes
 
 END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
@@ -144,35 +144,6 @@ class Job:
     """Further (vertex, parallelism) changes: the recommendation's ``next_in_series``."""
 
 
-def with_parallelism(scenario: Scenario, vertex: str, parallelism: int) -> Scenario:
-    """``scenario`` with ``vertex`` at ``parallelism``; its forward edges become rebalance.
-
-    A chain (``"a -> (b, c)"``) changes every operator of it and keeps the forward edges among
-    them (it stays one chain), as ``bpmon run --verify`` does; a source keeps the records it is
-    offered in all (its per-subtask ``rate`` spread over the new subtasks, as ``whatif`` does).
-    """
-    members = set(operator_names(vertex))
-
-    def unforward(edge: InputSpec) -> InputSpec:
-        return replace(edge, partitioner="rebalance") if edge.partitioner == "forward" else edge
-
-    operators = []
-    for op in scenario.operators:
-        inside = op.name in members
-        inputs = tuple(unforward(e) if (e.source in members) != inside else e for e in op.inputs)
-        if not inside:
-            operators.append(replace(op, inputs=inputs))
-            continue
-        slow = {i: f for i, f in op.slow_subtasks.items() if i < parallelism}
-        rate = op.rate
-        if op.kind == "source" and rate:
-            rate = rate * op.parallelism / parallelism
-        operators.append(
-            replace(op, parallelism=parallelism, slow_subtasks=slow, inputs=inputs, rate=rate)
-        )
-    return replace(scenario, operators=tuple(operators))
-
-
 FLUSH_VARIABLE = "BPMON_BENCH_OUTPUT_FLUSH"
 """Set by ``--output-flush`` (an environment variable, so ``--jobs 2``'s workers see it too)."""
 SATURATED_RERUNS = 2
@@ -201,12 +172,13 @@ def _saturated(report: Report | None) -> bool:
 def _run_once(job: Job) -> Run:
     """Run one scenario through the service: warm up, one burst, stop."""
     scenario = load_scenario(job.path)
+    # sized as `bpmon run --verify` sizes it: a source keeps its offered load, a chain rescales
+    # as one, a forward edge across the new parallelism becomes rebalance
+    sized = [] if job.vertex is None or job.parallelism is None else [(job.vertex, job.parallelism)]
+    if changes := [Change(v, "parallelism", p) for v, p in [*sized, *job.also]]:
+        scenario = changed(scenario, changes)
     if job.samples is not None:
         scenario = replace(scenario, monitor=replace(scenario.monitor, samples=job.samples))
-    if job.vertex is not None and job.parallelism is not None:
-        scenario = with_parallelism(scenario, job.vertex, job.parallelism)
-    for vertex, parallelism in job.also:
-        scenario = with_parallelism(scenario, vertex, parallelism)
     if flush := os.environ.get(FLUSH_VARIABLE):
         mode: OutputFlush = "publish" if flush == "publish" else "finish"
         network = replace(scenario.network, output_flush=mode)
