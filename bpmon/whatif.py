@@ -31,6 +31,7 @@ from bpmon.settling import BUSY, saturated
 SETTABLE: Mapping[str, type] = {
     "parallelism": int,
     "cost_us": float,
+    "cost_cv": float,
     "rate": float,
     "record_bytes": int,
     "fanout": float,

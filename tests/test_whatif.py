@@ -3,6 +3,7 @@ the verdict on a re-run."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ from bpmon.model import (
 )
 from bpmon.scenario import example_path, load_scenario
 from bpmon.scenario.rates import Ramp
-from bpmon.whatif import Change, changed, parse_change, rerouted, verdict
+from bpmon.whatif import SETTABLE, Change, changed, parse_change, rerouted, verdict
 
 CHAINED = """
 name = "chained"
@@ -223,3 +224,11 @@ def test_a_varying_source_given_more_subtasks_keeps_its_records(tmp_path: Path) 
     assert dict(src.source_rates.subtask_rates) == {}
     assert src.source_rates.backlog == 750
     assert src.source_rates.profile == Ramp(750, 1500, 4)
+
+
+def test_the_readme_lists_every_key_whatif_takes() -> None:
+    """The README's whatif section names exactly the keys ``--set`` accepts."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### `bpmon whatif") :]
+    listed = section[section.index("Keys: ") : section.index(". A change")]
+    assert re.findall(r"`(\w+)`", listed) == list(SETTABLE)
