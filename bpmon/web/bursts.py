@@ -1,5 +1,9 @@
 """The full reports of a job's recent bursts, for its series, read from the runs directory once.
 
+A watched job's series are its watch's own runs: the job's other runs in the runs directory
+(``bpmon run``, ``bpmon whatif``, an earlier watch) are not mixed into its timeline; they are on
+the History and Compare pages. A stored job's series are its stored runs, each run apart.
+
 A job's history (:class:`~bpmon.watching.JobView`) says per burst only the levels and the root
 causes; the series need every metric, so the reports are read from their run folders. A stored
 report is never rewritten (see :mod:`bpmon.stored`), so each one is read once and kept, the
@@ -35,9 +39,11 @@ class BurstReports:
         self._reports: OrderedDict[tuple[str, int], Report] = OrderedDict()
 
     def recent(self, view: JobView, limit: int = SERIES_BURSTS) -> list[Point]:
-        """The job's newest ``limit`` bursts, oldest first, with their full reports."""
+        """The job's newest ``limit`` bursts, oldest first, with their full reports: a watched
+        job's own (the job's stored ones while its watch has none)."""
+        own = [s for s in view.history if s.run_id in view.runs]
         points = []
-        for summary in view.history[-limit:]:
+        for summary in (own or view.history)[-limit:]:
             key = (summary.run_id, summary.burst)
             report = self._cached(key)
             if report is None and view.latest is not None:
@@ -48,7 +54,7 @@ class BurstReports:
                 report = self._read(*key)
             if report is not None:
                 self._keep(key, report)
-                points.append(Point(f"{summary.run_id}/{summary.burst}", summary.time, report))
+                points.append(Point(summary.run_id, summary.burst, report))
         return points
 
     def _cached(self, key: tuple[str, int]) -> Report | None:

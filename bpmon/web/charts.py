@@ -1,59 +1,87 @@
 """The dashboard's charts over time: a vertex's series over the job's bursts, a job's level trend.
 
-- **Series**: for one vertex, four panels sharing the time axis: backpressure ratio (points in
-  their level's colour), busy and idle shares, out and in pool usage, records per second in and
-  out. The page holds the series of every vertex (:func:`series_data`) and swaps the panels'
-  values when another vertex is chosen, so the figure is built once, here.
+- **Series**: for one vertex, up to four panels sharing a real time axis (a burst sits at the end
+  of its window, so bursts five minutes apart are further apart than bursts ten seconds apart):
+  backpressure ratio (points in their level's colour), busy and idle shares, out and in pool
+  usage, records per second in and out. Only the lines some vertex has figures for are drawn (a
+  process watched with py-spy has no pools and no record rates). The page holds the series of
+  every vertex (:func:`series_data`) and swaps the panels' values when another vertex is chosen,
+  so the figure is built once, here.
+- **Runs** are kept apart: the lines break between two runs, and a dotted line labelled with the
+  run marks where each new run starts (a long watch goes on in a new run now and then; a stored
+  job's runs are its ``bpmon run``, ``whatif`` and watch runs, each its own).
 - **Trend**: a job's worst level burst by burst (stored runs and the watch's own bursts), the
   root cause in the hover and a mark where it moved.
 
-Plain dicts in plotly's figure schema, as in :mod:`bpmon.web.figures`.
+An axis spans at least :data:`MIN_SPAN_S`, so one burst alone is not drawn on a scale of
+milliseconds. Times are UTC. Plain dicts in plotly's figure schema, as in
+:mod:`bpmon.web.figures`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bpmon.model import Level, Report
 from bpmon.stored import BurstSummary
 from bpmon.web import numbers
-from bpmon.web.figures import LEVEL_FILL, Figure, label_text
+from bpmon.web.figures import EDGE_INK, LEVEL_FILL, Figure, label_text
 
-TICKS = 8
-"""The most time labels on the series' axis."""
 SERIES_KEYS = ("ratio", "busy", "idle", "out_pool", "in_pool", "records_in", "records_out")
-"""The order of the series' traces (the page swaps their ``y`` in this order)."""
+"""Every line the series may have, in order."""
 PANELS = (
-    # (key, trace name, y axis, dash)
-    ("ratio", "backpressure ratio", "y", "solid"),
-    ("busy", "busy", "y2", "solid"),
-    ("idle", "idle", "y2", "dot"),
-    ("out_pool", "out pool", "y3", "solid"),
-    ("in_pool", "in pool", "y3", "dot"),
-    ("records_in", "records/s in", "y4", "dot"),
-    ("records_out", "records/s out", "y4", "solid"),
+    # (key, trace name, panel, dash)
+    ("ratio", "backpressure ratio", 0, "solid"),
+    ("busy", "busy", 1, "solid"),
+    ("idle", "idle", 1, "dot"),
+    ("out_pool", "out pool", 2, "solid"),
+    ("in_pool", "in pool", 2, "dot"),
+    ("records_in", "records/s in", 3, "dot"),
+    ("records_out", "records/s out", 3, "solid"),
+)
+PANEL_AXES = (
+    ("backpressure", [0, 1.05]),
+    ("busy / idle", [0, 1.05]),
+    ("pool usage", [0, 1.1]),
+    ("records/s", None),
 )
 COLOURS = {"ratio": "#c62828", "busy": "#1e88e5", "idle": "#7e57c2", "out_pool": "#00897b"}
 COLOURS |= {"in_pool": "#8d6e63", "records_in": "#f4511e", "records_out": "#3949ab"}
+MIN_SPAN_S = 30.0
+"""The shortest time a chart's axis spans."""
+RUN_LABELS = 6
+"""Runs are named on the series up to this many; more, and only their boundaries are drawn."""
 _LEVEL_Y: dict[Level | None, int | None] = {"OK": 0, "LOW": 1, "HIGH": 2, None: None}
 
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One burst of a job: its label (``run/burst``), when its window ended, and its report."""
+    """One burst of a job: its run, its number in the run, and its report."""
 
-    label: str
-    time: datetime
+    run_id: str
+    burst: int
     report: Report
+
+    @property
+    def time(self) -> datetime:
+        """When the burst's window ended."""
+        return self.report.window.end
+
+
+def plot_time(moment: datetime) -> str:
+    """A time as plotly's date axes read it: UTC, no zone suffix, milliseconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def series_data(points: Sequence[Point]) -> dict[str, Any]:
-    """Every vertex's values burst by burst: ``{"x", "labels", "vertices": {name: {key: [...]}}}``.
+    """Every vertex's values burst by burst, a gap (None) between two runs.
 
-    A vertex missing from a burst (the job changed) has gaps (None) there.
+    ``{"x", "labels", "vertices": {name: {key: [...], "level": [...]}}, "keys", "axis",
+    "colours"}``: ``keys`` are the lines some vertex has a value for; a vertex missing from a
+    burst (the job changed) has gaps there too.
     """
     names: list[str] = []
     for p in points:
@@ -61,117 +89,168 @@ def series_data(points: Sequence[Point]) -> dict[str, Any]:
     vertices: dict[str, dict[str, list[Any]]] = {
         n: {k: [] for k in (*SERIES_KEYS, "level")} for n in names
     }
-    for p in points:
+    xs: list[str] = []
+    labels: list[str] = []
+    for i, p in enumerate(points):
+        if i and p.run_id != points[i - 1].run_id:  # break the lines between two runs
+            xs.append(plot_time(p.report.window.start))
+            labels.append("")
+            for columns in vertices.values():
+                for values in columns.values():
+                    values.append(None)
+        xs.append(plot_time(p.time))
+        labels.append(f"{p.run_id}/{p.burst} ({numbers.when(p.time)})")
         found = {v.name: v for v in p.report.vertices}
         for name, columns in vertices.items():
-            v = found.get(name)
-            m = v.metrics if v is not None else None
-            values = (
-                (None, None, None, None, None, None, None)
-                if v is None or m is None
-                else (
-                    v.ratio,
-                    m.busy_ratio,
-                    m.idle_ratio,
-                    m.out_pool_usage,
-                    m.in_pool_usage,
-                    m.records_in_per_s,
-                    m.records_out_per_s,
-                )
-            )
-            for key, value in zip(SERIES_KEYS, values, strict=True):
-                columns[key].append(numbers.rounded(value, 1 if key.startswith("rec") else 3))
-            columns["level"].append(None if v is None else v.level)
+            for key, value in _values(found.get(name)).items():
+                columns[key].append(value)
+    keys = ["ratio"] + [
+        k for k in SERIES_KEYS[1:] if any(v is not None for c in vertices.values() for v in c[k])
+    ]
     return {
-        "x": list(range(len(points))),
-        "labels": [f"{p.label} ({numbers.when(p.time)})" for p in points],
-        "axis": _time_axis(points),
+        "x": xs,
+        "labels": labels,
         "vertices": vertices,
+        "keys": keys,
+        "axis": _time_axis(points),
         "colours": {str(k): c for k, c in LEVEL_FILL.items()},
     }
 
 
+def _values(v: Any) -> dict[str, Any]:
+    """One vertex's values in one burst (all None when the vertex is not in it)."""
+    if v is None:
+        return dict.fromkeys((*SERIES_KEYS, "level"))
+    m = v.metrics
+    raw = (
+        v.ratio,
+        m.busy_ratio,
+        m.idle_ratio,
+        m.out_pool_usage,
+        m.in_pool_usage,
+        m.records_in_per_s,
+        m.records_out_per_s,
+    )
+    out = {
+        key: numbers.rounded(value, 1 if key.startswith("rec") else 3)
+        for key, value in zip(SERIES_KEYS, raw, strict=True)
+    }
+    return out | {"level": v.level}
+
+
+def time_range(first: datetime, last: datetime) -> list[str]:
+    """An axis range from ``first`` to ``last``, padded, at least :data:`MIN_SPAN_S` wide: a
+    shorter one reaches further back, so the newest burst stays at the right."""
+    span = max((last - first).total_seconds(), MIN_SPAN_S)
+    pad = timedelta(seconds=span * 0.04)
+    return [plot_time(last - timedelta(seconds=span) - pad), plot_time(last + pad)]
+
+
 def _time_axis(points: Sequence[Point]) -> dict[str, Any]:
-    """The x axis of the series as plotly's relayout takes it: bursts evenly spaced, up to
-    TICKS times of day as ticks, a dotted line where a new run starts."""
-    n = len(points)
-    step = max(1, -(-n // TICKS))
-    same_day = n == 0 or points[0].time.date() == points[-1].time.date()
-    shown = "%H:%M:%S" if same_day else "%m-%d %H:%M"
-    values = list(range(0, n, step))
-    starts = [
-        i for i in range(1, n) if points[i].label.split("/")[0] != points[i - 1].label.split("/")[0]
-    ]
-    shapes = [
-        {
-            "type": "line",
-            "xref": "x",
-            "yref": "paper",
-            "x0": i - 0.5,
-            "x1": i - 0.5,
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": "#8a8f98", "width": 1, "dash": "dot"},
-        }
-        for i in starts
-    ]
+    """The series' x axis as plotly's relayout takes it: its range, and a labelled dotted line
+    where each run after the first starts."""
+    if not points:
+        return {"xaxis.range": None, "shapes": [], "annotations": []}
+    starts = [p for i, p in enumerate(points) if i == 0 or p.run_id != points[i - 1].run_id]
+    shapes, notes = [], []
+    for n, p in enumerate(starts):
+        at = plot_time(p.report.window.start)
+        if n:
+            line = {"color": EDGE_INK, "width": 1, "dash": "dot"}
+            shapes.append(
+                {"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0}
+                | {"y1": 1, "line": line, "name": "run-start"}
+            )
+        if len(starts) <= RUN_LABELS:
+            notes.append(_run_label(at, p.run_id))
     return {
-        "xaxis.tickvals": values,
-        "xaxis.ticktext": [points[i].time.strftime(shown) for i in values],
-        "xaxis.range": [-0.5, max(n - 0.5, 0.5)],
+        "xaxis.range": time_range(points[0].report.window.start, points[-1].time),
         "shapes": shapes,
+        "annotations": notes,
+    }
+
+
+def _run_label(at: str, run_id: str) -> dict[str, Any]:
+    """The name of a run above the series, where its first burst starts (the id's last part;
+    the whole id in the hover)."""
+    return {
+        "x": at,
+        "y": 1,
+        "xref": "x",
+        "yref": "paper",
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "text": f"run …{label_text(run_id[-4:])}",
+        "hovertext": label_text(run_id),
+        "showarrow": False,
+        "font": {"size": 10, "color": EDGE_INK},
+        "name": "run-label",
     }
 
 
 def series_figure(data: dict[str, Any], vertex: str | None) -> Figure:
-    """The four panels of ``vertex`` (empty panels when it is None or not in ``data``)."""
+    """The panels of ``vertex`` (empty lines when it is None or not in ``data``): one panel per
+    group of lines that has figures."""
     values = data["vertices"].get(vertex) if vertex is not None else None
-    ticks = data["axis"]
-    traces = []
-    for key, name, axis, dash in PANELS:
-        trace: dict[str, Any] = {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": name,
-            "x": data["x"],
-            "y": values[key] if values else [],
-            "customdata": data["labels"],
-            "xaxis": "x",
-            "yaxis": axis,
-            "line": {"color": COLOURS[key], "dash": dash, "width": 2},
-            "marker": {"size": 5},
-            "hovertemplate": f"{name} %{{y}}<extra></extra>",
-        }
-        if key == "ratio":
-            levels = values["level"] if values else []
-            trace["marker"] = {"size": 9, "color": [LEVEL_FILL[lv] for lv in levels]}
-            trace["text"] = [numbers.LEVEL_WORDS[lv] for lv in levels]
-            trace["hovertemplate"] = (
-                "burst %{customdata}<br>backpressure %{y} (%{text})<extra></extra>"
-            )
-        traces.append(trace)
-    return {
-        "data": traces,
-        "layout": {
-            "height": 520,
-            "margin": {"l": 8, "r": 8, "t": 8, "b": 8},
-            "hovermode": "x unified",
-            "showlegend": False,
-            "xaxis": {
-                "anchor": "y4",
-                "automargin": True,
-                "tickvals": ticks["xaxis.tickvals"],
-                "ticktext": ticks["xaxis.ticktext"],
-                "range": ticks["xaxis.range"],
-            },
-            "shapes": ticks["shapes"],
-            "yaxis": _panel(0.79, 1.0, "backpressure", [0, 1.05]),
-            "yaxis2": _panel(0.53, 0.74, "busy / idle", [0, 1.05]),
-            "yaxis3": _panel(0.27, 0.48, "pool usage", [0, 1.1]),
-            "yaxis4": _panel(0.0, 0.22, "records/s", None),
-            "meta": {"kind": "series", "vertex": vertex, "keys": list(SERIES_KEYS)},
+    keys = data["keys"]
+    panels = sorted({panel for key, _, panel, _ in PANELS if key in keys})
+    axis_of = {panel: "y" if i == 0 else f"y{i + 1}" for i, panel in enumerate(panels)}
+    traces = [
+        _line(key, name, axis_of[panel], dash, values, data)
+        for key, name, panel, dash in PANELS
+        if key in keys
+    ]
+    axes = data["axis"]
+    layout: dict[str, Any] = {
+        "height": 50 + 125 * len(panels),
+        "margin": {"l": 8, "r": 8, "t": 22, "b": 8},
+        "hovermode": "x unified",
+        "showlegend": False,
+        "xaxis": {
+            "type": "date",
+            "anchor": axis_of[panels[-1]],
+            "automargin": True,
+            "range": axes["xaxis.range"],
+            "hoverformat": "%H:%M:%S",
+            "title": {"text": "UTC", "font": {"size": 10}},
         },
+        "shapes": axes["shapes"],
+        "annotations": axes["annotations"],
+        "meta": {"kind": "series", "vertex": vertex, "keys": [t["meta"] for t in traces]},
     }
+    step = 1 / len(panels)
+    for i, panel in enumerate(panels):
+        title, span = PANEL_AXES[panel]
+        top = 1 - i * step
+        name = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        layout[name] = _panel(max(top - step + 0.05, 0.0), top, title, span)
+    return {"data": traces, "layout": layout}
+
+
+def _line(
+    key: str, name: str, axis: str, dash: str, values: dict[str, Any] | None, data: dict[str, Any]
+) -> dict[str, Any]:
+    trace: dict[str, Any] = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "x": data["x"],
+        "y": values[key] if values else [],
+        "customdata": data["labels"],
+        "xaxis": "x",
+        "yaxis": axis,
+        "line": {"color": COLOURS[key], "dash": dash, "width": 2},
+        "marker": {"size": 5},
+        "connectgaps": False,
+        "hovertemplate": f"{name} %{{y}}<extra></extra>",
+        "meta": key,
+    }
+    if key == "ratio":
+        levels = values["level"] if values else []
+        trace["marker"] = {"size": 9, "color": [LEVEL_FILL[lv] for lv in levels]}
+        trace["text"] = [numbers.LEVEL_WORDS[lv] for lv in levels]
+        trace["hovertemplate"] = "burst %{customdata}<br>backpressure %{y} (%{text})<extra></extra>"
+    return trace
 
 
 def _panel(low: float, high: float, title: str, span: list[float] | None) -> dict[str, Any]:
@@ -199,7 +278,7 @@ def level_trend(job: str, history: Sequence[BurstSummary]) -> Figure:
         said = "not diagnosed" if burst.root_causes is None else "no root cause"
         if cause is not None:
             said = f"{cause.kind} at {cause.vertex} ({numbers.ratio(cause.confidence)})"
-        xs.append(numbers.iso(burst.time))
+        xs.append(plot_time(burst.time))
         ys.append(_LEVEL_Y[worst])
         colours.append(LEVEL_FILL[worst])
         hover.append(label_text(f"{burst.run_id}/{burst.burst}: {said}"))
@@ -242,7 +321,13 @@ def level_trend(job: str, history: Sequence[BurstSummary]) -> Figure:
             "height": 190,
             "margin": {"l": 8, "r": 8, "t": 16, "b": 8},
             "showlegend": False,
-            "xaxis": {"type": "date", "automargin": True},
+            "xaxis": {
+                "type": "date",
+                "automargin": True,
+                "range": _trend_range(history),
+                "hoverformat": "%Y-%m-%d %H:%M:%S",
+                "title": {"text": "UTC", "font": {"size": 10}},
+            },
             "yaxis": {
                 "tickvals": [0, 1, 2],
                 "ticktext": ["OK", "LOW", "HIGH"],
@@ -253,3 +338,10 @@ def level_trend(job: str, history: Sequence[BurstSummary]) -> Figure:
             "meta": {"kind": "trend", "job": job},
         },
     }
+
+
+def _trend_range(history: Sequence[BurstSummary]) -> list[str] | None:
+    """The trend's time axis: from the first burst's window start to the last one's end."""
+    if not history:
+        return None
+    return time_range(history[0].start or history[0].time, history[-1].time)

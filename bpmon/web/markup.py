@@ -98,7 +98,7 @@ def _cause_detail(cause: RootCause, report: Report, rank: int) -> str:
     vertex = next((v for v in report.vertices if v.name == cause.vertex), None)
     capacity = cause.capacity_per_subtask
     if capacity is None and vertex is not None:
-        capacity = capacity_per_subtask(vertex, report)
+        capacity = capacity_per_subtask(vertex)
     subtasks = ", ".join(str(i) for i in cause.subtasks) or "all"
     facts = [
         ("vertex", f'<b class="culprit-name">{esc(cause.vertex)}</b>'),
@@ -155,11 +155,16 @@ _COLUMNS = ("vertex", "level", "ratio", "busy", "idle", "out pool", "in pool", "
 def vertex_table(report: Report) -> str:
     """One row per vertex, its subtasks beneath it when it has more than one."""
     head = "".join(f'<th scope="col">{esc(c)}</th>' for c in (*_COLUMNS, "rec/s out"))
+    named = {(c.vertex, i) for c in report.root_causes or () for i in c.subtasks}
+    blamed = {c.vertex for c in report.root_causes or ()}
     rows = []
     for v in report.vertices:
-        rows.append(_row(v.name, v, "vertex", v.name))
+        rows.append(_row(v.name, v, "vertex", v.name, v.name in blamed))
         if len(v.subtasks) > 1:
-            rows += [_row(f"[{s.index}]", s, "subtask", v.name) for s in v.subtasks]
+            rows += [
+                _row(f"[{s.index}]", s, "subtask", v.name, (v.name, s.index) in named)
+                for s in v.subtasks
+            ]
     note = ""
     if any(s.disagreement for v in report.vertices for s in v.subtasks):
         note = f'<p class="muted">{esc(DISAGREEMENT_NOTE)}</p>'
@@ -170,7 +175,10 @@ def vertex_table(report: Report) -> str:
     )
 
 
-def _row(label: str, status: VertexStatus | SubtaskStatus, css: str, vertex: str) -> str:
+def _row(
+    label: str, status: VertexStatus | SubtaskStatus, css: str, vertex: str, marked: bool
+) -> str:
+    """A table row; ``marked``: the root cause's vertex, or a subtask it names (starred)."""
     m = status.metrics
     disagree = isinstance(status, SubtaskStatus) and status.disagreement
     if isinstance(status, VertexStatus):
@@ -186,7 +194,15 @@ def _row(label: str, status: VertexStatus | SubtaskStatus, css: str, vertex: str
         numbers.rate(m.records_out_per_s),
     ]
     tds = "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
-    head = f'<th scope="row">{esc(label)}</th>'
+    mark = ""
+    if marked:
+        what = "root cause" if isinstance(status, VertexStatus) else "named by the root cause"
+        mark = (
+            f'<span class="root-mark" title="{what}" aria-hidden="true">★</span>'
+            f'<span class="visually-hidden"> ({what})</span>'
+        )
+        css += " culprit" if isinstance(status, VertexStatus) else " named"
+    head = f'<th scope="row">{esc(label)}{mark}</th>'
     return f'<tr class="{css}" data-vertex="{esc(vertex)}">{head}<td>{level}</td>{tds}</tr>'
 
 
@@ -213,19 +229,48 @@ def findings(report: Report, level: int = 2) -> str:
     return f'<h{level}>Findings</h{level}><ul class="findings">{items}</ul>'
 
 
-def figure_slot(name: str, figure: dict[str, Any], label: str) -> tuple[str, str]:
-    """A figure's place on the page, and its JSON block (put last in the page).
+def figure_slot(
+    name: str, figure: dict[str, Any], label: str, narrow: dict[str, Any] | None = None
+) -> tuple[str, str]:
+    """A figure's place on the page, and its JSON blocks (put last in the page).
 
-    The place is sized from the figure's height (and minimum width for the graph) so the page
-    does not jump when plotly.js draws into it.
+    ``narrow`` is the same figure drawn for a narrow card (the job graph top to bottom): the
+    page's script draws whichever fits the card (:mod:`bpmon.web.graph`). The place is sized
+    from the figure's height so the page does not jump when plotly.js draws into it.
     """
-    layout = figure.get("layout", {})
-    style = [f"height:{int(layout.get('height', 360))}px"]
-    min_width = layout.get("meta", {}).get("min_width")
-    if min_width:
-        style.append(f"min-width:{int(min_width)}px")
+    height = int(figure.get("layout", {}).get("height", 360))
+    other = ""
+    blocks = json_block(f"{name}-json", figure)
+    if narrow is not None:
+        other = f' data-narrow="{esc(name)}-down-json"'
+        blocks += json_block(f"{name}-down-json", narrow)
     place = (
-        f'<div class="figure" id="{esc(name)}" data-figure="{esc(name)}-json" role="img" '
-        f'aria-label="{esc(label)}" style="{";".join(style)}"></div>'
+        f'<div class="figure" id="{esc(name)}" data-figure="{esc(name)}-json"{other} role="img" '
+        f'aria-label="{esc(label)}" style="height:{height}px"></div>'
     )
-    return place, json_block(f"{name}-json", figure)
+    return place, blocks
+
+
+def graph_legend(ok_max: float, low_max: float, unconnected: bool = False) -> str:
+    """What the job graph's colours and marks mean, with the level thresholds in force."""
+    fills = "".join(
+        f'<span class="fill-swatch fill-{css}"></span>{esc(word)} ' for css, word in _FILLS
+    )
+    items = [
+        f"<li>{fills}<span>blended by share of time, as in Flink's web UI (the busiest "
+        "subtask's figures)</span></li>",
+        '<li><span class="root-swatch">★</span> root cause: amber frame, '
+        "<b>ROOT CAUSE</b> tag above its box</li>",
+        f"<li>level in words: OK ratio ≤ {ok_max:.2f}, LOW ≤ {low_max:.2f}, HIGH above</li>",
+        "<li><b>victim</b>: backpressured because the root cause downstream is too slow</li>",
+    ]
+    if unconnected:
+        items.append(
+            '<li class="unconnected">no topology: the stages are not connected (bpmon monitor '
+            "--topology FILE draws the edges); they are ordered from the most backpressured "
+            "to the most idle, as data most likely flows</li>"
+        )
+    return f'<ul class="legend graph-legend">{"".join(items)}</ul>'
+
+
+_FILLS = (("busy", "busy"), ("backpressured", "backpressured"), ("idle", "idle"))

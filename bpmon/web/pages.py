@@ -19,7 +19,7 @@ from bpmon import service
 from bpmon.errors import BpmonError
 from bpmon.model import Level, Report, worst_level
 from bpmon.watching import JobView, Watches
-from bpmon.web import charts, figures, markup, numbers, review, shell
+from bpmon.web import charts, figures, graph, markup, numbers, review, shell, topology
 from bpmon.web.bursts import SERIES_BURSTS, BurstReports
 from bpmon.web.markup import esc, path_part
 from bpmon.web.runs import RUN_ID, find_run, public_message
@@ -132,14 +132,16 @@ def job_page(job: str, request: Request) -> HTMLResponse:
         return shell.error_page(404, f"no job {job!r}; the Jobs page lists them")
     live = live_parts(view, request.app.state.bursts)
     slots = [
-        markup.figure_slot("graph", live["graph"], f"job graph of {job}"),
+        markup.figure_slot("graph", live["graph"], f"job graph of {job}", live["graph_down"]),
         markup.figure_slot("series", live["series_figure"], "series of the chosen vertex"),
         markup.figure_slot("heatmap", live["heatmap"], "subtasks heat map"),
     ]
-    (graph, series, heat) = (s[0] for s in slots)
+    (graph_place, series, heat) = (s[0] for s in slots)
     data = markup.json_block("series-data", live["series"])
     levels = _watches(request).settings.rules().levels
-    legend = _legend(levels.ok_max, levels.low_max)
+    unconnected = bool(live["graph"]["layout"].get("meta", {}).get("unconnected"))
+    legend = markup.graph_legend(levels.ok_max, levels.low_max, unconnected)
+    shown = live["heatmap"]["layout"].get("meta", {}).get("shown", 0)
     stop = ""
     if view.state == "running":
         stop = '<button type="button" id="stop-job" class="secondary">Stop watching</button>'
@@ -149,11 +151,9 @@ def job_page(job: str, request: Request) -> HTMLResponse:
 <div class="grid">
 <div class="column">
 <section class="card graph-card" aria-labelledby="h-graph"><h2 id="h-graph">Job graph</h2>
-<div class="scroll-x" id="graph-scroll">{graph}</div>{legend}</section>
+<div class="scroll-x" id="graph-scroll">{graph_place}</div>{legend}</section>
 <section class="card heat-card" aria-labelledby="h-heat"><h2 id="h-heat">Subtasks</h2>
-<fieldset class="switch"><legend>Show</legend>
-<label><input type="radio" name="heat" value="0" checked> backpressure ratio</label>
-<label><input type="radio" name="heat" value="1"> busy share</label></fieldset>
+{_heat_switch(shown)}
 <div class="scroll-x">{heat}</div></section>
 </div>
 <section class="card cause-card" aria-labelledby="h-cause" aria-live="polite">
@@ -162,7 +162,7 @@ def job_page(job: str, request: Request) -> HTMLResponse:
 <section class="card" aria-labelledby="h-series"><h2 id="h-series">Over the last bursts</h2>
 <div class="series-head"><label class="inline">Vertex <select id="series-vertex">{
         live["options"]
-    }</select></label>{_series_legend()}</div>
+    }</select></label><div id="series-legend">{live["series_legend"]}</div></div>
 {series}</section>
 <section class="card" aria-labelledby="h-table"><h2 id="h-table">Latest report</h2>
 <div id="latest-table">{live["table"]}</div></section>
@@ -172,6 +172,17 @@ def job_page(job: str, request: Request) -> HTMLResponse:
     return shell.page(job, "job", main, figures=blocks, plotly=True, attributes=attributes)
 
 
+def _heat_switch(shown: int) -> str:
+    """The heat map's two views, the one that shows the root cause checked."""
+    choices = (("0", "backpressure ratio"), ("1", "busy share"))
+    radios = "".join(
+        f'<label><input type="radio" name="heat" value="{value}"'
+        f"{' checked' if int(value) == shown else ''}> {text}</label>"
+        for value, text in choices
+    )
+    return f'<fieldset class="switch"><legend>Show</legend>{radios}</fieldset>'
+
+
 @router.get("/job/{job}/live.json")
 def job_live(job: str, request: Request) -> JSONResponse:
     """What the Job page redraws when a new report arrives (fragments and figures)."""
@@ -179,7 +190,6 @@ def job_live(job: str, request: Request) -> JSONResponse:
     if view is None:
         return JSONResponse({"detail": f"no job {job!r}"}, status_code=404)
     parts = live_parts(view, request.app.state.bursts)
-    parts.pop("series_figure")
     return JSONResponse(parts, headers={"Cache-Control": "no-store"})
 
 
@@ -205,10 +215,12 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
             else f"<p>{EMPTY_REPORT_NOTE}</p>"
         ),
         "table": markup.vertex_table(report) if report else "",
-        "graph": figures.job_graph(report) if report else empty,
+        "graph": graph.job_graph(report) if report else empty,
+        "graph_down": graph.job_graph(report, "down") if report else empty,
         "heatmap": figures.heat_map(report) if report else empty,
         "series": data,
         "series_figure": charts.series_figure(data, chosen),
+        "series_legend": _series_legend(data["keys"], len(data["axis"]["shapes"]) > 0),
         "vertex": chosen,
         "options": options,
     }
@@ -252,29 +264,18 @@ def _head(view: JobView) -> str:
     )
 
 
-def _series_legend() -> str:
+def _series_legend(keys: list[str], runs: bool) -> str:
+    """The lines drawn (only those with figures) and, when there are several runs, the mark of
+    a new run."""
     items = "".join(
         f'<li><span class="swatch {dash}" style="border-color:{charts.COLOURS[key]}"></span>'
         f"{esc(name)}</li>"
         for key, name, _, dash in charts.PANELS
+        if key in keys
     )
+    if runs:
+        items += '<li><span class="run-swatch"></span>a new run starts (its id above)</li>'
     return f'<ul class="legend series-legend" aria-label="lines">{items}</ul>'
-
-
-def _legend(ok_max: float, low_max: float) -> str:
-    """What the graph's colours and marks mean, with the thresholds of the rules in force."""
-    levels: tuple[tuple[Level, str], ...] = (
-        ("OK", f"ratio ≤ {ok_max:.2f}"),
-        ("LOW", f"ratio ≤ {low_max:.2f}"),
-        ("HIGH", f"ratio > {low_max:.2f}"),
-    )
-    swatches = "".join(f"<li>{markup.level_badge(lv)} {esc(text)}</li>" for lv, text in levels)
-    return (
-        f'<ul class="legend">{swatches}'
-        '<li><span class="root-swatch">★</span> root cause: blue frame, named above its box</li>'
-        "<li><b>victim</b>: backpressured because the root cause downstream is too slow</li>"
-        "</ul>"
-    )
 
 
 # ------------------------------------------------------------------------------------------ run
@@ -305,7 +306,12 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
         for b in numbers_seen
     )
     many = len(numbers_seen) > 1
-    graph, block = markup.figure_slot("graph", figures.job_graph(report), "job graph")
+    place, blocks = markup.figure_slot(
+        "graph", graph.job_graph(report), "job graph", graph.job_graph(report, "down")
+    )
+    levels = watches.settings.rules().levels
+    unconnected = topology.unconnected(report.vertices)
+    legend = markup.graph_legend(levels.ok_max, levels.low_max, unconnected)
     json_url = f"/api/v1/runs/{path_part(run_id)}?burst={burst}"
     main = f"""
 <div class="page-head"><h1>Backpressure report: <a href="/job/{path_part(report.job)}">{
@@ -315,9 +321,10 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
 · <a href="/compare?job={path_part(report.job)}&amp;after={path_part(run_id)}">compare</a></p></div>
 {markup.report_header(report, burst)}
 {f'<nav class="bursts" aria-label="Bursts of this run">Bursts: {tabs}</nav>' if many else ""}
+<section class="card graph-card" aria-labelledby="h-graph"><h2 id="h-graph">Job graph</h2>
+<div class="scroll-x" id="graph-scroll">{place}</div>{legend}</section>
+<section class="card cause-card"><h2>Root causes</h2>{markup.causes_list(report)}</section>
 <section class="card"><h2>Vertices</h2>{markup.vertex_table(report)}</section>
-<section class="card"><h2>Root causes</h2>{markup.causes_list(report)}</section>
 {markup.findings(report)}
-<section class="card"><h2>Job graph</h2><div class="scroll-x">{graph}</div></section>
 """
-    return shell.page(f"Run {run_id}", "run", main, figures=block, plotly=True)
+    return shell.page(f"Run {run_id}", "run", main, figures=blocks, plotly=True)

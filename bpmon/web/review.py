@@ -24,7 +24,7 @@ from bpmon.comparison import CAPACITY_DROP, MIN_BUSY, Comparison, VertexChange, 
 from bpmon.errors import BpmonError
 from bpmon.model import Report, RunInfo, VertexStatus
 from bpmon.watching import Watches
-from bpmon.web import charts, figures, markup, numbers, shell
+from bpmon.web import charts, graph, markup, numbers, shell
 from bpmon.web.markup import esc, path_part
 from bpmon.web.runs import inside, public_message
 
@@ -139,7 +139,9 @@ def _comparison(result: Comparison, form: str, old: RunInfo, new: RunInfo) -> HT
     blocks, sides = [], []
     for label, run, report in (("Before", old, result.before), ("After", new, result.after)):
         key = label.lower()
-        place, block = markup.figure_slot(f"graph-{key}", figures.job_graph(report), label)
+        place, block = markup.figure_slot(
+            f"graph-{key}", graph.job_graph(report), label, graph.job_graph(report, "down")
+        )
         blocks.append(block)
         sides.append(
             f'<section class="card side" id="{key}" aria-labelledby="h-{key}">'

@@ -5,6 +5,11 @@ furthest input (sources in the first column). Within a column, vertices are orde
 row of their inputs, which keeps most edges short and uncrossed. A cycle (an iteration) does not
 stop the layout: the vertices on it are placed after everything that can be ordered.
 
+A job without a single edge (a process watched without a topology file) has no order to read;
+its vertices are put one per column in the order data most likely flows: the most backpressured
+first (a stage blocked on its output is upstream of the one that blocks it), the most idle last
+(a stage waiting for input is downstream). Nothing is drawn between them.
+
 A **victim** is a vertex that is backpressured (LOW or HIGH) because a root cause downstream of it
 cannot keep up: the vertices Flink's web UI colours red while the culprit looks healthy.
 """
@@ -25,8 +30,29 @@ class Placement:
     y: float
 
 
+def unconnected(vertices: Sequence[VertexStatus]) -> bool:
+    """True when two vertices or more have no edge between any of them."""
+    known = {v.name for v in vertices}
+    return len(vertices) > 1 and not any(e.source in known for v in vertices for e in v.inputs)
+
+
+def flow_order(vertices: Sequence[VertexStatus]) -> list[VertexStatus]:
+    """Unconnected vertices in the order data most likely flows (the module's docstring):
+    backpressured minus idle share, highest first; ties keep the report's order."""
+
+    def upstream_first(v: VertexStatus) -> float:
+        pressed = v.ratio or 0.0
+        idle = v.metrics.idle_ratio or 0.0
+        return idle - pressed
+
+    return sorted(vertices, key=upstream_first)
+
+
 def columns(vertices: Sequence[VertexStatus]) -> dict[str, int]:
-    """Each vertex's column: one more than its furthest input's (inputs outside the job ignored)."""
+    """Each vertex's column: one more than its furthest input's (inputs outside the job ignored);
+    unconnected vertices one per column in :func:`flow_order`."""
+    if unconnected(vertices):
+        return {v.name: i for i, v in enumerate(flow_order(vertices))}
     known = {v.name for v in vertices}
     inputs = {v.name: [e.source for e in v.inputs if e.source in known] for v in vertices}
     column: dict[str, int] = {}

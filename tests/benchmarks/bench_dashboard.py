@@ -41,7 +41,7 @@ import plotly.graph_objects as go
 
 from bpmon import service
 from bpmon.watching import Watches
-from bpmon.web import charts, figures
+from bpmon.web import charts, figures, graph
 from bpmon.web.app import create_app
 from bpmon.web.server import bind, make_server, url_of
 
@@ -69,11 +69,11 @@ def _store(runs: Path, vertices: int, parallelism: int, bursts: int) -> None:
 def _baseline(report: Any, points: list[charts.Point]) -> bytes:
     """The same figures the plotly way: graph_objects, plotly.js inlined in the answer."""
     data = charts.series_data(points)
-    graph = go.Figure(figures.job_graph(report))
+    drawn = go.Figure(graph.job_graph(report))
     heat = go.Figure(figures.heat_map(report))
     series = go.Figure(charts.series_figure(data, report.vertices[0].name))
     parts = [
-        graph.to_html(include_plotlyjs=True),
+        drawn.to_html(include_plotlyjs=True),
         heat.to_html(include_plotlyjs=False, full_html=False),
         series.to_html(include_plotlyjs=False, full_html=False),
     ]
@@ -131,7 +131,7 @@ def measure(vertices: int, parallelism: int, bursts: int, rounds: int) -> dict[s
             thread.join(60)
             sock.close()
         reports = [synthetic(vertices, parallelism, seed=b, burst=b) for b in range(bursts)]
-        points = [charts.Point(f"run-a/{b}", r.window.end, r) for b, r in enumerate(reports)]
+        points = [charts.Point("run-a", b, r) for b, r in enumerate(reports)]
         base_ms, base = [], b""
         for _ in range(max(3, rounds // 4)):
             started = time.perf_counter()

@@ -1,5 +1,9 @@
 """Fixtures of the server tests: real stored runs and a real uvicorn on loopback.
 
+The dashboard's runs (:mod:`.dashboard_runs`: the lookup chain before and after its bottleneck
+moved, the hot key, a py-spy'd process) are made once per session and shared by the page tests
+and the browser tests, each of which copies them where it may change them.
+
 Every server here is uvicorn serving :func:`bpmon.web.app.create_app` on a socket bound to
 127.0.0.1 port 0 (a free port), run on a thread and stopped as ``bpmon serve`` stops: uvicorn
 shuts down, the event streams end, the app's lifespan stops every watch.
@@ -17,12 +21,21 @@ import httpx
 import pytest
 
 from bpmon import service
+from bpmon.errors import PermissionDeniedError
+from bpmon.model import Report
 from bpmon.scenario import parse_scenario
 from bpmon.stored import StoredJobs
 from bpmon.watching import Watches
 from bpmon.web.app import create_app
 from bpmon.web.server import bind, make_server, url_of
 
+from .dashboard_runs import (
+    Chain,
+    moved_bottleneck_runs,
+    pyspy_runs,
+    queue_pipeline,
+    skew_run,
+)
 from .servers import WAIT_S, Served, ServeFactory, task_threads, tiny, wait_until
 
 
@@ -44,6 +57,34 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
         events = service.run_scenario(scenario, settings, bursts=bursts, duration_s=0.1)
         service.drain(events)
     return root
+
+
+@pytest.fixture(scope="session")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Chain:
+    """A runs directory with the lookup chain before and after its bottleneck moved."""
+    folder = tmp_path_factory.mktemp("chain")
+    before, after = moved_bottleneck_runs(folder / "runs", folder)
+    return folder / "runs", before, after
+
+
+@pytest.fixture(scope="session")
+def skew(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
+    """A runs directory with one run of the hot key (data skew at aggregate, subtask 0)."""
+    runs = tmp_path_factory.mktemp("skew") / "runs"
+    return runs, skew_run(runs)
+
+
+@pytest.fixture(scope="session")
+def pyspy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report, Report]:
+    """A runs directory with a real threaded pipeline watched by py-spy without a topology file
+    and with one; skipped where ptrace is denied (as the py-spy collector's tests are)."""
+    runs = tmp_path_factory.mktemp("pyspy") / "runs"
+    with queue_pipeline() as pid:
+        try:
+            bare, etl = pyspy_runs(runs, pid)
+        except PermissionDeniedError as err:
+            pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {err}")
+    return runs, bare, etl
 
 
 @pytest.fixture

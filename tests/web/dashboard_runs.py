@@ -1,29 +1,48 @@
-"""Real runs for the dashboard's tests: the lookup chain as shipped, then changed so its bottleneck
-moves, both run on bpmon's runtime into one runs directory (as ``bpmon whatif`` runs them).
+"""Real runs for the dashboard's tests, made on bpmon's runtime and by py-spy on a real process.
 
-The shipped ``slow-map-chain`` (job ``lookup-chain``) starves at ``geo-lookup``; the changed copy
-makes ``geo-lookup`` cheap and the sink ``store`` slow, so the root cause moves from a
-slow-operator at geo-lookup to a slow-sink at store. A ``[monitor]`` table is added to the copy
-so a burst takes under a second after a warm-up long enough for the buffers to fill.
+- **The lookup chain** as shipped, then changed so its bottleneck moves, both run into one runs
+  directory (as ``bpmon whatif`` runs them). The shipped ``slow-map-chain`` (job
+  ``lookup-chain``) starves at ``geo-lookup``; the changed copy makes ``geo-lookup`` cheap and
+  the sink ``store`` slow, so the root cause moves from a slow-operator at geo-lookup to a
+  slow-sink at store: the root cause that is not backpressured itself (level OK).
+- **The hot key** as shipped (job ``hot-customer``): data skew at ``aggregate``, subtask 0.
+- **A py-spy'd process**: ``tests/collectors/queue_pipeline.py``, watched without a topology
+  file (job ``pid-PID``, no edges) and with one (job ``etl``).
+
+Small network buffers (4 KB segments) and a ``[monitor]`` table are added to the scenarios, so
+the buffers fill within seconds and a burst takes under a second: a run takes about 4 s, not 8.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bpmon import service
 from bpmon.model import Report
-from bpmon.scenario import example_path, load_scenario
+from bpmon.scenario import example_path, load_scenario, parse_scenario
 from bpmon.whatif import Change, changed
 
 FAST_MONITOR = """
+[network]
+segment_size = 4096
+
 [monitor]
-warmup_s = 2.0
+warmup_s = 1.0
 samples = 40
 interval_ms = 20
 """
+Chain = tuple[Path, Report, Report]
+"""The chain's runs directory, and its reports before and after the change."""
 MOVED = (Change("geo-lookup", "cost_us", 100), Change("store", "cost_us", 1500))
 """The change that moves the bottleneck from geo-lookup to store."""
+COLLECTORS = Path(__file__).resolve().parents[1] / "collectors"
+PIPELINE = COLLECTORS / "queue_pipeline.py"
+TOPOLOGY = COLLECTORS / "etl-topology.toml"
 
 
 def chain_file(folder: Path) -> Path:
@@ -42,3 +61,45 @@ def moved_bottleneck_runs(runs_dir: Path, folder: Path) -> tuple[Report, Report]
         ended = service.drain(service.run_scenario(version, settings, bursts=1, duration_s=1.0))
         reports.append(ended.reports[-1])
     return reports[0], reports[1]
+
+
+def skew_run(runs_dir: Path) -> Report:
+    """The shipped hot-key example, one burst: data skew at aggregate, subtask 0."""
+    scenario = parse_scenario(example_path("hot-key").read_text() + FAST_MONITOR)
+    settings = service.Settings(runs_dir=runs_dir)
+    ended = service.drain(service.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
+    return ended.reports[-1]
+
+
+@contextmanager
+def queue_pipeline(seconds: float = 120.0) -> Iterator[int]:
+    """A running ``queue_pipeline.py`` process (its PID), killed when the block ends."""
+    with subprocess.Popen(
+        [sys.executable, str(PIPELINE), "--seconds", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+            yield proc.pid
+        finally:
+            proc.kill()
+
+
+def pyspy_runs(runs_dir: Path, pid: int) -> tuple[Report, Report]:
+    """Process ``pid`` watched by py-spy for one short burst without a topology file, then with
+    ``etl-topology.toml``; both reports. Raises the collector's error when py-spy cannot read it."""
+    settings = service.Settings(runs_dir=runs_dir)
+    reports = []
+    for topology in (None, str(TOPOLOGY)):
+        events = service.monitor_process(
+            pid, topology=topology, samples=20, interval_ms=20, settings=settings, live=False
+        )
+        reports.append(service.drain(events).reports[-1])
+    return reports[0], reports[1]
+
+
+def copy_runs(source: Path, runs_dir: Path) -> None:
+    """Copy the run folders of ``source`` into ``runs_dir`` (not its history store)."""
+    shutil.copytree(source, runs_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("history"))

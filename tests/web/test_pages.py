@@ -1,8 +1,8 @@
 """The dashboard's pages through a real uvicorn: what each page says, its figures, the sign-in.
 
-The job pages read real runs (the tiny jobs ``alpha`` and ``beta``, and the lookup chain before
-and after a change that moves its bottleneck); what a browser does with them is in
-``test_browser.py``.
+The job pages read real runs (the tiny jobs ``alpha`` and ``beta``, the lookup chain before and
+after a change that moves its bottleneck, the hot key, a py-spy'd pipeline); what a browser does
+with them is in ``test_browser.py``.
 """
 
 from __future__ import annotations
@@ -18,23 +18,14 @@ import pytest
 
 from bpmon import service
 from bpmon.model import Report
+from bpmon.scenario import parse_scenario
 from bpmon.stored import StoredJobs
 from bpmon.watching import Watches
-from bpmon.web.figures import job_graph
+from bpmon.web.graph import job_graph
 from bpmon.web.shell import plotly_name
 
-from .dashboard_runs import moved_bottleneck_runs
-from .servers import TOKEN, WAIT_S, ServeFactory
-
-Chain = tuple[Path, Report, Report]
-
-
-@pytest.fixture(scope="session")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> Chain:
-    """A runs directory with the lookup chain before and after its bottleneck moved."""
-    folder = tmp_path_factory.mktemp("chain")
-    before, after = moved_bottleneck_runs(folder / "runs", folder)
-    return folder / "runs", before, after
+from .dashboard_runs import Chain, copy_runs
+from .servers import TOKEN, WAIT_S, ServeFactory, tiny, wait_until
 
 
 @pytest.fixture
@@ -220,3 +211,99 @@ def test_history_counts_bursts_and_runs_in_the_right_number(
     page = serve(watches).client.get("/history").text
     assert "3 bursts in 2 stored runs" in page  # alpha: runs of 1 and 2 bursts
     assert "1 burst in 1 stored run<" in page  # beta, not "1 bursts in 1 stored runs"
+
+
+def test_a_watched_jobs_series_are_its_own_runs_not_its_stored_ones(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    """Job alpha has two stored runs (as ``bpmon run`` or ``whatif`` leave them); a watch of
+    alpha draws only its own bursts over time, and the History page still lists them all."""
+    client = serve(watches).client
+    stored = {r["run_id"] for r in client.get("/api/v1/runs?job=alpha").json()["runs"]}
+    watches.start_scenario(parse_scenario(tiny("alpha")))
+
+    def own_report() -> bool:
+        view = watches.job("alpha")
+        return view is not None and view.latest is not None and view.latest.run_id not in stored
+
+    wait_until(own_report, "the watch's first report")
+    live = client.get("/job/alpha/live.json").json()
+    own = {label.split("/")[0] for label in live["series"]["labels"] if label}
+    assert len(own) == 1 and len(stored) == 2 and not stored & own
+    labels = [a["text"] for a in live["series"]["axis"]["annotations"]]
+    assert labels == [f"run …{own.pop()[-4:]}"]
+    history = client.get("/history").text
+    assert all(f'href="/run/{run}"' in history for run in stored)
+
+
+def test_the_run_page_draws_the_graph_first_and_marks_the_root_cause_row(
+    serve: ServeFactory, chain_watches: Watches, chain: Chain
+) -> None:
+    _, before, _ = chain
+    page = serve(chain_watches).client.get(f"/run/{before.run_id}")
+    assert page.status_code == 200
+    assert page.text.index('id="graph"') < page.text.index('class="vertices"')
+    across, down = _figure(page.text, "graph"), _figure(page.text, "graph-down")
+    assert (across["layout"]["meta"]["direction"], down["layout"]["meta"]["direction"]) == (
+        "across",
+        "down",
+    )
+    marked = re.findall(r'<tr class="vertex culprit" data-vertex="([^"]+)">', page.text)
+    assert marked == ["geo-lookup"]  # slow-operator at geo-lookup, subtasks 0 and 1
+    named = re.findall(
+        r'<tr class="subtask named" data-vertex="([^"]+)"><th scope="row">(\[\d\])', page.text
+    )
+    assert named == [("geo-lookup", "[0]"), ("geo-lookup", "[1]")]
+
+
+def test_a_skewed_job_opens_its_heat_map_on_busy_share_with_the_hot_subtask_framed(
+    serve: ServeFactory, skew: tuple[Path, Report], tmp_path: Path
+) -> None:
+    runs, report = skew
+    cause = report.root_causes[0] if report.root_causes else None
+    assert cause is not None and (cause.kind, cause.vertex, cause.subtasks) == (
+        "data-skew",
+        "aggregate",
+        (0,),
+    )
+    copy_runs(runs, tmp_path / "runs")
+    settings = service.Settings(runs_dir=tmp_path / "runs")
+    page = serve(Watches(settings, every_s=None)).client.get("/job/hot-customer").text
+    assert re.search(r'value="1" checked> busy share', page)
+    assert not re.search(r'value="0" checked', page)
+    heat = _figure(page, "heatmap")
+    ratio, busy = heat["data"]
+    assert (ratio["visible"], busy["visible"]) == (False, True)
+    row = heat["layout"]["meta"]["vertices"].index("aggregate")
+    assert busy["z"][row][0] == 1.0 and ratio["z"][row] == [0.0] * 4  # why ratio hides it
+    assert busy["text"][row][0].startswith("★")
+    frames = [s for s in heat["layout"]["shapes"] if s["name"] == "named-subtask"]
+    assert [(f["x0"], f["x1"], f["y0"], f["y1"]) for f in frames] == [
+        (-0.5, 0.5, row - 0.5, row + 0.5)
+    ]
+
+
+def test_a_pyspy_job_lists_only_the_lines_it_has_figures_for(
+    serve: ServeFactory, pyspy: tuple[Path, Report, Report], tmp_path: Path
+) -> None:
+    runs, bare, etl = pyspy
+    copy_runs(runs, tmp_path / "runs")
+    settings = service.Settings(runs_dir=tmp_path / "runs")
+    client = serve(Watches(settings, every_s=None)).client
+    live = client.get(f"/job/{etl.job}/live.json").json()
+    assert live["series"]["keys"] == ["ratio", "busy", "idle"]  # no pools, no record rates
+    legend = re.findall(r"</span>([^<]+)</li>", live["series_legend"])
+    assert legend == ["backpressure ratio", "busy", "idle"]
+    assert [t["name"] for t in live["series_figure"]["data"]] == legend
+    page = client.get(f"/job/{bare.job}").text
+    graph = _figure(page, "graph")
+    assert graph["layout"]["meta"]["unconnected"] is True
+    assert "no topology" in page
+    boxes = {
+        a["name"][7:]: a
+        for a in graph["layout"]["annotations"]
+        if a.get("name", "").startswith("vertex:")
+    }
+    ys = {round(b["y"], 3) for b in boxes.values()}
+    assert ys == {0.0}  # one row, not stacked
+    assert boxes["ingest"]["x"] < boxes["transform"]["x"] < boxes["upload"]["x"]

@@ -7,6 +7,7 @@
   const body = document.body;
   const page = body.dataset.page;
   const plots = new Map(); // element id -> figure as drawn (before theming)
+  const forms = new Map(); // element id -> {wide, narrow}: the figure's forms to choose from
 
   function css(name) {
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -32,37 +33,75 @@
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  async function draw(el, figure) {
+  // A figure with a narrow form (the job graph drawn top to bottom) shows the wide one when it
+  // fits its box without scrolling, else the narrow one when that fits, else the narrower.
+  function fitting(el, wide, narrow) {
+    if (!narrow) return wide;
+    const room = el.parentElement ? el.parentElement.clientWidth : window.innerWidth;
+    const w = (wide.layout.meta || {}).min_width || 0;
+    const n = (narrow.layout.meta || {}).min_width || 0;
+    if (w <= room) return wide;
+    if (n <= room) return narrow;
+    return n < w ? narrow : wide;
+  }
+
+  async function draw(el, wide, narrow) {
+    forms.set(el.id, { wide: wide, narrow: narrow || null });
+    const figure = fitting(el, wide, narrow);
     plots.set(el.id, figure);
     const started = performance.now();
     const config = { responsive: true, displaylogo: false, displayModeBar: false };
-    await Plotly.react(el, figure.data, themed(figure.layout), config);
-    el.dataset.renderMs = (performance.now() - started).toFixed(1);
     const meta = figure.layout.meta || {};
     el.style.minWidth = meta.min_width ? meta.min_width + "px" : "";
     el.style.height = (figure.layout.height || 360) + "px";
+    await Plotly.react(el, figure.data, themed(figure.layout), config);
+    el.dataset.renderMs = (performance.now() - started).toFixed(1);
+    if (meta.direction) el.dataset.direction = meta.direction;
     focus(el, meta);
+    body.dataset.drawn = String(Number(body.dataset.drawn || 0) + 1);
   }
 
   // A graph wider than its card scrolls sideways: bring the root cause into view.
   function focus(el, meta) {
     const box = el.parentElement;
-    if (meta.focus_column === null || meta.focus_column === undefined || !box) return;
+    if (meta.focus === null || meta.focus === undefined || !box) return;
     if (box.scrollWidth <= box.clientWidth) return;
-    const share = (meta.focus_column + 0.5) / meta.columns;
-    box.scrollLeft = Math.max(0, share * box.scrollWidth - box.clientWidth / 2);
+    box.scrollLeft = Math.max(0, meta.focus * box.scrollWidth - box.clientWidth / 2);
   }
 
   async function drawAll() {
     if (typeof Plotly === "undefined") return;
     const slots = Array.from(document.querySelectorAll(".figure[data-figure]"));
-    for (const el of slots) await draw(el, figureOf(el.dataset.figure));
+    for (const el of slots) {
+      await draw(el, figureOf(el.dataset.figure), el.dataset.narrow ? figureOf(el.dataset.narrow) : null);
+    }
   }
 
+  // On a window that changed width, a figure with two forms takes the one that fits now.
+  let resizing = null;
+  function refit() {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => {
+      forms.forEach((form, id) => {
+        const el = document.getElementById(id);
+        if (!el || !form.narrow) return;
+        const now = fitting(el, form.wide, form.narrow);
+        if (now !== plots.get(id)) draw(el, form.wide, form.narrow);
+      });
+    }, 150);
+  }
+
+  // The theme changed: only the colours are set again (the series keep their current axis).
   function retheme() {
     plots.forEach((figure, id) => {
       const el = document.getElementById(id);
-      if (el) Plotly.relayout(el, themed(figure.layout));
+      if (!el) return;
+      const look = themed(figure.layout);
+      const update = { font: look.font, paper_bgcolor: look.paper_bgcolor, plot_bgcolor: look.plot_bgcolor };
+      Object.keys(look).filter((k) => /^[xy]axis\d*$/.test(k)).forEach((k) => {
+        ["gridcolor", "linecolor", "zerolinecolor"].forEach((c) => { update[k + "." + c] = look[k][c]; });
+      });
+      Plotly.relayout(el, update);
     });
   }
 
@@ -141,8 +180,10 @@
       const name = event.annotation.name || "";
       if (name.startsWith("vertex:")) choose(name.slice(7));
     });
+    let heatChosen = false; // until the user picks, the heat map shows what shows the cause
     document.querySelectorAll("input[name=heat]").forEach((radio) => {
       radio.addEventListener("change", () => {
+        heatChosen = true;
         const shown = Number(radio.value);
         Plotly.restyle("heatmap", { visible: [shown === 0, shown === 1] });
       });
@@ -159,15 +200,25 @@
         document.getElementById("cause-panel").innerHTML = live.cause;
         document.getElementById("latest-table").innerHTML = live.table;
         body.dataset.latest = live.latest || "";  // with the head that shows it, in one step
-        await draw(document.getElementById("graph"), live.graph);
-        const radio = document.querySelector("input[name=heat]:checked");
+        await draw(document.getElementById("graph"), live.graph, live.graph_down);
         const heat = live.heatmap;
+        const shown = heatChosen || !heat.layout.meta ? null : String(heat.layout.meta.shown);
+        if (shown !== null) {
+          const pick = document.querySelector("input[name=heat][value='" + shown + "']");
+          if (pick) pick.checked = true;
+        }
+        const radio = document.querySelector("input[name=heat]:checked");
         if (radio && heat.data.length === 2) {
           heat.data[0].visible = radio.value === "0";
           heat.data[1].visible = radio.value === "1";
         }
         await draw(document.getElementById("heatmap"), heat);
         series = live.series;
+        document.getElementById("series-legend").innerHTML = live.series_legend;
+        const drawnKeys = plots.get("series").layout.meta.keys.join(",");
+        if (live.series_figure.layout.meta.keys.join(",") !== drawnKeys) {
+          await draw(document.getElementById("series"), live.series_figure);
+        }
         const keep = select.value;
         select.innerHTML = live.options;
         choose(series.vertices[keep] ? keep : live.vertex);
@@ -225,6 +276,7 @@
     } finally {
       body.dataset.ready = "yes";
     }
+    window.addEventListener("resize", refit);
     const dark = window.matchMedia("(prefers-color-scheme: dark)");
     if (dark.addEventListener) dark.addEventListener("change", retheme);
   }
