@@ -488,6 +488,13 @@ def test_every_page_is_usable_from_the_keyboard(browser: Any, server: Serve, sho
             "document.getElementById('series-vertex').value",
             timeout=WAIT_MS,
         )
+        # narrowed to a phone's width, the graph turns top to bottom rather than scroll
+        page.page.set_viewport_size({"width": 390, "height": 900})
+        page.page.wait_for_function(
+            "document.getElementById('graph').dataset.direction === 'down'", timeout=WAIT_MS
+        )
+        wide, room = page.js(GRAPH, "graph")["scroll"]
+        assert wide <= room
         assert page.errors == []
     finally:
         page.close()

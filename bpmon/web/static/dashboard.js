@@ -48,6 +48,8 @@
   async function draw(el, wide, narrow) {
     forms.set(el.id, { wide: wide, narrow: narrow || null });
     const figure = fitting(el, wide, narrow);
+    const before = plots.get(el.id);
+    const turned = before && (before.layout.meta || {}).direction !== (figure.layout.meta || {}).direction;
     plots.set(el.id, figure);
     const started = performance.now();
     const config = { responsive: true, displaylogo: false, displayModeBar: false };
@@ -55,6 +57,7 @@
     el.style.minWidth = meta.min_width ? meta.min_width + "px" : "";
     el.style.height = (figure.layout.height || 360) + "px";
     await Plotly.react(el, figure.data, themed(figure.layout), config);
+    if (turned) await Plotly.Plots.resize(el); // its width was that of the other direction
     el.dataset.renderMs = (performance.now() - started).toFixed(1);
     if (meta.direction) el.dataset.direction = meta.direction;
     focus(el, meta);
