@@ -22,6 +22,7 @@ font colour, which the page sets from its theme.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 from bpmon.model import Level, Report, VertexStatus
@@ -74,19 +75,21 @@ def heat_map(report: Report) -> Figure:
     """Vertices × subtasks, backpressure ratio and busy share as two traces, the one that shows
     the top root cause visible (the module's docstring); named subtasks framed."""
     rows = ordered(report)
-    width = max((s.index + 1 for v in rows for s in v.subtasks), default=0)
     blamed = set(culprits(report))
-    named = _named_cells(report, rows)
+    grid = _Grid(
+        rows=rows,
+        labels=[label_text((STAR if v.name in blamed else "") + v.name) for v in rows],
+        width=max((s.index + 1 for v in rows for s in v.subtasks), default=0),
+        named=_named_cells(report, rows),
+    )
     shown = 1 if report.root_causes and report.root_causes[0].kind in BUSY_KINDS else 0
     traces = [
-        _heat_trace(rows, width, named, key, title, scale, visible=i == shown)
+        _heat_trace(grid, key, title, scale, visible=i == shown)
         for i, (key, title, scale) in enumerate(
             (("ratio", "backpressure", HEAT_RATIO), ("busy", "busy", HEAT_BUSY))
         )
     ]
-    for trace in traces:
-        trace["y"] = [label_text((STAR if v.name in blamed else "") + v.name) for v in rows]
-    frames = [_frame(column, row) for row, column in named]
+    frames = [_frame(column, row) for row, column in grid.named]
     return {
         "data": traces,
         "layout": {
@@ -98,9 +101,9 @@ def heat_map(report: Report) -> Figure:
             "meta": {
                 "kind": "heatmap",
                 "vertices": [v.name for v in rows],
-                "subtasks": width,
+                "subtasks": grid.width,
                 "shown": shown,
-                "named": [[rows[row].name, column] for row, column in named],
+                "named": [[rows[row].name, column] for row, column in grid.named],
             },
         },
     }
@@ -118,15 +121,22 @@ def _named_cells(report: Report, rows: list[VertexStatus]) -> list[tuple[int, in
     return cells
 
 
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The heat map's rows (vertices in reading order) and their labels, its width in subtasks,
+    and the ``(row, subtask)`` cells a root cause names."""
+
+    rows: list[VertexStatus]
+    labels: list[str]
+    width: int
+    named: list[tuple[int, int]]
+
+
 def _heat_trace(
-    rows: list[VertexStatus],
-    width: int,
-    named: list[tuple[int, int]],
-    key: str,
-    title: str,
-    scale: list[list[Any]],
-    visible: bool,
+    grid: _Grid, key: str, title: str, scale: list[list[Any]], visible: bool
 ) -> dict[str, Any]:
+    """One view of the heat map: ``ratio`` or ``busy`` per subtask, each value in its cell."""
+    rows, width, named = grid.rows, grid.width, grid.named
     z: list[list[float | None]] = []
     words: list[list[str]] = []
     texts: list[list[str]] = []
@@ -147,6 +157,7 @@ def _heat_trace(
         "name": title,
         "z": z,
         "x": [f"[{i}]" for i in range(width)],
+        "y": grid.labels,
         "customdata": words,
         "zmin": 0,
         "zmax": 1,

@@ -63,6 +63,8 @@ class Box:
     culprit: bool
     victim: bool
     fill: str
+    tag: str
+    """A root cause's tag (``ROOT CAUSE · kind``, numbered from the second); empty otherwise."""
     reach: float
     """Half the width the box takes with its tag (a root cause's tag may be wider)."""
 
@@ -79,10 +81,18 @@ def boxes(report: Report) -> dict[str, Box]:
         border = 4 if v.name in blamed else 1
         extra = 2 * (PAD_PX + border)
         height = len(lines) * LINE_PX + extra
-        tag = len(_tag_text(kinds[v.name], blamed.index(v.name))) if v.name in blamed else 0
-        reach = max(width + extra, tag * CHAR_PX * 1.04) / 2
+        tag = _tag_text(kinds[v.name], blamed.index(v.name)) if v.name in blamed else ""
+        reach = max(width + extra, len(tag) * CHAR_PX * 1.04) / 2
         made[v.name] = Box(
-            v, lines, width + extra, height, v.name in blamed, v.name in hit, shading.fill(v), reach
+            v,
+            lines,
+            width + extra,
+            height,
+            v.name in blamed,
+            v.name in hit,
+            shading.fill(v),
+            tag,
+            reach,
         )
     return made
 
@@ -100,14 +110,12 @@ def job_graph(report: Report, direction: Direction = "across") -> Figure:
     """The job graph of ``report`` drawn ``across`` or ``down`` (see the module's docstring)."""
     made = boxes(report)
     centre = (_across if direction == "across" else _down)(report, made)
-    kinds = {c.vertex: c.kind for c in reversed(report.root_causes or ())}
-    blamed = culprits(report)
     notes: list[dict[str, Any]] = []
     for name, box in made.items():
         x, y = centre[name]
         notes.append(_node(box, x, y))
-        if box.culprit:
-            notes.append(_tag(x, y + box.height / 2, kinds[name], blamed.index(name)))
+        if box.tag:
+            notes.append(_tag(x, y + box.height / 2, box.tag))
     edges: list[dict[str, Any]] = []
     for v in report.vertices:
         for e in v.inputs:
@@ -116,6 +124,7 @@ def job_graph(report: Report, direction: Direction = "across") -> Figure:
     low, high = _height_span(made, centre)
     left = min((centre[n][0] - b.reach for n, b in made.items()), default=0.0) - 2
     right = max((centre[n][0] + b.reach for n, b in made.items()), default=0.0) + 2
+    blamed = culprits(report)
     focus = next(((centre[n][0] - left) / (right - left) for n in blamed if n in centre), None)
     return {
         "data": [_hover_points(made, centre)],
@@ -223,9 +232,9 @@ def _node(box: Box, x: float, y: float) -> dict[str, Any]:
     }
 
 
-def _tag(x: float, top: float, kind: str, rank: int) -> dict[str, Any]:
-    """The "ROOT CAUSE" label just above a culprit's box (numbered when there are several)."""
-    title, _, rest = _tag_text(kind, rank).partition(" · ")
+def _tag(x: float, top: float, text: str) -> dict[str, Any]:
+    """The "ROOT CAUSE · kind" label just above a culprit's box."""
+    title, _, rest = text.partition(" · ")
     return {
         "x": x,
         "y": top,
@@ -241,6 +250,7 @@ def _tag(x: float, top: float, kind: str, rank: int) -> dict[str, Any]:
 
 
 def _tag_text(kind: str, rank: int) -> str:
+    """``ROOT CAUSE · kind`` for the top root cause, ``ROOT CAUSE 2 · kind`` for the next."""
     return ("ROOT CAUSE" if rank == 0 else f"ROOT CAUSE {rank + 1}") + f" · {kind}"
 
 
