@@ -75,7 +75,7 @@ segment keeps the time a stalled connection takes to fill close to what it is on
 class SenderView:
     """The sender's side of one remote channel (Flink's credit-based view reader)."""
 
-    __slots__ = ("channel", "connection", "credit", "queued", "subpartition")
+    __slots__ = ("channel", "connection", "credit", "queued", "requested", "subpartition")
 
     def __init__(
         self,
@@ -83,11 +83,13 @@ class SenderView:
         subpartition: ResultSubpartition,
         channel: RemoteInputChannel,
         initial_credit: int,
+        requested: bool = True,
     ) -> None:
         self.connection = connection
         self.subpartition = subpartition
         self.channel = channel
-        self.credit = initial_credit
+        self.credit = initial_credit if requested else 0
+        self.requested = requested  # the consumer asked for the subpartition: a reader exists
         self.queued = False
         subpartition.connect(self)
         channel.connection = connection
@@ -99,6 +101,8 @@ class SenderView:
 
     def sendable(self, credit_based: bool) -> bool:
         """True when the head of the subpartition may go now (an event, or a buffer with credit)."""
+        if not self.requested:
+            return False
         head = self.subpartition.peek()
         if head is None:
             return False
@@ -242,11 +246,22 @@ class Connection:
         self.closed = False
         self.views: list[SenderView] = []
 
-    def register(self, subpartition: ResultSubpartition, channel: RemoteInputChannel) -> SenderView:
-        """Connect a producer's subpartition to a consumer's remote channel."""
-        view = SenderView(self, subpartition, channel, channel.initial_credit)
+    def register(
+        self, subpartition: ResultSubpartition, channel: RemoteInputChannel, requested: bool = True
+    ) -> SenderView:
+        """Connect a producer's subpartition to a consumer's remote channel; ``requested=False``
+        until the consumer's task starts (:meth:`request`): nothing is sent before."""
+        view = SenderView(self, subpartition, channel, channel.initial_credit, requested)
         self.views.append(view)
         return view
+
+    def request(self, view: SenderView) -> None:
+        """The consumer requested ``view``'s subpartition with its initial credit (lock held)."""
+        view.requested = True
+        if view.channel.initial_credit > 0:
+            self.add_credit(view, view.channel.initial_credit)
+        else:
+            self.reader_available(view)
 
     @property
     def id(self) -> ConnectionID:

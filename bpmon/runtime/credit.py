@@ -58,6 +58,12 @@ class RemoteInputChannel(InputChannel):
         self.sender: SenderView | None = None
         self.released = False
 
+    def request_subpartition(self) -> None:
+        """The partition request: the sender may send from now on, against the initial credit
+        (it travels as the request does: after the link's latency)."""
+        if self.connection is not None and self.sender is not None and not self.sender.requested:
+            self.connection.request(self.sender)
+
     # -- buffers held -----------------------------------------------------------------------
 
     @property

@@ -30,6 +30,10 @@ class InputChannel:
         self.enqueued = False
         self.finished = False
 
+    def request_subpartition(self) -> None:
+        """The consuming task started: ask for the data (a remote channel's partition request;
+        a local channel reads the subpartition itself once its task runs). Lock held."""
+
     def poll(self) -> Buffer | Event | None:
         """Take the next buffer or event, or None."""
         raise NotImplementedError
@@ -107,6 +111,14 @@ class InputGate:
         self._parked: list[InputChannel] = []
         self.finished_channels = 0
         self.closed = False
+
+    def request_partitions(self) -> None:
+        """The consuming task starts: every channel asks for its subpartition (Flink's
+        ``SingleInputGate.requestPartitions`` at task setup), so nothing is sent to a consumer
+        not yet deployed (a hybrid consumer waiting for slots, a batch stage's next region)."""
+        with self.condition:
+            for channel in self.channels:
+                channel.request_subpartition()
 
     @property
     def is_available(self) -> bool:

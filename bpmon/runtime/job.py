@@ -137,7 +137,7 @@ class Job:
             key = (g.consumer, g.consumer_index)
             inputs = [(partitions[c.partition], c.subpartition) for c in g.channels]
             gate = env.create_gate(
-                g.task_manager, inputs, g.name, conditions[key], g.connection_index
+                g.task_manager, inputs, g.name, conditions[key], g.connection_index, False
             )
             gates.setdefault(key, []).append(gate)
         for sub in plan.subtasks:

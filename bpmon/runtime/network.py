@@ -131,12 +131,15 @@ class NetworkEnvironment:
         name: str,
         condition: threading.Condition | None = None,
         connection_index: int = 0,
+        requested: bool = True,
     ) -> InputGate:
         """An input gate on ``tm`` reading subpartition ``i`` of each ``(partition, i)``.
 
         Channels are local when the producer runs on the same task manager, remote otherwise; a
         remote channel from task manager ``src`` uses connection ``(src, tm, connection_index)``
         (the deployment gives the index of the gate's intermediate result under ``tcp``).
+        ``requested=False``: its remote channels get nothing until
+        :meth:`~bpmon.runtime.gate.InputGate.request_partitions` (the task starts).
         """
         cfg = self.config
         credit = cfg.flow_control == "credit"
@@ -153,7 +156,8 @@ class NetworkEnvironment:
             pool = global_pool.create_pool(min_size, max_size, condition=cond, owner=name)
             gate = InputGate(name, pool, cond)
             for index, (partition, sub) in enumerate(inputs):
-                channel = self._channel(gate, index, partition, sub, tm, connection_index)
+                where = (tm, connection_index, requested)
+                channel = self._channel(gate, index, partition, sub, *where)
                 gate.channels.append(channel)
             self.gates.append(gate)
         return gate
@@ -200,6 +204,7 @@ class NetworkEnvironment:
         sub: int,
         tm: int,
         connection_index: int,
+        requested: bool,
     ) -> LocalInputChannel | RemoteInputChannel:
         subpartition = partition.subpartitions[sub]
         src = self._tm_of_partition[id(partition)]
@@ -207,7 +212,7 @@ class NetworkEnvironment:
             return LocalInputChannel(gate, index, subpartition)
         credit = self.config.buffers_per_channel if self.config.flow_control == "credit" else 0
         channel = RemoteInputChannel(gate, index, self.pools[tm], credit)
-        self.connection(src, tm, connection_index).register(subpartition, channel)
+        self.connection(src, tm, connection_index).register(subpartition, channel, requested)
         return channel
 
     def connection(self, src: int, dst: int, index: int = 0) -> Connection:

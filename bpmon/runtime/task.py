@@ -173,6 +173,8 @@ class Task:
         self._next_flush = self._clock() + self._flush_interval
         if self._fault is not None:
             self._fault.start()
+        for gate in self.gates:
+            gate.request_partitions()
         self.thread.start()
 
     def trigger_checkpoint(self, checkpoint_id: int) -> None:

@@ -2,11 +2,13 @@
 
 The shape of the crash issue 20 reports: ``prep`` (3 subtasks) writes a hybrid exchange to
 ``aggregate``, whose region waits for slots the first region holds, and the job is stopped
-before ``aggregate`` deploys. Buffers already sat in ``aggregate``'s remote channels; closing its
-gate handed a floating buffer to a channel not yet released, whose credit made the (already
-released) hybrid subpartition look for its next buffer: ``RuntimeError: prep (3/3) ->
-aggregate: buffer 6 was lost``, and no report. Stopping must end every thread, give every buffer
-back and remove every spill file, and the CLI must print the report.
+before ``aggregate`` deploys. Buffers then sat in ``aggregate``'s remote channels (sent against
+credit a consumer not deployed had announced); closing its gate handed a floating buffer to a
+channel not yet released, whose credit made the (already released) hybrid subpartition look
+for its next buffer: ``RuntimeError: prep (3/3) -> aggregate: buffer 6 was lost``, and no
+report. Stopping must end every thread, give every buffer back and remove every spill file, and
+the CLI must print the report. As in Flink, a consumer requests its subpartitions when its task
+starts: until then nothing is sent to it, and its data waits in the producer's subpartitions.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bpmon.cli import app
+from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
 from tests.runtime.conftest import StopJob
@@ -74,6 +77,35 @@ which its gates' floating buffers are all taken and channels wait for more: the 
 needs (about one second of this job)."""
 DEADLINE_S = 20.0
 """How long the job may take to get there (a loaded machine is slow)."""
+
+
+def _remote_at_consumer(job: Job) -> list[RemoteInputChannel]:
+    return [
+        channel
+        for task in job.tasks["aggregate"]
+        for gate in task.gates
+        for channel in gate.channels
+        if isinstance(channel, RemoteInputChannel)
+    ]
+
+
+def test_a_consumer_not_deployed_is_sent_nothing(stop_job: StopJob) -> None:
+    """Its remote channels have requested nothing: no credit at the sender, no buffer received,
+    while the data it will read piles up at the producers (its local channels' subpartitions)."""
+    job = Job(parse_scenario(WAITING.format(duration=60)))
+    job.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while _queued_at_consumer(job) < QUEUED and time.monotonic() < deadline and not job.failed:
+        time.sleep(0.05)
+    with job.env.lock:
+        remote = _remote_at_consumer(job)
+        sent = [(c.queued_buffers, c.sender.credit if c.sender else None) for c in remote]
+        requested = [c.sender is not None and c.sender.requested for c in remote]
+    waiting = [t for t in job.tasks["aggregate"] if not t.thread.is_alive()]
+    stop_job(job)
+    assert len(waiting) == 2, "aggregate must not have deployed"
+    assert remote, "the shape needs remote channels (two task managers)"
+    assert sent == [(0, 0)] * len(remote) and not any(requested)
 
 
 def _queued_at_consumer(job: Job) -> int:
