@@ -80,6 +80,10 @@ def _article(kind: type) -> str:
 def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
     """``scenario`` with ``changes`` applied and the whole document checked again.
 
+    The changed job is named ``"<name> with <changes>"``: its runs are an experiment, stored
+    and listed apart from the job's own (a dashboard's timeline and ``bpmon analyze``'s trends
+    of ``demo`` never mix in a run of ``demo with enrich.parallelism=6``).
+
     Raises:
         ConfigError: a change names an unknown vertex, or the scenario has no file to change.
             A chained vertex (``"enrich -> check"``) takes a parallelism for all its operators.
@@ -99,7 +103,9 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
                 rescaled.add(op.get("name"))
             op[change.key] = change.value
     _unforward(operators, rescaled)
-    source = f"{scenario.path} with {', '.join(str(c) for c in changes)}"
+    what = ", ".join(str(c) for c in changes)
+    data["name"] = f"{scenario.name} with {what}"  # another job: kept apart in its history
+    source = f"{scenario.path} with {what}"
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)
     return result

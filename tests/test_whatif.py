@@ -136,6 +136,7 @@ def test_a_forward_edge_across_a_new_parallelism_becomes_rebalance_and_is_named(
     before = load_scenario(path)
     after = changed(before, [Change(vertex, "parallelism", 4)])
     assert rerouted(before, after) == moved
+    assert after.name == f"lanes with {vertex}.parallelism=4"  # an experiment: a job apart
     left = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs}
     kept = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs
             if e.partitioner == "forward"}  # fmt: skip
