@@ -6,26 +6,26 @@ on: a bottleneck that moved, one that appeared or went away, a capacity that dro
 that worsened. Surfaces render a :class:`Comparison`; none of them decides what counts as a
 change.
 
-A vertex's **capacity per subtask** is the records per second one subtask handles at 100% busy:
-the root cause's own figure when the rules sized it, otherwise the median over the vertex's busy
-subtasks of records in (records out for a source) divided by the busy ratio. A subtask busy less
-than :data:`MIN_BUSY` of the window gives no figure: dividing by a small busy share multiplies
-its noise.
+A vertex's **capacity per subtask** is the one definition of :mod:`bpmon.capacity` (the mean
+over its subtasks at least ``min_busy`` busy of records handled over busy), the figure the
+report sizes with and ``bpmon analyze`` tracks run by run, so a page comparing two runs shows
+the numbers the report and the analysis show. A parallelism change is named in the words the
+analysis uses for a regression it explains (:func:`bpmon.capacity.explained`).
 
 May import: the model layer only (stdlib).
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
 from typing import Literal
 
+from bpmon import capacity
 from bpmon.model import Level, Report, RootCause, VertexStatus
 
-MIN_BUSY = 0.5
-"""The least busy share a subtask needs for its records/s to say what it can handle."""
+MIN_BUSY = capacity.MIN_BUSY
+"""The default ``[capacity] min_busy`` (:mod:`bpmon.capacity`), for pages that quote it."""
+
 CAPACITY_DROP = 0.2
 """A capacity per subtask lower by more than this share counts as a drop."""
 
@@ -88,27 +88,23 @@ class Comparison:
         return next((c for c in self.changes if c.kind == "moved-bottleneck"), None)
 
 
-def capacity_per_subtask(vertex: VertexStatus, report: Report | None = None) -> float | None:
-    """Records/s one subtask of ``vertex`` handles at 100% busy (see the module's docstring).
-
-    With ``report`` given, a root cause's own ``capacity_per_subtask`` for the vertex wins.
-    """
-    for cause in (report.root_causes or ()) if report is not None else ():
-        if cause.vertex == vertex.name and cause.capacity_per_subtask is not None:
-            return cause.capacity_per_subtask
-    figures = []
-    for subtask in vertex.subtasks:
-        m = subtask.metrics
-        rate = m.records_in_per_s if vertex.inputs else m.records_out_per_s
-        if m.busy_ratio is None or rate is None or not math.isfinite(rate):
-            continue
-        if m.busy_ratio >= MIN_BUSY:
-            figures.append(rate / m.busy_ratio)
-    return statistics.median(figures) if figures else None
+def capacity_per_subtask(vertex: VertexStatus, min_busy: float = MIN_BUSY) -> float | None:
+    """Records/s one subtask of ``vertex`` handles at 100% busy (:mod:`bpmon.capacity`)."""
+    figures = (
+        (s.metrics.records_in_per_s, s.metrics.records_out_per_s, s.metrics.busy_ratio)
+        for s in vertex.subtasks
+    )
+    return capacity.capacity_per_subtask(figures, min_busy)
 
 
-def compare(before: Report, after: Report, capacity_drop: float = CAPACITY_DROP) -> Comparison:
-    """What changed from ``before`` to ``after`` (two reports of the same job)."""
+def compare(
+    before: Report,
+    after: Report,
+    capacity_drop: float = CAPACITY_DROP,
+    min_busy: float = MIN_BUSY,
+) -> Comparison:
+    """What changed from ``before`` to ``after`` (two reports of the same job), capacities by
+    ``[capacity] min_busy`` and drops by ``[history] capacity_drop`` of the rules."""
     old = {v.name: v for v in before.vertices}
     new = {v.name: v for v in after.vertices}
     names = [v.name for v in before.vertices] + [n for n in new if n not in old]
@@ -117,20 +113,21 @@ def compare(before: Report, after: Report, capacity_drop: float = CAPACITY_DROP)
             name,
             old.get(name),
             new.get(name),
-            _capacity(old.get(name), before),
-            _capacity(new.get(name), after),
+            _capacity(old.get(name), min_busy),
+            _capacity(new.get(name), min_busy),
         )
         for name in names
     )
+    rescaled = [line for row in rows if (line := _rescaled(row)) is not None]
     changes = _cause_changes(before, after)
-    changes += [c for row in rows if (c := _capacity_drop(row, capacity_drop)) is not None]
+    changes += [c for row in rows if (c := _capacity_drop(row, capacity_drop, rescaled))]
     for row in rows:
         changes += _vertex_changes(row)
     return Comparison(before, after, rows, tuple(changes))
 
 
-def _capacity(vertex: VertexStatus | None, report: Report) -> float | None:
-    return None if vertex is None else capacity_per_subtask(vertex, report)
+def _capacity(vertex: VertexStatus | None, min_busy: float) -> float | None:
+    return None if vertex is None else capacity_per_subtask(vertex, min_busy)
 
 
 def describe(cause: RootCause) -> str:
@@ -160,7 +157,7 @@ def _cause_changes(before: Report, after: Report) -> list[Change]:
     return []
 
 
-def _capacity_drop(row: VertexChange, threshold: float) -> Change | None:
+def _capacity_drop(row: VertexChange, threshold: float, rescaled: list[str]) -> Change | None:
     change = row.capacity_change
     if change is None or change >= -threshold:
         return None
@@ -169,7 +166,14 @@ def _capacity_drop(row: VertexChange, threshold: float) -> Change | None:
         f"the capacity of {row.name} dropped from {row.capacity_before:,.0f} to "
         f"{row.capacity_after:,.0f} records/s per subtask ({change:+.0%})"
     )
-    return Change("capacity-drop", row.name, line)
+    return Change("capacity-drop", row.name, capacity.explained(line, rescaled))
+
+
+def _rescaled(row: VertexChange) -> str | None:
+    """``enrich runs 6 subtasks instead of 2``, when the vertex's parallelism changed."""
+    if row.before is None or row.after is None:
+        return None
+    return capacity.parallelism_change(row.name, row.before.parallelism, row.after.parallelism)
 
 
 def _vertex_changes(row: VertexChange) -> list[Change]:
@@ -179,9 +183,9 @@ def _vertex_changes(row: VertexChange) -> list[Change]:
     if new is None:
         return [Change("vertex-removed", row.name, f"{row.name} is gone")]
     changes = []
-    if old.parallelism != new.parallelism:
-        line = f"{row.name} runs {new.parallelism} subtasks instead of {old.parallelism}"
-        changes.append(Change("parallelism", row.name, line))
+    rescaled = _rescaled(row)
+    if rescaled is not None:
+        changes.append(Change("parallelism", row.name, rescaled))
     if old.level is not None and new.level is not None and old.level != new.level:
         worse = _ORDER.index(new.level) > _ORDER.index(old.level)
         kind: ChangeKind = "level-worsened" if worse else "level-improved"

@@ -60,22 +60,40 @@ def test_a_capacity_that_dropped_more_than_the_threshold_is_named() -> None:
     assert not [c for c in slight.changes if c.kind == "capacity-drop"]
 
 
-def test_a_root_causes_own_capacity_wins_and_idle_subtasks_give_none() -> None:
+def test_a_vertex_s_capacity_is_the_one_definition_whoever_is_the_cause() -> None:
     busy = vertex("map", 0.9, 900)
     sized = report(
         SRC, busy, causes=(RootCause("map", "slow-operator", capacity_per_subtask=1234.0),)
     )
-    assert capacity_per_subtask(busy, sized) == 1234.0
-    assert capacity_per_subtask(busy) == 1000.0
-    assert capacity_per_subtask(vertex("map", 0.2, 100)) is None  # too idle to tell
+    assert capacity_per_subtask(busy) == 1000.0  # the vertex's, as bpmon analyze tracks it
+    row = next(r for r in compare(sized, sized).vertices if r.name == "map")
+    assert row.capacity_before == row.capacity_after == 1000.0
+    assert capacity_per_subtask(vertex("map", 0.3, 300)) == 1000.0  # busy enough to tell
+    assert capacity_per_subtask(vertex("map", 0.03, 30)) is None  # too idle to tell
+    assert capacity_per_subtask(vertex("map", 0.3, 300), min_busy=0.5) is None  # the rules'
+
+
+def test_a_capacity_drop_beside_a_parallelism_change_says_so() -> None:
+    before = report(SRC, vertex("map", 0.8, 800))
+    rescaled = vertex("map", 0.8, 400)  # 500 records/s per subtask at 100% busy, and 6 of them
+    after = report(SRC, replace(rescaled, parallelism=6))
+    (drop,) = [c for c in compare(before, after).changes if c.kind == "capacity-drop"]
+    assert drop.detail.startswith("the capacity of map dropped from 1,000 to 500")
+    assert drop.detail.endswith(
+        "; map runs 6 subtasks instead of 2: the parallelism changed between the runs"
+    )
+    plain = compare(before, report(SRC, rescaled)).changes
+    assert [c.detail for c in plain if c.kind == "capacity-drop"] == [
+        "the capacity of map dropped from 1,000 to 500 records/s per subtask (-50%)"
+    ]
 
 
 def test_causes_that_appear_or_go_away_and_levels_that_change() -> None:
-    calm = report(SRC, vertex("map", 0.3, 500))
+    calm = report(SRC, vertex("map", 0.5, 250))  # 500 records/s at 100% busy, as jammed
     jammed = report(replace(SRC, level="HIGH", ratio=0.9), vertex("map", 1.0, 500),
                     causes=(RootCause("map", "slow-operator"),))  # fmt: skip
     worse = compare(calm, jammed)
     assert [c.kind for c in worse.changes] == ["new-cause", "level-worsened"]
     better = compare(jammed, calm)
     assert [c.kind for c in better.changes] == ["resolved", "level-improved"]
-    assert compare(calm, report(SRC, vertex("map", 0.3, 500), causes=None)).changes == ()
+    assert compare(calm, report(SRC, vertex("map", 0.5, 250), causes=None)).changes == ()

@@ -1,12 +1,13 @@
 """What to do about a bottleneck: its measured capacity, the rate it would be offered, the advice.
 
-Capacity is the autoscaler's busy-time true processing rate: ``records_in_per_s / busy_ratio`` per
-subtask (the records it would take at 100% busy), from subtasks at least ``[capacity] min_busy``
-busy. The offered rate is estimated the way Flink's autoscaler does: each source offers what it
-emits plus the growth of what it owes, FLIP-33's ``pendingRecords`` (a Kafka source's lag; the
-runtime's rate-limited sources owe the records their schedule is behind). That rate is carried
-along the edges, multiplied by each vertex's measured records out / records in (and by the
-parallelism across a broadcast edge).
+Capacity is the autoscaler's busy-time true processing rate per subtask (the records it would take
+at 100% busy), as :mod:`bpmon.capacity` defines it once for the report, the comparison of runs and
+the history's analysis: the mean over the subtasks at least ``[capacity] min_busy`` busy of the
+records they handle over their busy ratio. The offered rate is estimated the way Flink's
+autoscaler does: each source offers what it emits plus the growth of what it owes, FLIP-33's
+``pendingRecords`` (a Kafka source's lag; the runtime's rate-limited sources owe the records their
+schedule is behind). That rate is carried along the edges, multiplied by each vertex's measured
+records out / records in (and by the parallelism across a broadcast edge).
 
 A source that does not report ``pendingRecords`` (Flink's DataGen source, many others) leaves the
 offered rate unmeasured: a held-back source only says it would send *more* than it emits. For
@@ -30,6 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bpmon import capacity
 from bpmon.model import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.channels import credit_in_transit
 from bpmon.rules.classify import Classification, name_subtasks
@@ -39,13 +41,12 @@ from bpmon.rules.levels import backpressure_ratio, busy_ratio
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
-    """Mean records/s per subtask at 100% busy; None without rates or busy subtasks."""
-    caps = []
-    for s in subs:
-        busy = busy_ratio(s)
-        if s.metrics.records_in_per_s is not None and busy is not None and busy >= min_busy:
-            caps.append(s.metrics.records_in_per_s / busy)
-    return sum(caps) / len(caps) if caps else None
+    """Records/s per subtask at 100% busy of ``subs`` (:mod:`bpmon.capacity`), their busy read
+    as the report shows it; None without rates or busy subtasks."""
+    figures = (
+        (s.metrics.records_in_per_s, s.metrics.records_out_per_s, busy_ratio(s)) for s in subs
+    )
+    return capacity.capacity_per_subtask(figures, min_busy)
 
 
 MAX_ESTIMATE_FACTOR = 2.0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from bpmon import capacity
 from bpmon.datafiles import data_file
 from bpmon.errors import ConfigError
 
@@ -101,7 +102,7 @@ class CapacityRules:
     """``[capacity]``: the capacity figure and the parallelism suggested."""
 
     utilisation_target: float = 0.9
-    min_busy: float = 0.05
+    min_busy: float = capacity.MIN_BUSY
 
 
 @dataclass(frozen=True, slots=True)

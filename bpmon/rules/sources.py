@@ -26,10 +26,11 @@ from __future__ import annotations
 import math
 
 from bpmon.model import Observation, RootCause, SubtaskWindow, VertexObservation
+from bpmon.rules.advice import capacity_per_subtask
 from bpmon.rules.classify import busy_span
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.lag import MIN_GROWTH_SHARE
-from bpmon.rules.levels import backpressure_ratio, blended_busy, busy_ratio, percent
+from bpmon.rules.levels import backpressure_ratio, blended_busy, percent
 
 CONFIDENCE = 0.8
 """Busy time, no backpressure and a growing lag say it together; a short window can still catch a
@@ -67,9 +68,8 @@ def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
     if out <= 0 or growth < MIN_GROWTH_SHARE * out:
         return None
     offered = round(out + growth)
-    busy = [(s.metrics.records_out_per_s or 0.0, busy_ratio(s) or 0.0) for s in subs]
-    caps = [r / b for r, b in busy if b >= rules.capacity.min_busy]
-    cap = round(sum(caps) / len(caps)) if caps else None
+    measured = capacity_per_subtask(subs, rules.capacity.min_busy)
+    cap = round(measured) if measured is not None else None
     target = rules.capacity.utilisation_target
     wanted = math.ceil(offered / (cap * target)) if cap else None
     return RootCause(
