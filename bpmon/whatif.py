@@ -43,6 +43,15 @@ SETTABLE: Mapping[str, type] = {
 """The operator keys ``--set VERTEX.KEY=VALUE`` may change, with their types."""
 
 
+EXPERIMENT = " with "
+"""What joins a job's name and the changes tried on it, naming the changed job."""
+
+
+def tried_on(job: str, base: str) -> bool:
+    """Whether ``job`` is ``base`` itself or a what-if experiment on it (``base with ...``)."""
+    return job == base or job.startswith(f"{base}{EXPERIMENT}")
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """One ``VERTEX.KEY=VALUE`` change to a scenario."""
@@ -104,7 +113,7 @@ def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
             op[change.key] = change.value
     _unforward(operators, rescaled)
     what = ", ".join(str(c) for c in changes)
-    data["name"] = f"{scenario.name} with {what}"  # another job: kept apart in its history
+    data["name"] = f"{scenario.name}{EXPERIMENT}{what}"  # another job: kept apart in history
     source = f"{scenario.path} with {what}"
     result = build_scenario(data, source, path=scenario.path)
     check_runtime_support(result, source)

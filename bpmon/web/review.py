@@ -27,6 +27,7 @@ from bpmon.watching import Watches
 from bpmon.web import charts, graph, markup, numbers, shell
 from bpmon.web.markup import esc, path_part
 from bpmon.web.runs import inside, public_message
+from bpmon.whatif import tried_on
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,7 +73,7 @@ def _compare_page(
     picked = [by_id[r] for r in (after, before) if r is not None and r in by_id]
     if job is None:
         job = picked[0].job if picked else _busiest(runs)
-    own = [r for r in runs if r.job == job]
+    own = [r for r in runs if job is not None and tried_on(r.job, job)]  # with its what-ifs
     new = by_id.get(after or "") if after in {r.run_id for r in own} else None
     new = new or (own[0] if own else None)
     old = by_id.get(before or "") if before in {r.run_id for r in own} else None
@@ -116,9 +117,10 @@ def _compare_form(
     def options(chosen: RunInfo | None) -> str:
         return "".join(
             f'<option value="{esc(r.run_id)}"{" selected" if r is chosen else ""}>'
-            f"{esc(r.run_id)} · {esc(r.worst_level or 'no level')}</option>"
+            f"{esc(r.run_id)} · {esc(r.worst_level or 'no level')}"
+            f"{esc(' · ' + r.job) if r.job != job else ''}</option>"
             for r in runs
-            if r.job == job
+            if job is not None and tried_on(r.job, job)
         )
 
     return (

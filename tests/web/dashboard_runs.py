@@ -1,10 +1,12 @@
 """Real runs for the dashboard's tests, made on bpmon's runtime and by py-spy on a real process.
 
 - **The lookup chain** as shipped, then changed so its bottleneck moves, both run into one runs
-  directory (as ``bpmon whatif`` runs them). The shipped ``slow-map-chain`` (job
-  ``lookup-chain``) starves at ``geo-lookup``; the changed copy makes ``geo-lookup`` cheap and
-  the sink ``store`` slow, so the root cause moves from a slow-operator at geo-lookup to a
-  slow-sink at store: the root cause that is not backpressured itself (level OK).
+  directory as one job (a job re-run after a change of its code; ``bpmon whatif`` would store
+  the changed run as a job of its own, ``lookup-chain with ...``). The shipped
+  ``slow-map-chain`` (job ``lookup-chain``) starves at ``geo-lookup``; the changed copy makes
+  ``geo-lookup`` cheap and the sink ``store`` slow, so the root cause moves from a
+  slow-operator at geo-lookup to a slow-sink at store: the root cause that is not
+  backpressured itself (level OK).
 - **The hot key** as shipped (job ``hot-customer``): data skew at ``aggregate``, subtask 0.
 - **A py-spy'd process**: ``tests/collectors/queue_pipeline.py``, watched without a topology
   file (job ``pid-PID``, no edges) and with one (job ``etl``).
@@ -20,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from bpmon import service
@@ -57,7 +60,7 @@ def moved_bottleneck_runs(runs_dir: Path, folder: Path) -> tuple[Report, Report]
     settings = service.Settings(runs_dir=runs_dir)
     scenario = load_scenario(chain_file(folder))
     reports = []
-    for version in (scenario, changed(scenario, MOVED)):
+    for version in (scenario, replace(changed(scenario, MOVED), name=scenario.name)):
         ended = service.drain(service.run_scenario(version, settings, bursts=1, duration_s=1.0))
         reports.append(ended.reports[-1])
     return reports[0], reports[1]

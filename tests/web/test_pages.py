@@ -18,11 +18,12 @@ import pytest
 
 from bpmon import service
 from bpmon.model import Report
-from bpmon.scenario import parse_scenario
+from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.stored import StoredJobs
 from bpmon.watching import Watches
 from bpmon.web.graph import job_graph
 from bpmon.web.shell import plotly_name
+from bpmon.whatif import Change, changed
 
 from .dashboard_runs import Chain, copy_runs
 from .servers import TOKEN, WAIT_S, ServeFactory, tiny, wait_until
@@ -234,6 +235,28 @@ def test_a_watched_jobs_series_are_its_own_runs_not_its_stored_ones(
     assert labels == [f"run …{own.pop()[-4:]}"]
     history = client.get("/history").text
     assert all(f'href="/run/{run}"' in history for run in stored)
+
+
+def test_a_what_if_run_stays_off_its_jobs_page_and_is_offered_by_compare(
+    serve: ServeFactory, tmp_path: Path
+) -> None:
+    """``bpmon whatif`` stores the changed run as ``alpha with ...``: alpha's page never shows
+    it, and Compare pairs it with alpha's own run."""
+    path = tmp_path / "alpha.toml"
+    path.write_text(tiny("alpha"))
+    settings = service.Settings(runs_dir=tmp_path / "runs")
+    scenario = load_scenario(path)
+    tried = changed(scenario, [Change("out", "parallelism", 2)])
+    ids = [service.drain(service.run_scenario(s, settings, bursts=1, duration_s=0.1)).run_id
+           for s in (scenario, tried)]  # fmt: skip
+    watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
+    client = serve(watches).client
+    own = client.get("/api/v1/runs?job=alpha").json()["runs"]
+    assert [r["run_id"] for r in own] == [ids[0]]
+    page = client.get("/compare?job=alpha").text
+    assert f'<option value="{ids[1]}" selected>' in page  # after: the experiment
+    assert f'<option value="{ids[0]}" selected>' in page  # before: alpha's own run
+    assert "alpha with out.parallelism=2" in page
 
 
 def test_the_run_page_draws_the_graph_first_and_marks_the_root_cause_row(
