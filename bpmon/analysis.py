@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bpmon.capacity import MIN_BUSY
 from bpmon.report_json import format_timestamp, json_text
 
 ANALYSIS_SCHEMA = "bpmon.analysis/1"
@@ -36,7 +37,8 @@ class Thresholds:
             siblings' mean, or is this many times as busy as them.
         hot_share: a subtask hot in at least this share of its vertex's windows (two at least)
             is reported as skew.
-        min_busy: the least busy ratio a capacity (records in / busy) is computed from.
+        min_busy: ``[capacity] min_busy``: the least busy ratio a subtask's capacity is taken
+            from (:mod:`bpmon.capacity`, the one definition the report and the comparison use).
         busy_min: the least busy ratio at which a subtask much busier than its siblings is hot.
     """
 
@@ -44,7 +46,7 @@ class Thresholds:
     cause_share: float = 0.5
     hot_ratio: float = 1.5
     hot_share: float = 0.5
-    min_busy: float = 0.05
+    min_busy: float = MIN_BUSY
     busy_min: float = 0.7
 
     def as_dict(self) -> dict[str, float]:
@@ -85,8 +87,9 @@ class VertexHistory:
             vertex's level in a window is its worst subtask's).
         ratio_p50, ratio_p95: its backpressure ratio (worst subtask) over the windows.
         busy_p50: its busiest subtask's busy ratio, median over the windows.
-        capacity_p50: records/s one subtask handles at 100% busy (records in / busy, from the
-            subtasks at least ``min_busy`` busy), median over the windows; None: not measurable.
+        capacity_p50: the capacity per subtask (:mod:`bpmon.capacity`: records/s one subtask
+            handles at 100% busy, the mean over the subtasks at least ``min_busy`` busy), median
+            over the windows; None: never busy enough to measure.
         capacity_trend: the capacity's least-squares slope over the runs in time order, as a
             share of its mean per run (-0.05: 5% less each run); None with fewer than two runs.
         by_run: the median capacity of each run, oldest first (the trend's points).
@@ -133,6 +136,9 @@ class Regression:
     ``before`` and ``after`` are capacities (records/s per subtask) for ``capacity-drop``, level
     names for ``level-worsened``, vertex names for ``moved-bottleneck`` (the old and the new
     bottleneck), and the share of windows naming the vertex for ``new-cause``.
+    ``parallelism_before`` and ``parallelism_after`` are the vertex's parallelism in each run
+    (None where a run did not see it); when they differ, ``detail`` says so: the change of
+    parallelism, not necessarily the operator, explains the regression.
     """
 
     job: str
@@ -144,6 +150,8 @@ class Regression:
     after: float | str | None
     change: float | None
     detail: str
+    parallelism_before: int | None = None
+    parallelism_after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

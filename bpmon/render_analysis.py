@@ -10,6 +10,7 @@ May import: the model layer (bpmon.analysis), rich.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 
 from rich.console import Console
@@ -140,9 +141,13 @@ def render_analysis_text(analysis: Analysis, console: Console) -> None:
         console.print("No regression between consecutive runs.", highlight=False)
     for r in analysis.regressions:
         before, after, change = _regression(r)[5:]
+        detail = textwrap.fill(
+            r.detail, console.width, initial_indent="    ", subsequent_indent="    ",
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
         console.print(
             f"  {r.job}  {r.kind}  {r.vertex}: {before} -> {after} ({change})\n"
-            f"    run {r.before_run}\n    ->  {r.after_run}\n    {r.detail}",
+            f"    run {r.before_run}\n    ->  {r.after_run}\n{detail}",
             highlight=False,
             markup=False,
         )

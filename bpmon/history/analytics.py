@@ -1,18 +1,27 @@
 """``bpmon analyze``: the history aggregated with Spark's DataFrame API into an :class:`Analysis`.
 
-The subtask rows are read with the declared schema (never inferred) from the parts the store
-found readable, and reduced once, in one shuffle, to one row per window and vertex: its level
-and ratio (its worst subtask's), its busiest subtask, its capacity per subtask, and which of its
-subtasks were hot in that window. That table, a thousandth of the rows or less, is cached, and
-every question is asked of it and of the cause rows:
+Two Spark actions do the work. The subtask rows are read with the declared schema (never
+inferred) from the parts the store found readable and reduced in one pass (a hash aggregate, one
+shuffle) to one row per window and vertex: its level and ratio (its worst subtask's), its busiest
+subtask, its capacity per subtask (:mod:`bpmon.capacity`, expressed as a column from the same
+``min_busy``), its parallelism, and which of its subtasks was hot. That table, a few rows per
+window, is cached (the first action), and five small aggregates are asked of it and of the
+cause rows in one query that comes back in one ``collect`` (the second):
 
-- per job and vertex: the share of windows at each level, p50/p95 ratio, p50 busy, capacity per
-  subtask and its trend over the runs;
-- chronic bottlenecks (:mod:`bpmon.history.findings`), regressions between consecutive runs of a
-  job, skew over time.
+- ``vertex``: per job and vertex, the share of windows at each level, p50/p95 ratio, p50 busy
+  and p50 capacity;
+- ``run_vertex``: per run and vertex, the median capacity, level and ratio, and the parallelism;
+- ``run``: per run, its start, windows and monitored seconds;
+- ``hot``: per vertex and subtask, the windows it was hot in;
+- ``named``: per run, vertex and kind, how often it was named root cause (confidence x
+  seconds, windows, first-ranked windows).
 
-Only the small results come back to the driver, so the same code runs on ``local[*]`` and on a
-cluster.
+Nothing is read twice or recomputed (each aggregate prunes other columns of the one pass, so
+without the cache Spark would run the pass once per aggregate). The results hold a row per run
+and vertex at most, never per row of the history, and :mod:`bpmon.history.findings` answers every
+question from them on the driver. The same code runs on ``local[*]`` and on a cluster; a small
+history runs in one shuffle partition, interpreted (:data:`SMALL`). No Python UDF: every
+expression is Spark's own.
 
 May import: the model layer, bpmon.history; pyspark (this module and ``spark.py`` only).
 """
@@ -20,33 +29,48 @@ May import: the model layer, bpmon.history; pyspark (this module and ``spark.py`
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
 
-from bpmon.analysis import Analysis, RunCapacity, Thresholds, VertexHistory
-from bpmon.history.findings import chronic_bottlenecks, job_runs, regressions, skewed_subtasks
+from bpmon.analysis import Analysis, Thresholds
+from bpmon.history.aggregates import Aggregates, run_vertices
+from bpmon.history.findings import (
+    chronic_bottlenecks,
+    job_runs,
+    regressions,
+    skewed_subtasks,
+    vertex_histories,
+)
 from bpmon.history.schema import spark_schema
 from bpmon.history.store import Scan
 
 Progress = Callable[[str], None]
 
 CODEGEN_ROWS = 2_000_000
-"""From this many subtask rows on, the first pass runs with whole-stage code generation."""
-
-
-@dataclass(frozen=True)
-class Frames:
-    """The cached tables every question is asked of."""
-
-    windows: DataFrame  # one row per window and vertex
-    causes: DataFrame  # one row per root cause, with its window's seconds
-    runs: DataFrame  # one row per run: its job, order in the job (seq), start, windows
+"""From this many subtask rows on, the job runs as :data:`LARGE`, below as :data:`SMALL`."""
+LARGE = {
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+    "spark.sql.adaptive.enabled": "true",
+}
+"""Millions of rows: compiled code and adaptive execution pay for themselves (Spark's defaults)."""
+SMALL = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+}
+"""Fewer rows: compiling a class per expression and planning each stage again (adaptive
+execution runs each shuffle stage as a job of its own) cost more than interpreting them
+(measured on 200 windows: the JVM spends 9-10 s of CPU instead of 12, the analysis 7.4 s
+instead of 10 on the 2-core machine)."""
+ROWS_PER_PARTITION = 2_000_000
+"""Subtask rows per shuffle partition (at least one, at most the session's own number)."""
 
 
 def read_table(spark: SparkSession, paths: list[str], table: str) -> DataFrame:
@@ -62,24 +86,34 @@ def level_order(level: Column) -> Column:
     return F.when(level == "OK", 0).when(level == "LOW", 1).when(level == "HIGH", 2).otherwise(None)
 
 
+def subtask_capacity(min_busy: float) -> Column:
+    """:func:`bpmon.capacity.subtask_capacity` as a column of the subtask rows: records in (or
+    out, for a subtask that receives none) over busy, from a subtask at least ``min_busy`` busy
+    that handled records; null otherwise."""
+    records_in, busy = F.col("records_in_per_s"), F.col("busy_ratio")
+    rate = F.when(records_in > 0, records_in).otherwise(F.col("records_out_per_s"))
+    return F.when((busy >= min_busy) & (rate > 0), rate / busy)
+
+
 def window_vertices(subtasks: DataFrame, limits: Thresholds) -> DataFrame:
     """One row per window and vertex: the one pass over the subtask rows (a hash aggregate).
 
-    ``hot`` is the window's hottest subtask when it is hot: it gets ``hot_ratio`` x the mean
-    records/s of its siblings, or (failing that) is ``hot_ratio`` x as busy as them while at least
-    ``busy_min`` busy (a slow instance). One subtask per window keeps this a single pass.
+    ``capacity`` is the mean of the subtasks' figures (:mod:`bpmon.capacity`). ``hot`` is the
+    window's hottest subtask when it is hot: it gets ``hot_ratio`` x the mean records/s of its
+    siblings, or (failing that) is ``hot_ratio`` x as busy as them while at least ``busy_min``
+    busy (a slow instance). One subtask per window keeps this a single pass.
     """
     busy, rate = F.col("busy_ratio"), F.col("records_in_per_s")
-    capacity = F.when((busy >= limits.min_busy) & (rate > 0), F.try_divide(rate, busy))
     seconds = F.col("window_end").cast("double") - F.col("window_start").cast("double")
     grouped = subtasks.groupBy("job", "run_id", "burst", "vertex").agg(
         F.min("window_start").alias("start"),
         F.max(seconds).alias("seconds"),
         F.min("vertex_index").alias("vertex_index"),
+        F.max("parallelism").alias("parallelism"),
         F.max(level_order(F.col("level"))).alias("level"),
         F.max("ratio").alias("ratio"),
         F.max(busy).alias("busy"),
-        F.avg(capacity).alias("capacity"),
+        F.avg(subtask_capacity(limits.min_busy)).alias("capacity"),
         F.max(F.col("synthetic").cast("int")).alias("synthetic"),
         *_spread(rate, "rate"),
         *_spread(busy, "busy"),
@@ -87,21 +121,9 @@ def window_vertices(subtasks: DataFrame, limits: Thresholds) -> DataFrame:
     by_rate = _hottest("rate", limits.hot_ratio)
     by_busy = _hottest("busy", limits.hot_ratio) & (F.col("busy_top") >= limits.busy_min)
     hot = F.when(by_rate, F.col("rate_at")).when(by_busy, F.col("busy_at"))
-    return grouped.select(
-        "job",
-        "run_id",
-        "burst",
-        "vertex",
-        "start",
-        "seconds",
-        "vertex_index",
-        "level",
-        "ratio",
-        "busy",
-        "capacity",
-        "synthetic",
-        hot.alias("hot"),
-    )
+    keep = ["job", "run_id", "burst", "vertex", "start", "seconds", "vertex_index"]
+    keep += ["parallelism", "level", "ratio", "busy", "capacity", "synthetic"]
+    return grouped.select(*keep, hot.alias("hot"))
 
 
 def _spread(value: Column, name: str) -> list[Column]:
@@ -122,15 +144,10 @@ def _hottest(name: str, ratio: float) -> Column:
     return F.coalesce(hot, F.lit(False))
 
 
-def prepare(
-    spark: SparkSession,
-    scan: Scan,
-    *,
-    job: str | None,
-    since: datetime | None,
-    limits: Thresholds,
-) -> Frames:
-    """Read, filter and reduce the history; the three cached tables, materialised."""
+def read_history(
+    spark: SparkSession, scan: Scan, *, job: str | None, since: datetime | None
+) -> tuple[DataFrame, DataFrame]:
+    """The subtask and cause rows of ``scan``, filtered by ``job`` and ``since``."""
     subtasks = read_table(spark, scan.paths("subtasks"), "subtasks")
     causes = read_table(spark, scan.paths("causes"), "causes")
     if job is not None:
@@ -139,44 +156,33 @@ def prepare(
         moment = F.lit(since).cast("timestamp")
         subtasks = subtasks.where(F.col("window_start") >= moment)
         causes = causes.where(F.col("window_start") >= moment)
-    windows = window_vertices(subtasks, limits).persist()
-    per_window = windows.groupBy("job", "run_id", "burst").agg(
-        F.min("start").alias("start"),
-        F.max("seconds").alias("seconds"),
-        F.max("synthetic").alias("synthetic"),
-    )
-    order = Window.partitionBy("job").orderBy("start", "run_id")
-    runs = (
-        per_window.groupBy("job", "run_id")
-        .agg(
-            F.min("start").alias("start"),
-            F.count("*").alias("windows"),
-            F.sum("seconds").alias("seconds"),
-            F.max("synthetic").alias("synthetic"),
-        )
-        .withColumn("seq", F.row_number().over(order))
-        .persist()
-    )
-    cause_rows = causes.join(
-        per_window.select("job", "run_id", "burst", "seconds"), ["job", "run_id", "burst"]
-    ).persist()
-    return Frames(windows, cause_rows, runs)
+    return subtasks, causes
 
 
-def vertex_histories(frames: Frames, limits: Thresholds) -> tuple[list[VertexHistory], list[Any]]:
-    """Per job and vertex: level shares, ratio and busy percentiles, capacity and its trend.
+def aggregates(windows: DataFrame, causes: DataFrame) -> DataFrame:
+    """The five small aggregates as one DataFrame, ``part`` naming each row's (one action)."""
+    frames = [
+        _per_vertex(windows),
+        _per_run_vertex(windows),
+        _per_run(windows),
+        _hot(windows),
+        _named(windows, causes),
+    ]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame, allowMissingColumns=True)
+    return out
 
-    Also returns the per-run rows of every vertex whose capacity dropped or whose level
-    worsened since the job's previous run (flagged here, in one pass with the trend).
-    """
-    w = frames.windows
+
+def _per_vertex(w: DataFrame) -> DataFrame:
     levelled = F.col("level").isNotNull()
 
     def share(level: int) -> Column:
         at = F.avg(F.when(levelled, (F.col("level") == level).cast("double")))
         return F.coalesce(at, F.lit(0.0))
 
-    stats = w.groupBy("job", "vertex").agg(
+    return w.groupBy("job", "vertex").agg(
+        F.lit("vertex").alias("part"),
         F.min("vertex_index").alias("vertex_index"),
         F.count("*").alias("windows"),
         F.countDistinct("run_id").alias("runs"),
@@ -187,65 +193,72 @@ def vertex_histories(frames: Frames, limits: Thresholds) -> tuple[list[VertexHis
         F.percentile_approx("busy", 0.5).alias("busy_p50"),
         F.percentile_approx("capacity", 0.5).alias("capacity_p50"),
     )
-    rows = stats.orderBy("job", "vertex_index", "vertex").collect()
-    points: dict[tuple[str, str], list[Any]] = {}
-    flagged: list[Any] = []
-    for r in run_vertices(frames, limits).collect():
-        points.setdefault((r["job"], r["vertex"]), []).append(r)
-        if r["dropped"] or r["worse"]:
-            flagged.append(r)
-    return [_vertex_history(r, points.get((r["job"], r["vertex"]), [])) for r in rows], flagged
 
 
-def run_vertices(frames: Frames, limits: Thresholds) -> DataFrame:
-    """One row per run and vertex: median capacity, level and ratio, the previous run's, the
-    capacity trend of the vertex, and whether the capacity dropped or the level worsened."""
-    per_run = (
-        frames.windows.groupBy("job", "run_id", "vertex")
+def _per_run_vertex(w: DataFrame) -> DataFrame:
+    return w.groupBy("job", "run_id", "vertex").agg(
+        F.lit("run_vertex").alias("part"),
+        F.percentile_approx("capacity", 0.5).alias("capacity"),
+        F.percentile_approx("level", 0.5).alias("level"),
+        F.percentile_approx("ratio", 0.5).alias("ratio"),
+        F.max("parallelism").alias("parallelism"),
+    )
+
+
+def _per_run(w: DataFrame) -> DataFrame:
+    per_window = w.groupBy("job", "run_id", "burst").agg(
+        F.min("start").alias("start"),
+        F.max("seconds").alias("seconds"),
+        F.max("synthetic").alias("synthetic"),
+    )
+    return per_window.groupBy("job", "run_id").agg(
+        F.lit("run").alias("part"),
+        F.min("start").alias("start"),
+        F.count("*").alias("windows"),
+        F.sum("seconds").alias("seconds"),
+        F.max("synthetic").alias("synthetic"),
+    )
+
+
+def _hot(w: DataFrame) -> DataFrame:
+    return (
+        w.where(F.col("hot").isNotNull())
+        .groupBy("job", "vertex", F.col("hot").alias("subtask"))
         .agg(
-            F.percentile_approx("capacity", 0.5).alias("capacity"),
-            F.percentile_approx("level", 0.5).alias("level"),
-            F.percentile_approx("ratio", 0.5).alias("ratio"),
+            F.lit("hot").alias("part"),
+            F.count("*").alias("hot_windows"),
+            F.countDistinct("run_id").alias("runs"),
         )
-        .join(frames.runs.select("job", "run_id", "seq", "start"), ["job", "run_id"])
     )
-    vertex = Window.partitionBy("job", "vertex")
-    ordered = vertex.orderBy("seq")
-    out = per_run.withColumn(
-        "trend", F.regr_slope("capacity", F.col("seq").cast("double")).over(vertex)
-    ).withColumn("trend", F.try_divide(F.col("trend"), F.avg("capacity").over(vertex)))
-    for name in ("seq", "run_id", "capacity", "level", "ratio"):
-        out = out.withColumn(f"prev_{name}", F.lag(name).over(ordered))
-    consecutive = F.coalesce(F.col("prev_seq") == F.col("seq") - 1, F.lit(False))
-    dropped = (F.col("prev_capacity") > 0) & (
-        F.col("capacity") < F.col("prev_capacity") * (1 - limits.capacity_drop)
-    )
-    worse = F.col("level") > F.col("prev_level")
-    return out.select(
-        "*",
-        (consecutive & F.coalesce(dropped, F.lit(False))).alias("dropped"),
-        (consecutive & F.coalesce(worse, F.lit(False))).alias("worse"),
-    ).orderBy("job", "vertex", "seq")
 
 
-def _vertex_history(r: Any, points: list[Any]) -> VertexHistory:
-    ratios = r["ratio_p"] or [None, None]
-    measured = [p for p in points if p["capacity"] is not None]
-    return VertexHistory(
-        job=r["job"],
-        vertex=r["vertex"],
-        windows=r["windows"],
-        runs=r["runs"],
-        share_ok=r["share_ok"],
-        share_low=r["share_low"],
-        share_high=r["share_high"],
-        ratio_p50=ratios[0],
-        ratio_p95=ratios[1],
-        busy_p50=r["busy_p50"],
-        capacity_p50=r["capacity_p50"],
-        capacity_trend=points[0]["trend"] if len(measured) >= 2 else None,
-        by_run=tuple(RunCapacity(p["run_id"], p["start"], p["capacity"]) for p in points),
+def _named(w: DataFrame, causes: DataFrame) -> DataFrame:
+    """The root causes of the windows the subtask rows hold, per run, vertex and kind: the
+    confidence x seconds, how many, their confidence, in which windows, how often first."""
+    seconds = F.col("window_end").cast("double") - F.col("window_start").cast("double")
+    named = causes.join(w.select("job", "run_id", "burst"), ["job", "run_id", "burst"], "semi")
+    return named.groupBy("job", "run_id", "vertex", "kind").agg(
+        F.lit("named").alias("part"),
+        F.sum(F.col("confidence") * seconds).alias("weight"),
+        F.count("*").alias("causes"),
+        F.sum("confidence").alias("confidence_sum"),
+        F.collect_set("burst").alias("bursts"),
+        F.sum(F.when(F.col("rank") == 0, 1).otherwise(0)).alias("first"),
     )
+
+
+def collect_parts(frame: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The rows of :func:`aggregates`, by part, as dicts (one Spark action)."""
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for row in frame.collect():
+        parts.setdefault(row["part"], []).append(row.asDict())
+    return parts
+
+
+def shuffle_partitions(rows: int, most: int) -> int:
+    """Shuffle partitions for ``rows`` subtask rows: one per ``ROWS_PER_PARTITION``, at least one,
+    at most ``most`` (the session's own setting: what the cores or the cluster take)."""
+    return max(1, min(most, math.ceil(rows / ROWS_PER_PARTITION)))
 
 
 @contextlib.contextmanager
@@ -283,33 +296,30 @@ def analyze(
         f"reading {len(scan.subtasks):,} part files: {rows:,} subtask rows, "
         f"{scan.rows('causes'):,} cause rows"
     )
-    # Whole-stage code generation pays for itself on millions of rows; on the small tables
-    # after the first pass, compiling each query costs more than running it interpreted. The
-    # part files are listed on the driver: a listing job per thousand files costs seconds.
-    first_pass = {
-        "spark.sql.codegen.wholeStage": "true" if rows >= CODEGEN_ROWS else "false",
+    most = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    settings = {
+        # The part files are listed on the driver: a listing job per thousand files costs seconds.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(scan.subtasks) + 32),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions(rows, most)),
+        **(LARGE if rows >= CODEGEN_ROWS else SMALL),
     }
-    with _conf(spark, first_pass):
-        frames = prepare(spark, scan, job=job, since=since, limits=limits)
-        progress(
-            "one pass over the subtask rows: levels, ratios, capacity, hot subtasks per window"
-        )
+    with _conf(spark, settings):
+        subtasks, causes = read_history(spark, scan, job=job, since=since)
+        windows = window_vertices(subtasks, limits).persist()
         try:
-            jobs = job_runs(frames)
-            with _conf(spark, {"spark.sql.codegen.wholeStage": "false"}):
-                progress(
-                    f"{sum(j.runs for j in jobs):,} runs of {len(jobs)} job(s): levels, "
-                    "percentiles, capacity trends per vertex"
-                )
-                vertices, flagged = vertex_histories(frames, limits)
-                progress("chronic bottlenecks, regressions between runs, skew over time")
-                chronic = chronic_bottlenecks(frames)
-                found = regressions(frames, limits, flagged)
-                skew = skewed_subtasks(frames, limits)
+            progress(f"one pass: {windows.count():,} rows of a window and vertex")
+            progress("levels, capacities, causes and hot subtasks per vertex and run")
+            found = Aggregates.of(collect_parts(aggregates(windows, causes)))
         finally:
-            for frame in (frames.windows, frames.runs, frames.causes):
-                frame.unpersist()
+            windows.unpersist()
+    series = run_vertices(found)
+    jobs = job_runs(found)
+    progress(
+        f"{_counted(len(found.runs), 'run')} of {_counted(len(jobs), 'job')}: trends, chronic "
+        "bottlenecks, regressions between runs, skew over time"
+    )
+    vertices, chronic = vertex_histories(found, series), chronic_bottlenecks(found)
+    found_regressions, skew = regressions(found, series, limits), skewed_subtasks(found, limits)
     return Analysis(
         generated_at=generated_at,
         history=history,
@@ -322,9 +332,13 @@ def analyze(
         cause_rows=scan.rows("causes"),
         thresholds=limits,
         jobs=jobs,
-        vertices=tuple(vertices),
+        vertices=vertices,
         chronic=chronic,
-        regressions=found,
+        regressions=found_regressions,
         skew=skew,
         skipped=scan.skipped,
     )
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -1,239 +1,269 @@
 """What the analytics look for across runs: chronic bottlenecks, regressions, skew over time.
 
-Each function asks one question of the cached tables of :mod:`bpmon.history.analytics` with the
-DataFrame API and returns model values; the thresholds come from the ``[history]`` table of the
-rules file, handed over by the service as :class:`~bpmon.analysis.Thresholds` (the history
-layer does not read the rules).
+Spark reduces the history to a few small tables (:mod:`bpmon.history.analytics`); they come back
+to the driver once, as :class:`~bpmon.history.aggregates.Aggregates`, and every question is
+answered here from them in plain Python. The thresholds come from the rules, handed over by the
+service as :class:`~bpmon.analysis.Thresholds` (the history layer does not read the rules).
 
-May import: the model layer, bpmon.history; pyspark.
+A regression between two runs of a job whose parallelism changed says so, in the words of the
+comparison of two runs (:func:`bpmon.capacity.explained`): a capacity per subtask measured at
+another parallelism is another measurement, and a vertex that lost subtasks can backpressure
+others without any operator getting slower.
+
+May import: the model layer, bpmon.history (no pyspark: these are the small results).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from bpmon.analysis import (
     LEVEL_NAMES,
     ChronicBottleneck,
     JobHistory,
     Regression,
+    RunCapacity,
     SkewedSubtask,
     Thresholds,
+    VertexHistory,
 )
+from bpmon.capacity import explained, parallelism_change
+from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex
 
-if TYPE_CHECKING:
-    from bpmon.history.analytics import Frames
 
-
-def job_runs(frames: Frames) -> tuple[JobHistory, ...]:
+def job_runs(found: Aggregates) -> tuple[JobHistory, ...]:
     """Per job: its runs and windows, its first and last run, whether any row is synthetic."""
-    rows = (
-        frames.runs.groupBy("job")
-        .agg(
-            F.count("*").alias("runs"),
-            F.sum("windows").alias("windows"),
-            F.min_by("run_id", "seq").alias("first_run"),
-            F.max_by("run_id", "seq").alias("last_run"),
-            F.min("start").alias("first"),
-            F.max("start").alias("last"),
-            F.max("synthetic").alias("synthetic"),
-        )
-        .orderBy("job")
-        .collect()
-    )
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in found.runs:
+        by_job[run.job].append(run)
     return tuple(
         JobHistory(
-            r["job"],
-            r["runs"],
-            r["windows"],
-            r["first_run"],
-            r["last_run"],
-            r["first"],
-            r["last"],
-            bool(r["synthetic"]),
+            job,
+            len(runs),
+            sum(r.windows for r in runs),
+            runs[0].run_id,
+            runs[-1].run_id,
+            min(r.start for r in runs),
+            max(r.start for r in runs),
+            any(r.synthetic for r in runs),
         )
-        for r in rows
+        for job, runs in sorted(by_job.items())
     )
 
 
-def chronic_bottlenecks(frames: Frames) -> tuple[ChronicBottleneck, ...]:
+def vertex_histories(
+    found: Aggregates, series: Mapping[tuple[str, str], list[RunVertex]]
+) -> tuple[VertexHistory, ...]:
+    """Per job and vertex: level shares, ratio and busy percentiles, capacity and its trend."""
+    rows = sorted(found.vertices, key=lambda r: (r["job"], r["vertex_index"], r["vertex"]))
+    return tuple(_vertex_history(r, series.get((r["job"], r["vertex"]), [])) for r in rows)
+
+
+def _vertex_history(r: Row, points: list[RunVertex]) -> VertexHistory:
+    ratios = r["ratio_p"] or [None, None]
+    return VertexHistory(
+        job=r["job"],
+        vertex=r["vertex"],
+        windows=r["windows"],
+        runs=r["runs"],
+        share_ok=r["share_ok"],
+        share_low=r["share_low"],
+        share_high=r["share_high"],
+        ratio_p50=ratios[0],
+        ratio_p95=ratios[1],
+        busy_p50=r["busy_p50"],
+        capacity_p50=r["capacity_p50"],
+        capacity_trend=trend((p.run.seq, p.capacity) for p in points),
+        by_run=tuple(RunCapacity(p.run.run_id, p.run.start, p.capacity) for p in points),
+    )
+
+
+def trend(points: Iterable[tuple[int, float | None]]) -> float | None:
+    """The least-squares slope of the capacities over the runs' order, as a share of their mean
+    (-0.05: 5% less each run); None with fewer than two measured runs."""
+    known = [(float(x), y) for x, y in points if y is not None]
+    if len(known) < 2:
+        return None
+    n = len(known)
+    mx, my = sum(x for x, _ in known) / n, sum(y for _, y in known) / n
+    spread = sum((x - mx) ** 2 for x, _ in known)
+    if spread == 0 or my == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in known) / spread / my
+
+
+def chronic_bottlenecks(found: Aggregates) -> tuple[ChronicBottleneck, ...]:
     """Vertices most often named root cause, weighted by confidence and window seconds."""
-    per_job = frames.runs.groupBy("job").agg(
-        F.sum("seconds").alias("job_seconds"), F.sum("windows").alias("job_windows")
-    )
-    named = frames.causes.groupBy("job", "vertex").agg(
-        F.sum(F.col("confidence") * F.col("seconds")).alias("weight"),
-        F.countDistinct("run_id", "burst").alias("windows"),
-        F.countDistinct("run_id").alias("runs"),
-        F.mode("kind").alias("kind"),
-        F.avg("confidence").alias("confidence_mean"),
-    )
-    scored = named.join(per_job, "job").select(
-        "*",
-        F.try_divide(F.col("weight"), F.col("job_seconds")).alias("score"),
-        F.try_divide(F.col("windows"), F.col("job_windows")).alias("window_share"),
-    )
-    ranked = scored.withColumn(
-        "rank",
-        F.row_number().over(
-            Window.partitionBy("job").orderBy(F.desc("score"), F.desc("windows"), "vertex")
-        ),
-    )
-    return tuple(
-        ChronicBottleneck(
-            r["job"],
-            r["vertex"],
-            r["rank"],
-            r["score"],
-            r["windows"],
-            r["window_share"],
-            r["runs"],
-            r["kind"],
-            r["confidence_mean"],
-        )
-        for r in ranked.orderBy(F.desc("score"), "job", "rank").collect()
-    )
-
-
-def regressions(frames: Frames, limits: Thresholds, flagged: list[Any]) -> tuple[Regression, ...]:
-    """What got worse from each run of a job to the next, both runs' ids and figures.
-
-    ``flagged`` are the run-vertex rows whose capacity dropped or level worsened
-    (:func:`bpmon.history.analytics.run_vertices`); causes are compared here.
-    """
-    found = [*_vertex_regressions(flagged, limits), *_cause_regressions(frames, limits)]
-    found.sort(key=lambda r: (r.job, r.after_run, r.kind, r.vertex))
-    return tuple(found)
-
-
-def _previous(frame: DataFrame, key: list[str], columns: list[str]) -> DataFrame:
-    """``frame`` with ``prev_<column>`` of the job's previous run (None for the first run)."""
-    order = Window.partitionBy(*key).orderBy("seq")
-    out = frame.withColumn("prev_seq", F.lag("seq").over(order))
-    for name in columns:
-        out = out.withColumn(f"prev_{name}", F.lag(name).over(order))
-    return out.where(F.col("prev_seq") == F.col("seq") - 1)
-
-
-def _vertex_regressions(flagged: list[Any], limits: Thresholds) -> list[Regression]:
-    out: list[Regression] = []
-    for r in flagged:
-        before, after = r["prev_run_id"], r["run_id"]
-        if r["dropped"]:
-            change = r["capacity"] / r["prev_capacity"] - 1
-            detail = (
-                f"{r['vertex']} handles ~{r['capacity']:,.0f} records/s per subtask at 100% busy "
-                f"in run {after}, {-change:.0%} less than the ~{r['prev_capacity']:,.0f} of run "
-                f"{before} (threshold {limits.capacity_drop:.0%})"
-            )
+    seconds: dict[str, float] = defaultdict(float)
+    windows: dict[str, int] = defaultdict(int)
+    for run in found.runs:
+        seconds[run.job] += run.seconds
+        windows[run.job] += run.windows
+    by_job: dict[str, list[tuple[Row, float | None]]] = defaultdict(list)
+    for r in found.named:
+        total = seconds[r["job"]]
+        by_job[r["job"]].append((r, r["weight"] / total if total else None))
+    out = []
+    for job, named in by_job.items():
+        named.sort(key=lambda n: (-(n[1] or 0.0), -n[0]["windows"], n[0]["vertex"]))
+        for rank, (r, score) in enumerate(named, 1):
+            share = r["windows"] / windows[job] if windows[job] else None
             out.append(
-                Regression(
-                    r["job"], r["vertex"], "capacity-drop", before, after,
-                    r["prev_capacity"], r["capacity"], change, detail,
-                )
+                ChronicBottleneck(job, r["vertex"], rank, score or 0.0, r["windows"], share or 0.0,
+                                  r["runs"], r["kind"], r["confidence_mean"])
             )  # fmt: skip
-        if r["worse"]:
-            was, now = LEVEL_NAMES[r["prev_level"]], LEVEL_NAMES[r["level"]]
-            detail = (
-                f"{r['vertex']} went {was} -> {now} (median ratio {_num(r['prev_ratio'])} -> "
-                f"{_num(r['ratio'])})"
-            )
-            moved = None
-            if r["prev_ratio"] is not None and r["ratio"] is not None:
-                moved = r["ratio"] - r["prev_ratio"]
-            out.append(
-                Regression(
-                    r["job"], r["vertex"], "level-worsened", before, after, was, now, moved, detail
-                )
-            )
+    out.sort(key=lambda c: (-c.score, c.job, c.rank))
+    return tuple(out)
+
+
+def regressions(
+    found: Aggregates, series: Mapping[tuple[str, str], list[RunVertex]], limits: Thresholds
+) -> tuple[Regression, ...]:
+    """What got worse from each run of a job to the next, both runs' ids and figures, and the
+    parallelism changes between the two runs that may explain it."""
+    scales = _scales(found, series)
+    out: list[Regression] = []
+    for chain in series.values():
+        out += [r for p in chain if p.consecutive for r in _vertex_regressions(p, limits, scales)]
+    for first, second in zip(found.runs, found.runs[1:], strict=False):
+        if first.job == second.job:
+            out += _cause_regressions(found, first, second, limits, scales)
+    out.sort(key=lambda r: (r.job, r.after_run, r.kind, r.vertex))
+    return tuple(out)
+
+
+Scales = dict[tuple[str, str], dict[str, int | None]]
+"""Per job and run, each vertex's parallelism, the vertices in the job's order."""
+
+
+def _scales(found: Aggregates, series: Mapping[tuple[str, str], list[RunVertex]]) -> Scales:
+    order = {(r["job"], r["vertex"]): (r["vertex_index"], r["vertex"]) for r in found.vertices}
+    scales: Scales = defaultdict(dict)
+    for key in sorted(series, key=lambda k: (k[0], order.get(k, (0, k[1])))):
+        for p in series[key]:
+            scales[(p.job, p.run.run_id)][p.vertex] = p.parallelism
+    return scales
+
+
+def _rescaled(scales: Scales, was: Run, now: Run) -> list[str]:
+    """``enrich runs 6 subtasks instead of 2`` for every vertex whose parallelism changed."""
+    before, after = scales.get((was.job, was.run_id), {}), scales.get((now.job, now.run_id), {})
+    lines = (parallelism_change(v, before.get(v), p) for v, p in after.items())
+    return [line for line in lines if line is not None]
+
+
+def _vertex_regressions(now: RunVertex, limits: Thresholds, scales: Scales) -> list[Regression]:
+    """A capacity lower by more than ``capacity_drop``, a median level higher."""
+    was = now.previous
+    assert was is not None
+    out: list[Regression] = []
+    rescaled = _rescaled(scales, was.run, now.run)
+    before, after = was.run.run_id, now.run.run_id
+    if _dropped(was.capacity, now.capacity, limits.capacity_drop):
+        assert was.capacity is not None and now.capacity is not None
+        change = now.capacity / was.capacity - 1
+        detail = (
+            f"{now.vertex} handles ~{now.capacity:,.0f} records/s per subtask at 100% busy "
+            f"in run {after}, {-change:.0%} less than the ~{was.capacity:,.0f} of run "
+            f"{before} (threshold {limits.capacity_drop:.0%})"
+        )
+        out.append(_regression(now, "capacity-drop", was.capacity, now.capacity, change,
+                               explained(detail, rescaled)))  # fmt: skip
+    if now.level is not None and was.level is not None and now.level > was.level:
+        old, new = LEVEL_NAMES[was.level], LEVEL_NAMES[now.level]
+        detail = (
+            f"{now.vertex} went {old} -> {new} (median ratio {_num(was.ratio)} -> "
+            f"{_num(now.ratio)})"
+        )
+        moved = None if was.ratio is None or now.ratio is None else now.ratio - was.ratio
+        out.append(_regression(now, "level-worsened", old, new, moved, explained(detail, rescaled)))
     return out
 
 
-def _cause_regressions(frames: Frames, limits: Thresholds) -> list[Regression]:
+def _dropped(before: float | None, after: float | None, threshold: float) -> bool:
+    if before is None or after is None or before <= 0:
+        return False
+    return after < before * (1 - threshold)
+
+
+def _regression(
+    now: RunVertex,
+    kind: Any,
+    before: float | str | None,
+    after: float | str | None,
+    change: float | None,
+    detail: str,
+) -> Regression:
+    """A regression of ``now``'s vertex since the previous run, with its parallelism in both."""
+    was = now.previous
+    assert was is not None
+    return Regression(
+        now.job, now.vertex, kind, was.run.run_id, now.run.run_id, before, after, change, detail,
+        parallelism_before=was.parallelism, parallelism_after=now.parallelism,
+    )  # fmt: skip
+
+
+def _cause_regressions(
+    found: Aggregates, was: Run, now: Run, limits: Thresholds, scales: Scales
+) -> list[Regression]:
     """A bottleneck that moved, and a cause the previous run never named."""
-    named = frames.causes.groupBy("job", "run_id", "vertex").agg(
-        F.countDistinct("burst").alias("named"),
-        F.sum(F.when(F.col("rank") == 0, 1).otherwise(0)).alias("first"),
-    )
-    with_runs = named.join(frames.runs.select("job", "run_id", "seq", "windows"), ["job", "run_id"])
-    top = Window.partitionBy("job", "run_id").orderBy(F.desc("first"), F.desc("named"), "vertex")
-    share = F.try_divide(F.col("named"), F.col("windows"))
-    per_run = with_runs.groupBy("job", "run_id", "seq").agg(
-        F.collect_set("vertex").alias("any"),
-        F.collect_set(F.when(share >= limits.cause_share, F.col("vertex"))).alias("causes"),
-        F.map_from_entries(F.collect_list(F.struct("vertex", share.alias("share")))).alias(
-            "shares"
-        ),
-    )
-    main = (
-        with_runs.where(F.col("first") > 0)
-        .withColumn("pick", F.row_number().over(top))
-        .where(F.col("pick") == 1)
-        .select("job", "run_id", F.col("vertex").alias("main"))
-    )
-    every_run = frames.runs.select("job", "run_id", "seq")
-    runs = every_run.join(per_run.drop("seq"), ["job", "run_id"], "left").join(
-        main, ["job", "run_id"], "left"
-    )
-    paired = _previous(runs, ["job"], ["run_id", "any", "main"])
+    named_was = found.named_by_run.get((was.job, was.run_id), [])
+    named_now = found.named_by_run.get((now.job, now.run_id), [])
+    rescaled = _rescaled(scales, was, now)
+
+    def regression(vertex: str, kind: Any, before: Any, after: Any, detail: str) -> Regression:
+        old = scales.get((was.job, was.run_id), {}).get(vertex)
+        new = scales.get((now.job, now.run_id), {}).get(vertex)
+        change = after if kind == "new-cause" else None
+        return Regression(now.job, vertex, kind, was.run_id, now.run_id, before, after, change,
+                          explained(detail, rescaled), parallelism_before=old,
+                          parallelism_after=new)  # fmt: skip
+
     out: list[Regression] = []
-    for r in paired.collect():
-        before, after, moved = r["prev_run_id"], r["run_id"], None
-        if r["main"] and r["prev_main"] and r["main"] != r["prev_main"]:
-            moved = r["main"]
-            detail = f"the main bottleneck moved from {r['prev_main']} to {r['main']}"
-            out.append(
-                Regression(
-                    r["job"], r["main"], "moved-bottleneck", before, after,
-                    r["prev_main"], r["main"], None, detail,
-                )
-            )  # fmt: skip
-        earlier = set(r["prev_any"] or [])
-        for vertex in sorted(set(r["causes"] or []) - earlier - {moved}):
-            part = (r["shares"] or {}).get(vertex)
-            detail = (
-                f"{vertex} is named root cause in {_pct(part)} of the windows of run {after}, "
-                f"in none of run {before}"
-            )
-            out.append(
-                Regression(r["job"], vertex, "new-cause", before, after, 0.0, part, part, detail)
-            )
+    old_main, new_main = _main(named_was), _main(named_now)
+    moved = new_main if old_main and new_main and old_main != new_main else None
+    if moved is not None:
+        detail = f"the main bottleneck moved from {old_main} to {moved}"
+        out.append(regression(moved, "moved-bottleneck", old_main, moved, detail))
+    earlier = {r["vertex"] for r in named_was} | {moved}
+    shares = {r["vertex"]: r["named"] / now.windows if now.windows else 0.0 for r in named_now}
+    for vertex in sorted({v for v, s in shares.items() if s >= limits.cause_share} - earlier):
+        detail = (
+            f"{vertex} is named root cause in {_pct(shares[vertex])} of the windows of run "
+            f"{now.run_id}, in none of run {was.run_id}"
+        )
+        out.append(regression(vertex, "new-cause", 0.0, shares[vertex], detail))
     return out
 
 
-def skewed_subtasks(frames: Frames, limits: Thresholds) -> tuple[SkewedSubtask, ...]:
+def _main(named: list[Row]) -> str | None:
+    """The vertex most often named first in a run (then most often named, then by name)."""
+    first = [r for r in named if r["first"] > 0]
+    if not first:
+        return None
+    best = min(first, key=lambda r: (-r["first"], -r["named"], r["vertex"]))
+    return str(best["vertex"])
+
+
+def skewed_subtasks(found: Aggregates, limits: Thresholds) -> tuple[SkewedSubtask, ...]:
     """Subtasks hot in at least ``hot_share`` of their vertex's windows (two at least)."""
-    w = frames.windows
-    totals = w.groupBy("job", "vertex").agg(F.count("*").alias("windows"))
-    hot = (
-        w.where(F.col("hot").isNotNull())
-        .groupBy("job", "vertex", F.col("hot").alias("subtask"))
-        .agg(F.count("*").alias("hot_windows"), F.countDistinct("run_id").alias("runs"))
-        .join(totals, ["job", "vertex"])
-        .withColumn("share", F.try_divide(F.col("hot_windows"), F.col("windows")))
-        .where((F.col("hot_windows") >= 2) & (F.col("share") >= limits.hot_share))
-        .orderBy(F.desc("share"), "job", "vertex", "subtask")
-    )
-    return tuple(
-        SkewedSubtask(
-            r["job"],
-            r["vertex"],
-            r["subtask"],
-            r["hot_windows"],
-            r["windows"],
-            r["share"],
-            r["runs"],
-        )
-        for r in hot.collect()
-    )
+    windows = {(r["job"], r["vertex"]): r["windows"] for r in found.vertices}
+    out = []
+    for r in found.hot:
+        total = windows.get((r["job"], r["vertex"]), 0)
+        share = r["hot_windows"] / total if total else 0.0
+        if r["hot_windows"] >= 2 and share >= limits.hot_share:
+            out.append(SkewedSubtask(r["job"], r["vertex"], r["subtask"], r["hot_windows"],
+                                     total, share, r["runs"]))  # fmt: skip
+    out.sort(key=lambda s: (-s.share, s.job, s.vertex, s.subtask))
+    return tuple(out)
 
 
-def _num(value: Any) -> str:
+def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _pct(value: Any) -> str:
+def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"

@@ -50,9 +50,12 @@ logger.utils.name = org.apache.spark.util.Utils
 logger.utils.level = error
 logger.parquet.name = org.apache.parquet
 logger.parquet.level = error
+logger.strings.name = org.apache.spark.util.SparkStringUtils
+logger.strings.level = error
 """
 """WARN and above on stderr, minus the start-up chatter of a local machine (the native Hadoop
-library, the loopback address, Parquet's own logging)."""
+library, the loopback address, Parquet's own logging) and the notice that a plan's text was
+cut short (the analysis's one job has a wide plan; nobody reads its text)."""
 
 
 JIT = "-XX:TieredStopAtLevel=1"

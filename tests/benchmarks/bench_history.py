@@ -1,27 +1,36 @@
 """bpmon analyze (Spark local[2]) against DuckDB and pyarrow + pandas on the same history queries.
 
-Synthetic histories (``bpmon history synth``: 10 jobs x 100 runs of four vertices of 50 subtasks)
-of 1 M and 10 M subtask rows are analysed three ways, each in a fresh process whose wall time and
-peak memory (the resident set of the process and its children, the JVM included, sampled every
-0.1 s) are measured:
+Synthetic histories (``bpmon history synth``) are analysed three ways, each in a fresh process
+whose wall time and peak memory (the resident set of the process and its children, the JVM
+included, sampled every 0.1 s) are measured:
+
+- ``small``: 200 windows, what a new user has after a few dozen runs (2 jobs x 100 runs of one
+  window, four vertices of 2 subtasks: 1,600 subtask rows in 200 part files). Goal: 20 s with
+  Spark's start;
+- ``1000000`` and ``10000000`` subtask rows: 10 jobs x 100 runs of four vertices of 50 subtasks.
+  Goal: 10 M rows in 45 s.
+
+The engines:
 
 - ``spark``: the real ``bpmon analyze --master local[2] --format json`` (Spark's start included);
 - ``duckdb``: the same queries in SQL over the same part files, one process;
 - ``pandas``: the same queries with pyarrow (reading) and pandas (grouping), one process.
 
 The queries: the pass that reduces the subtask rows to one row per window and vertex (worst level
-and ratio, busiest subtask, capacity per subtask, hottest subtask), then per vertex the level
-shares and p50/p95 ratio, p50 busy, p50 capacity and its trend over runs; per run and vertex the
-median capacity and level against the previous run's (capacity drops, worsened levels); chronic
-bottlenecks from the cause rows; each run's main bottleneck against the previous run's (moved);
-hot subtasks. Each engine prints what it found (regressions, the top chronic bottleneck per job),
-and the benchmark checks the three agree on the planted capacity drops.
+and ratio, busiest subtask, capacity per subtask as ``bpmon/capacity.py`` defines it, hottest
+subtask), then per vertex the level shares and p50/p95 ratio, p50 busy, p50 capacity and its
+trend over runs; per run and vertex the median capacity and level against the previous run's
+(capacity drops, worsened levels); chronic bottlenecks from the cause rows; each run's main
+bottleneck against the previous run's (moved); hot subtasks. Each engine prints what it found
+(regressions, the top chronic bottleneck per job), and the benchmark checks the three agree on
+the planted capacity drops.
 
 The histories are written once into ``--data`` and reused. The 10 M case is heavy on a shared
-2-core machine: run it with ``--sizes 10000000`` only when needed. The last line is a JSON object
-of the figures.
+2-core machine: run it with ``--sizes 10000000`` only when needed. Each case prints Spark's time
+over DuckDB's; the last line is a JSON object of the figures.
 
-    .venv/bin/python tests/benchmarks/bench_history.py [--sizes 1000000,10000000] [--data DIR]
+    .venv/bin/python tests/benchmarks/bench_history.py [--sizes small,1000000,10000000]
+        [--data DIR] [--engines spark,duckdb,pandas]
 """
 
 from __future__ import annotations
@@ -37,29 +46,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bpmon.capacity import MIN_BUSY
 from bpmon.history.store import HistoryStore
 from bpmon.history.synth import SynthPlan, synthesize
 
 ENGINES = ("spark", "duckdb", "pandas")
 JOBS, RUNS, VERTICES, PARALLELISM = 10, 100, 4, 50
-DROP, MIN_BUSY, HOT = 0.2, 0.05, 1.5
+DROP, HOT = 0.2, 1.5
+SMALL = SynthPlan(runs=100, jobs=2, bursts=1, parallelism=2, start=datetime(2026, 1, 1, tzinfo=UTC))
+"""The small case: 200 windows in 200 part files, 1,600 subtask rows."""
 
 
-def history_of(rows: int, data: Path) -> Path:
-    """The runs folder of a synthetic history of ``rows`` subtask rows (written once)."""
-    bursts = rows // (JOBS * RUNS * VERTICES * PARALLELISM)
-    folder = data / f"rows-{rows}"
+def plan_of(size: str) -> SynthPlan:
+    """``small``, or a history of that many subtask rows."""
+    if size == "small":
+        return SMALL
+    bursts = int(size) // (JOBS * RUNS * VERTICES * PARALLELISM)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    return SynthPlan(runs=RUNS, jobs=JOBS, bursts=bursts, parallelism=PARALLELISM, start=start)
+
+
+def history_of(size: str, data: Path) -> Path:
+    """The runs folder of the synthetic history of ``size`` (written once)."""
+    folder = data / f"rows-{size}"
     done = folder / ".complete"
     if not done.exists():
-        plan = SynthPlan(
-            runs=RUNS,
-            jobs=JOBS,
-            bursts=bursts,
-            parallelism=PARALLELISM,
-            start=datetime(2026, 1, 1, tzinfo=UTC),
-        )
         began = time.monotonic()
-        made = synthesize(HistoryStore.in_runs_dir(folder), plan)
+        made = synthesize(HistoryStore.in_runs_dir(folder), plan_of(size))
         print(f"wrote {made.subtask_rows:,} rows in {time.monotonic() - began:.0f} s", flush=True)
         done.write_text("")
     return folder
@@ -156,11 +169,11 @@ SELECT job, run_id, burst, vertex,
   max(epoch(window_end) - epoch(window_start)) AS seconds,
   max(CASE level WHEN 'OK' THEN 0 WHEN 'LOW' THEN 1 WHEN 'HIGH' THEN 2 END) AS level,
   max(ratio) AS ratio, max(busy_ratio) AS busy,
-  avg(CASE WHEN busy_ratio >= {MIN_BUSY} AND records_in_per_s > 0
-      THEN records_in_per_s / busy_ratio END) AS capacity,
+  avg(CASE WHEN busy_ratio >= {MIN_BUSY} AND handled > 0 THEN handled / busy_ratio END) AS capacity,
   sum(records_in_per_s) AS rs, count(records_in_per_s) AS rn, max(records_in_per_s) AS rt,
   arg_max(subtask, records_in_per_s) AS ra
-FROM sub GROUP BY ALL;
+FROM (SELECT *, CASE WHEN records_in_per_s > 0 THEN records_in_per_s ELSE records_out_per_s END
+  AS handled FROM sub) GROUP BY ALL;
 CREATE TABLE runs AS
 SELECT job, run_id, min(start) AS start, count(DISTINCT burst) AS windows,
   sum(seconds) / count(DISTINCT vertex) AS seconds,
@@ -236,7 +249,7 @@ def engine_pandas(runs: Path) -> dict[str, Any]:
 
     columns = [
         "job", "run_id", "burst", "vertex", "subtask", "window_start", "window_end", "level",
-        "ratio", "busy_ratio", "records_in_per_s",
+        "ratio", "busy_ratio", "records_in_per_s", "records_out_per_s",
     ]  # fmt: skip
     sub = (
         pq.ParquetDataset(files(runs, "subtasks"), partitioning=None)
@@ -244,8 +257,9 @@ def engine_pandas(runs: Path) -> dict[str, Any]:
         .to_pandas()
     )
     sub["lvl"] = sub["level"].map({"OK": 0, "LOW": 1, "HIGH": 2})
-    ok = (sub["busy_ratio"] >= MIN_BUSY) & (sub["records_in_per_s"] > 0)
-    sub["capacity"] = (sub["records_in_per_s"] / sub["busy_ratio"]).where(ok)
+    handled = sub["records_in_per_s"].where(sub["records_in_per_s"] > 0, sub["records_out_per_s"])
+    ok = (sub["busy_ratio"] >= MIN_BUSY) & (handled > 0)
+    sub["capacity"] = (handled / sub["busy_ratio"]).where(ok)
     keys = ["job", "run_id", "burst", "vertex"]
     top = sub.loc[sub.groupby(keys)["records_in_per_s"].idxmax(), [*keys, "subtask"]]
     wv = (
@@ -313,7 +327,7 @@ def engine_pandas(runs: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,10000000")
+    parser.add_argument("--sizes", default="small,1000000,10000000")
     parser.add_argument("--data", type=Path, default=Path("/tmp/bpmon-bench-history"))
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--engine", help=argparse.SUPPRESS)
@@ -324,14 +338,15 @@ def main() -> None:
         print(json.dumps(found, default=list))
         return
     figures: dict[str, Any] = {}
-    for rows in (int(s) for s in args.sizes.split(",")):
-        runs = history_of(rows, args.data)
+    for size in args.sizes.split(","):
+        runs = history_of(size, args.data)
+        label = "200 windows" if size == "small" else f"{int(size):,} rows"
         results: dict[str, Any] = {}
         for engine in args.engines.split(","):
             results[engine] = run_spark(runs) if engine == "spark" else run_inline(engine, runs)
             r = results[engine]
             print(
-                f"{rows:>11,} rows  {engine:<7} {r['wall_s']:7.1f} s  {r['peak_mib']:6,} MiB  "
+                f"{label:>16}  {engine:<7} {r['wall_s']:7.1f} s  {r['peak_mib']:6,} MiB  "
                 f"{len(r['drops'])} capacity drops"
                 + (f"  (Spark start {r['spark_start_s']:.1f} s)" if r.get("spark_start_s") else ""),
                 flush=True,
@@ -339,13 +354,14 @@ def main() -> None:
         drops = {e: [list(d) for d in r["drops"]] for e, r in results.items()}
         agree = len({json.dumps(d) for d in drops.values()}) == 1
         print(f"  the engines {'agree' if agree else 'DISAGREE'} on the capacity drops", flush=True)
-        figures[str(rows)] = {
+        figures[size] = {
             e: {k: v for k, v in r.items() if k in ("wall_s", "peak_mib", "spark_start_s")}
             for e, r in results.items()
         } | {"agree": agree}
         if "spark" in results and "duckdb" in results:
             ratio = results["spark"]["wall_s"] / results["duckdb"]["wall_s"]
-            figures[str(rows)]["spark_over_duckdb"] = round(ratio, 1)
+            figures[size]["spark_over_duckdb"] = round(ratio, 1)
+            print(f"  Spark / DuckDB: {ratio:.1f}x", flush=True)
     print(json.dumps(figures))
 
 

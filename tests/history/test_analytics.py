@@ -1,15 +1,17 @@
 """bpmon analyze on a real local Spark session: planted facts are found, odd histories answered.
 
-One history holds two real runs of the tiny scenario (the second with a four times slower sink)
-and a synthetic history of two jobs; it is analysed once and every finding is checked against
-what was planted. Spark starts once per test session (``spark`` fixture), so each analysis here
-costs seconds, not the start-up.
+One history holds two real runs of the tiny scenario (the second with a four times slower sink),
+a real run of a map whose subtasks differ in speed, two hand-made runs of a job rescaled between
+them and a synthetic history of two jobs; it is analysed once and every finding is checked
+against what was planted. Spark starts once per test session (``spark`` fixture), so each
+analysis here costs seconds, not the start-up.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from typer.testing import CliRunner
 
 from bpmon.analysis import Analysis, analysis_to_json
 from bpmon.cli import app
+from bpmon.comparison import capacity_per_subtask
 from bpmon.history.store import HistoryStore
 from bpmon.history.synth import (
     SynthPlan,
@@ -31,18 +34,90 @@ from bpmon.history.synth import (
     synthesize,
 )
 from bpmon.history_service import analyze_history
+from bpmon.model import Metrics, Report, SubtaskStatus, VertexStatus, Window
 from bpmon.render_analysis import render_analysis_text
-from bpmon.service import Settings
+from bpmon.scenario import parse_scenario
+from bpmon.service import Settings, drain, load_report, run_scenario
 
 PLAN = SynthPlan(runs=4, jobs=2, start=datetime(2026, 1, 1, tzinfo=UTC), bursts=3, parallelism=3)
 
+UNEVEN = """
+name = "uneven"
+duration_s = 5
+
+[monitor]
+warmup_s = 0.5
+samples = 10
+interval_ms = 10
+settle_s = 0
+
+[[operators]]
+name = "src"
+kind = "source"
+rate = 0
+
+[[operators]]
+name = "work"
+kind = "map"
+parallelism = 3
+cost_us = 1000
+slow_subtasks = { 2 = 1.15 }
+inputs = [{ from = "src", partitioner = "rebalance" }]
+
+[[operators]]
+name = "out"
+kind = "sink"
+inputs = [{ from = "work", partitioner = "rebalance" }]
+"""
+"""A source as fast as it can feeding a map whose subtask 2 is 15% slower than the others: all
+three saturated, their capacities ~1,000, ~1,000 and ~870 records/s (the mean and the median
+differ by 4%)."""
+
+
+def rescaled(run: int, parallelism: int, per_subtask: float, light: float) -> Report:
+    """Run ``run`` of the hand-made job ``rescaled``: ``parse`` 90% busy handling
+    ``per_subtask`` records/s in each of ``parallelism`` subtasks, and ``light`` 6% busy (under
+    ``min_busy``), its records/s over busy reading ``light`` (issue 21 saw 17,831 -> 7,261 on a
+    vertex a few percent busy called a regression)."""
+    begin = datetime(2026, 3, 1, tzinfo=UTC) + timedelta(hours=run)
+
+    def subtasks(n: int, busy: float, rate: float) -> tuple[SubtaskStatus, ...]:
+        metrics = Metrics(busy_ratio=busy, records_in_per_s=rate, records_out_per_s=rate)
+        return tuple(SubtaskStatus(i, "OK", 0.0, metrics) for i in range(n))
+
+    vertices = (
+        VertexStatus("light", 2, "OK", 0.0, subtasks=subtasks(2, 0.06, light * 0.06)),
+        VertexStatus(
+            "parse", parallelism, "OK", 0.0, subtasks=subtasks(parallelism, 0.9, per_subtask)
+        ),
+    )
+    window = Window(begin, begin + timedelta(seconds=5), samples=10, interval_ms=50.0)
+    name = f"20260301T{run:02d}0000Z-rescaled-000{run}"
+    return Report(name, "rescaled", "runtime", window, vertices, root_causes=())
+
 
 @pytest.fixture(scope="module")
-def runs_dir(real_runs: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real runs' folder copied, with the synthetic history added beside them."""
+def uneven_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One real run of :data:`UNEVEN`: its runs folder and run id."""
+    folder = tmp_path_factory.mktemp("uneven")
+    ended = drain(
+        run_scenario(parse_scenario(UNEVEN), Settings(runs_dir=folder), bursts=1, duration_s=0.3)
+    )
+    return folder, ended.run_id
+
+
+@pytest.fixture(scope="module")
+def runs_dir(
+    real_runs: Any, uneven_run: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The real runs' folders copied together, the hand-made and the synthetic history added."""
     folder = tmp_path_factory.mktemp("analysed") / "runs"
     shutil.copytree(real_runs.runs_dir, folder)
-    synthesize(HistoryStore.in_runs_dir(folder), PLAN)
+    shutil.copytree(uneven_run[0], folder, dirs_exist_ok=True)
+    store = HistoryStore.in_runs_dir(folder)
+    store.append(rescaled(0, 2, 900.0, light=17831), 0)  # 1,000 records/s at 100% busy
+    store.append(rescaled(1, 6, 450.0, light=7261), 0)  # 500, at three times the parallelism
+    synthesize(store, PLAN)
     return folder
 
 
@@ -56,7 +131,7 @@ def analysis(spark: Any, runs_dir: Path) -> Analysis:
 
 def test_every_job_is_analysed_and_synthetic_ones_are_marked(analysis: Analysis) -> None:
     jobs = {j.job: j for j in analysis.jobs}
-    assert set(jobs) == {"tiny", "synth-job-1", "synth-job-2"}
+    assert set(jobs) == {"tiny", "uneven", "rescaled", "synth-job-1", "synth-job-2"}
     assert not jobs["tiny"].synthetic and jobs["synth-job-1"].synthetic
     assert (jobs["synth-job-1"].runs, jobs["synth-job-1"].windows) == (4, 12)
     assert jobs["synth-job-1"].first_run == run_id(PLAN, 1, 0)
@@ -84,6 +159,35 @@ def test_a_slower_sink_between_two_real_runs_is_a_capacity_drop(
     ]
     assert isinstance(drops[0].after, float) and isinstance(drops[0].before, float)
     assert drops[0].after < drops[0].before * 0.8
+
+
+def test_the_report_the_compare_page_and_spark_give_one_capacity_on_a_real_run(
+    analysis: Analysis, runs_dir: Path, uneven_run: tuple[Path, str]
+) -> None:
+    report = load_report(uneven_run[1], Settings(runs_dir=runs_dir))
+    work = next(v for v in report.vertices if v.name == "work")
+    (cause,) = [c for c in report.root_causes or () if c.vertex == "work"]
+    assert cause.subtasks == (0, 1, 2)  # the same subtasks in all three
+    figures = [s.metrics.records_in_per_s / s.metrics.busy_ratio for s in work.subtasks]
+    assert statistics.median(figures) > 1.02 * statistics.mean(figures)  # the run tells them apart
+    spark = next(v for v in analysis.vertices if (v.job, v.vertex) == ("uneven", "work"))
+    (point,) = spark.by_run
+    assert cause.capacity_per_subtask == pytest.approx(statistics.mean(figures), abs=0.5)
+    assert capacity_per_subtask(work) == pytest.approx(statistics.mean(figures), rel=1e-3)
+    assert point.capacity == pytest.approx(statistics.mean(figures), rel=1e-3)
+
+
+def test_noise_under_min_busy_is_no_regression_and_a_rescale_is_named(analysis: Analysis) -> None:
+    found = [r for r in analysis.regressions if r.job == "rescaled"]
+    assert [(r.kind, r.vertex) for r in found] == [("capacity-drop", "parse")]
+    (drop,) = found
+    assert (drop.before, drop.after) == (pytest.approx(1000), pytest.approx(500))
+    assert (drop.parallelism_before, drop.parallelism_after) == (2, 6)
+    assert drop.detail.endswith(
+        "; parse runs 6 subtasks instead of 2: the parallelism changed between the runs"
+    )
+    light = next(v for v in analysis.vertices if (v.job, v.vertex) == ("rescaled", "light"))
+    assert light.capacity_p50 is None and [p.capacity for p in light.by_run] == [None, None]
 
 
 def test_the_chronic_bottleneck_is_ranked_first(analysis: Analysis) -> None:
