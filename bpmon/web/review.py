@@ -92,7 +92,13 @@ def _compare_page(
         main = f'<h1>Compare runs</h1>{form}<p class="empty">{esc(note)}</p>'
         return shell.page("Compare", "compare", main)
     try:
-        result = compare(_last_burst(old, watches), _last_burst(new, watches))
+        rules = watches.settings.rules()  # the capacity and the drop the report and analyze use
+        result = compare(
+            _last_burst(old, watches),
+            _last_burst(new, watches),
+            rules.history.capacity_drop,
+            rules.capacity.min_busy,
+        )
     except BpmonError as exc:
         return shell.error_page(422, public_message(str(exc), watches.settings))
     return _comparison(result, form, old, new)
