@@ -1,10 +1,10 @@
 """Two reports of one job side by side, and what changed between them, as values.
 
-``bpmon whatif`` and the dashboard's Compare page both need the same reading of two reports: per
-vertex its level, ratio and capacity per subtask before and after, and the changes a user acts
-on: a bottleneck that moved, one that appeared or went away, a capacity that dropped, a level
-that worsened. Surfaces render a :class:`Comparison`; none of them decides what counts as a
-change.
+The dashboard's Compare page reads two reports this way (``bpmon whatif`` prints its own
+before → after table, and its verdict, :mod:`bpmon.whatif`): per vertex its level, ratio and
+capacity per subtask before and after, and the changes a user acts on: a bottleneck that
+moved, one that appeared or went away, a capacity that dropped, a level that worsened. Surfaces
+render a :class:`Comparison`; none of them decides what counts as a change.
 
 A vertex's **capacity per subtask** is the one definition of :mod:`bpmon.capacity` (the mean
 over its subtasks at least ``min_busy`` busy of records handled over busy), the figure the

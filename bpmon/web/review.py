@@ -2,7 +2,7 @@
 
 - **Compare** shows the last burst of two runs of one job side by side: what changed first (a
   bottleneck that moved, a capacity that dropped, a level that worsened; the reading is
-  :func:`bpmon.comparison.compare`, shared with the CLI's whatif), then both graphs, then every
+  :func:`bpmon.comparison.compare`), then both graphs, then every
   vertex's level, ratio and capacity per subtask before and after.
 - **History** is read from the stored runs directly: per job its worst level burst by burst and
   its runs. When ``bpmon analyze --format html --out RUNS_DIR/analysis`` has written the Spark
@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from bpmon import service
-from bpmon.comparison import CAPACITY_DROP, MIN_BUSY, Comparison, VertexChange, compare
+from bpmon.comparison import CAPACITY_DROP, Comparison, VertexChange, compare
 from bpmon.errors import BpmonError
 from bpmon.model import Report, RunInfo, VertexStatus
 from bpmon.watching import Watches
@@ -101,7 +101,7 @@ def _compare_page(
         )
     except BpmonError as exc:
         return shell.error_page(422, public_message(str(exc), watches.settings))
-    return _comparison(result, form, old, new)
+    return _comparison(result, form, old, new, rules.capacity.min_busy)
 
 
 def _busiest(runs: list[RunInfo]) -> str | None:
@@ -138,7 +138,9 @@ def _compare_form(
     )
 
 
-def _comparison(result: Comparison, form: str, old: RunInfo, new: RunInfo) -> HTMLResponse:
+def _comparison(
+    result: Comparison, form: str, old: RunInfo, new: RunInfo, min_busy: float
+) -> HTMLResponse:
     items = "".join(
         f'<li class="change change-{esc(c.kind)}" data-kind="{esc(c.kind)}">{esc(c.detail)}</li>'
         for c in result.changes
@@ -166,7 +168,7 @@ def _comparison(result: Comparison, form: str, old: RunInfo, new: RunInfo) -> HT
         f'<div class="sides">{"".join(sides)}</div>'
         f'<section class="card"><h2>Vertex by vertex</h2>{_table(result.vertices)}'
         f'<p class="muted">Capacity per subtask: the records/s one subtask handles at 100% busy; '
-        f"– where the vertex was too idle (busy under {MIN_BUSY:.0%}) to tell.</p></section>"
+        f"– where the vertex was too idle (busy under {min_busy:.0%}) to tell.</p></section>"
     )
     return shell.page("Compare", "compare", main, figures="".join(blocks), plotly=True)
 

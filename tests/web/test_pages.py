@@ -115,6 +115,8 @@ def test_compare_names_the_moved_bottleneck(
     assert f'Before: <a href="/run/{before.run_id}' in page.text
     assert f'After: <a href="/run/{after.run_id}' in page.text
     assert '<tr data-vertex="geo-lookup">' in page.text
+    min_busy = chain_watches.settings.rules().capacity.min_busy  # the rules in force, not a copy
+    assert f"(busy under {min_busy:.0%}) to tell" in page.text
 
 
 def test_history_links_the_analytics_report_and_serves_it_from_its_folder_only(
