@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -280,17 +279,13 @@ def _at_edge(after: Report, changes: Sequence[Change]) -> list[tuple[str, float]
     names = {c.vertex for c in changes}
     out = []
     for vertex in after.vertices:
-        if vertex.name not in names and not names & set(_CHAIN_PARTS.split(vertex.name)):
+        if vertex.name not in names and not names & set(operator_names(vertex.name)):
             continue
         shares = [s.metrics.busy_ratio for s in vertex.subtasks] or [vertex.metrics.busy_ratio]
         busy = max((b for b in shares if b is not None), default=None)
         if busy is not None and busy >= BUSY:
             out.append((vertex.name, busy))
     return out
-
-
-_CHAIN_PARTS = re.compile(r" -> |[(), ]+")
-"""What separates the members in a chained vertex's name (``parse -> (enrich, audit)``)."""
 
 
 def _recommended(before: Report, names: Sequence[str]) -> str:

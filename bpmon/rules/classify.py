@@ -182,7 +182,7 @@ def _by_rates(
     hot: list[SubtaskWindow],
     rest: list[SubtaskWindow],
     rules: RulesConfig,
-    held_back: bool = False,
+    held_back: bool,
 ) -> Classification:
     """Slow instance or hot key, from the time per record and the records each subtask receives.
 

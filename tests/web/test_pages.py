@@ -115,8 +115,18 @@ def test_compare_names_the_moved_bottleneck(
     assert f'Before: <a href="/run/{before.run_id}' in page.text
     assert f'After: <a href="/run/{after.run_id}' in page.text
     assert '<tr data-vertex="geo-lookup">' in page.text
-    min_busy = chain_watches.settings.rules().capacity.min_busy  # the rules in force, not a copy
-    assert f"(busy under {min_busy:.0%}) to tell" in page.text
+
+
+def test_compare_quotes_the_min_busy_of_the_rules_in_force(
+    serve: ServeFactory, chain: Chain, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[capacity]\nmin_busy = 0.25\n")  # not the default 0.1
+    shutil.copytree(chain[0], tmp_path / "runs")  # the session's runs stay as they are
+    settings = service.Settings(runs_dir=tmp_path / "runs", rules_path=rules)
+    watches = Watches(settings, every_s=None, stored=StoredJobs(settings, ttl_s=0))
+    page = serve(watches).client.get("/compare?job=lookup-chain").text
+    assert "(busy under 25%) to tell" in page
 
 
 def test_history_links_the_analytics_report_and_serves_it_from_its_folder_only(
