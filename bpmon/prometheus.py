@@ -38,8 +38,8 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from bpmon import __version__
-from bpmon.clock import utc_now
-from bpmon.model import Level, Metrics, Report, SubtaskStatus
+from bpmon.model.clock import utc_now
+from bpmon.model.values import Level, Metrics, Report, SubtaskStatus
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of what :func:`exposition` writes (Prometheus's text format 0.0.4)."""
@@ -347,8 +347,8 @@ def exposition(registry: CollectorRegistry) -> bytes:
     """The registry in Prometheus's text format (0.0.4), fast: serve this at ``/metrics``.
 
     Byte for byte what prometheus_client's ``generate_latest`` writes for bpmon's families
-    (``tests/test_prometheus.py`` compares them), several times faster for a large job: a label
-    set that several samples share (a subtask's, in nine families) is escaped once, and label
+    (``tests/prometheus/test_prometheus.py`` compares them), several times faster for a large job: a
+    label set that several samples share (a subtask's, in nine families) is escaped once, and label
     and metric names, which bpmon fixes, are not re-validated for every sample.
     """
     out: list[str] = []

@@ -19,8 +19,8 @@ import pytest
 
 from bpmon.collectors.profile import _KEYS as PROFILE_KEYS
 from bpmon.collectors.profile import parse_profile
-from bpmon.errors import ScenarioError
-from bpmon.report_json import report_from_json, report_to_dict
+from bpmon.model.errors import ScenarioError
+from bpmon.model.report_json import report_from_json, report_to_dict
 from bpmon.scenario import NetworkConfig, example_names, example_path, parse_scenario
 from bpmon.scenario import parse_topology as parse_topology_text
 from bpmon.scenario.expectation import EXPECT_KEYS

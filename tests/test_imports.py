@@ -14,12 +14,12 @@ HEAVY = ("pyspark", "fastapi", "plotly", "prometheus_client", "typer", "rich", "
     "module",
     [
         "bpmon",
-        "bpmon.model",
+        "bpmon.model.values",
         "bpmon.scenario",
         "bpmon.runtime.job",
-        "bpmon.collectors.runtime",
+        "bpmon.collectors.inprocess",
         "bpmon.rules.engine",
-        "bpmon.service",
+        "bpmon.service.facade",
     ],
 )
 def test_module_imports_no_heavy_dependency(module: str) -> None:

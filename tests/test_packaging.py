@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHECK = """
 import json
 import bpmon
-from bpmon.datafiles import data_file, shipped_dir
+from bpmon.model.datafiles import data_file, shipped_dir
 from bpmon.collectors.profile import load_profile
 from bpmon.rules.config import load_rules
 from bpmon.scenario import example_path, load_example
@@ -35,7 +35,7 @@ print(dashboard)
 print(data_file("rules", "prometheus-alerts", suffix=".yml"))
 unit_tests = shipped_dir("rules").joinpath("tests", "prometheus-alerts.test.yml")
 print(json.loads(dashboard.read_text())["uid"], "rule_files:" in unit_tests.read_text())
-from bpmon.datafiles import shipped_doc
+from bpmon.model.datafiles import shipped_doc
 print(shipped_doc("scenario").splitlines()[0], shipped_doc("report").splitlines()[0])
 """
 

@@ -64,7 +64,7 @@ def test_every_flag_a_heading_documents_is_in_the_commands_help(
 
 
 def test_the_exit_code_table_is_the_error_trees() -> None:
-    from bpmon import errors
+    from bpmon.model import errors
 
     section = README.split("### Errors and exit codes", 1)[1].split("\n## ", 1)[0]
     table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.MULTILINE))

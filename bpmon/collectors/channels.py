@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bpmon.model import ChannelWindow
+from bpmon.model.values import ChannelWindow
 from bpmon.runtime.channelmetrics import ChannelReading, channel_readings
 from bpmon.runtime.task import Task
 

@@ -7,10 +7,10 @@ request tried once, so a wrong address or job is one line at once (exit 5). From
 
 - a request that times out or meets an HTTP 5xx is tried again with backoff
   (:mod:`~bpmon.collectors.flink_rest`), then the window is a gap
-  (:class:`~bpmon.errors.UnavailableError`: the service waits and tries again, and its next
+  (:class:`~bpmon.model.errors.UnavailableError`: the service waits and tries again, and its next
   report says how long and why);
 - a job restarting, failing over or waiting for a TaskManager is a gap too, a cancelled or
-  finished one ends the watch ``ended`` (:class:`~bpmon.errors.JobOverError`), a failed one
+  finished one ends the watch ``ended`` (:class:`~bpmon.model.errors.JobOverError`), a failed one
   ``failed`` (:mod:`~bpmon.collectors.flink_status`);
 - the graph, the placement of every subtask and, where the parallelism changed, the metric names
   are read again at the start of every window (:mod:`~bpmon.collectors.flink_job`), so a rescaled
@@ -49,7 +49,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from bpmon.clock import utc_now
 from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
 from bpmon.collectors.flink_config import ClusterConfig, read_config
 from bpmon.collectors.flink_job import WatchedJob
@@ -91,8 +90,10 @@ from bpmon.collectors.flink_window import (
 from bpmon.collectors.profile import Profile, StackClassifier, load_profile
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending
-from bpmon.errors import CollectorError, UnavailableError
-from bpmon.model import (
+from bpmon.model.clock import utc_now
+from bpmon.model.errors import CollectorError, UnavailableError
+from bpmon.model.signals import FLINK
+from bpmon.model.values import (
     NO_METRICS,
     Finding,
     Observation,
@@ -102,7 +103,6 @@ from bpmon.model import (
     VertexObservation,
     Window,
 )
-from bpmon.signals import FLINK
 
 SNAPSHOT_EVERY_S = 1.0
 """A live view asks for a snapshot four times a second; Flink's metric store refreshes at most

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bpmon.clock import utc_now
 from bpmon.collectors.flink_config import ClusterConfig
 from bpmon.collectors.flink_placement import JobPlacement
 from bpmon.collectors.flink_readings import QUIET_FROM_S, Reading, Readings, VertexValues
@@ -31,7 +30,8 @@ from bpmon.collectors.flink_sampling import (
 from bpmon.collectors.flink_threads import Tally
 from bpmon.collectors.flink_window import SampleGrid, dump_cost
 from bpmon.collectors.sampler import Progress, StopSignal
-from bpmon.model import Window
+from bpmon.model.clock import utc_now
+from bpmon.model.values import Window
 
 Sampler = Literal["auto", "thread-dumps"]
 """``auto``: Flink's own sampler where the cluster enables it, else thread dumps; the benchmark

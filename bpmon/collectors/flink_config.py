@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bpmon.collectors.flink_rest import FlinkRest
-from bpmon.errors import BpmonError
+from bpmon.model.errors import BpmonError
 
 _UNITS_MS = {
     "ns": 1e-6,

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bpmon.errors import CollectorError
+from bpmon.model.errors import CollectorError
 
 TERMINATED, DISABLED, WAITING = -1, -2, -3
 """Flink's placeholder ``endTimestamp`` values (``VertexFlameGraph``)."""

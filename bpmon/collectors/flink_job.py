@@ -16,7 +16,8 @@ again at the start of every window, as cheaply as that can be done:
 A change is committed only once the whole job was read, and says what it was: a ``rescaled``
 finding (``enrich: parallelism 2 → 3``) in the next window, a ``finished`` finding in every
 window that leaves finished subtasks out. Anything not readable now is an
-:class:`~bpmon.errors.UnavailableError` (:mod:`~bpmon.collectors.flink_status` says which states).
+:class:`~bpmon.model.errors.UnavailableError` (:mod:`~bpmon.collectors.flink_status` says which
+states).
 
 :meth:`WatchedJob.check` is the state alone, read at most once per ``max_age_s`` (the service asks
 between bursts every quarter second or so; Flink's answer is reused in between).
@@ -32,8 +33,8 @@ from bpmon.collectors.flink_placement import JobPlacement, read_placement, slot_
 from bpmon.collectors.flink_plan import FlinkGraph, FlinkVertex, JobRef, graph_of, plan_of
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
 from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
-from bpmon.errors import BpmonError, CollectorError, JobError, UnavailableError
-from bpmon.model import Finding
+from bpmon.model.errors import BpmonError, CollectorError, JobError, UnavailableError
+from bpmon.model.values import Finding
 
 METRICS_STALL = (
     "Flink's metric fetcher refreshes every metrics.fetcher.update-interval, and after a "
@@ -150,8 +151,8 @@ class WatchedJob:
 
         Args:
             metrics_wait_s: how long a vertex without metrics is waited for (a job just
-                submitted); after that it is a :class:`~bpmon.errors.CollectorError` naming the
-                fix. 0: it is an :class:`~bpmon.errors.UnavailableError` at once.
+                submitted); after that it is a :class:`~bpmon.model.errors.CollectorError` naming
+                the fix. 0: it is an :class:`~bpmon.model.errors.UnavailableError` at once.
 
         Raises:
             UnavailableError: the job is not readable now (restarting, rescaling, Flink busy).

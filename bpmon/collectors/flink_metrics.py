@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.errors import CollectorError
-from bpmon.model import Metrics
-from bpmon.signals import SourceBacklog
+from bpmon.model.errors import CollectorError
+from bpmon.model.signals import SourceBacklog
+from bpmon.model.values import Metrics
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "busy": ("busyTimeMsPerSecond",),

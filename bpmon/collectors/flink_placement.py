@@ -11,18 +11,18 @@ A job whose scheduler gave up waiting for slots (``slot.request.timeout``) fails
 start over and may never reach :data:`STARVED_AFTER_S`. So when a subtask waits for less, the
 job's exception history (``GET /jobs/{id}/exceptions``) is read once: if it names that
 exception, the waiting subtasks are starved too, and each carries the count
-(:attr:`~bpmon.signals.TaskScheduling.slot_failures`) for the evidence.
+(:attr:`~bpmon.model.signals.TaskScheduling.slot_failures`) for the evidence.
 
 A subtask that ``FINISHED`` (a bounded source that read everything) has no thread and no metrics
 any more (Flink 2.3 drops them from its metric store): it is left out of the window. Any other
 state than RUNNING or FINISHED means the job is restarting: the window waits
-(:class:`~bpmon.errors.UnavailableError`) rather than read half a job. Except a subtask waiting
-to be deployed (CREATED, SCHEDULED, DEPLOYING) for :data:`STARVED_AFTER_S` or longer, which a
-restart does not take: the job waits for slots, and the window shows it waiting
+(:class:`~bpmon.model.errors.UnavailableError`) rather than read half a job. Except a subtask
+waiting to be deployed (CREATED, SCHEDULED, DEPLOYING) for :data:`STARVED_AFTER_S` or longer, which
+a restart does not take: the job waits for slots, and the window shows it waiting
 (:attr:`JobPlacement.waiting`), for ``resource-starved`` to be diagnosed.
 
 Each subtask of a window also carries its state and the cluster's slots (``GET /overview``:
-``slots-total``, ``slots-available``) as its :class:`~bpmon.signals.TaskScheduling`, and each
+``slots-total``, ``slots-available``) as its :class:`~bpmon.model.signals.TaskScheduling`, and each
 running vertex's Flink's own backpressure level is read for a cross-check (:func:`flink_levels`).
 """
 
@@ -36,8 +36,8 @@ from bpmon.collectors.flink_plan import FlinkGraph, Placement, placements_of
 from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_status import TASKS_OK
 from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
-from bpmon.errors import BpmonError, UnavailableError
-from bpmon.signals import RESTARTED_STATES, WAITING_STATES, TaskScheduling
+from bpmon.model.errors import BpmonError, UnavailableError
+from bpmon.model.signals import RESTARTED_STATES, WAITING_STATES, TaskScheduling
 
 STARVED_AFTER_S = 10.0
 """How long a subtask waits to be deployed before the window shows it waiting (a failover

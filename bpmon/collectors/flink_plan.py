@@ -34,8 +34,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.errors import CollectorError, TargetNotFoundError
-from bpmon.model import Edge
+from bpmon.model.errors import CollectorError, TargetNotFoundError
+from bpmon.model.values import Edge
 
 PARTITIONERS = {
     "FORWARD": "forward",

@@ -22,7 +22,7 @@ from typing import Any
 
 from bpmon.collectors.flink_plan import JobRef, jobs_of, pick_job
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
-from bpmon.errors import CollectorError
+from bpmon.model.errors import CollectorError
 
 POLL_S = 1.0
 """How often the job's shape is read while waiting."""

@@ -9,13 +9,13 @@ under load, an HTTP 503 while it restarts. So a request that fails in a way that
 timeout, a connection refused or reset, an HTTP 5xx) is tried again after
 :data:`RETRY_DELAYS_S` (0.2 s, 0.5 s, 1 s: four attempts), and no new attempt starts once
 :data:`RETRY_BUDGET_S` have passed since the first; then it is one
-:class:`~bpmon.errors.UnavailableError` line saying what happened how often (the watch waits and
-tries again later). A 4xx is an answer, not a hiccup: never retried (404 is
+:class:`~bpmon.model.errors.UnavailableError` line saying what happened how often (the watch waits
+and tries again later). A 4xx is an answer, not a hiccup: never retried (404 is
 :class:`NotFoundError`).
 
 The first contact is different: ``get(..., retry=False)`` makes one attempt, and every way the
-address can fail is one plain :class:`~bpmon.errors.CollectorError` line naming the fix: nothing
-listens there, the host does not resolve, it answers but is not Flink, it does not answer in
+address can fail is one plain :class:`~bpmon.model.errors.CollectorError` line naming the fix:
+nothing listens there, the host does not resolve, it answers but is not Flink, it does not answer in
 time. A user who typed a wrong address learns it at once, not after seconds of retries.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.errors import CollectorError, ConfigError, TargetNotFoundError, UnavailableError
+from bpmon.model.errors import CollectorError, ConfigError, TargetNotFoundError, UnavailableError
 
 DEFAULT_TIMEOUT_S = 10.0
 """How long one request may take: a thread dump of a busy task manager takes a few hundred ms."""
@@ -46,7 +46,7 @@ RETRY_BUDGET_S = 15.0
 at most two timeouts, not four)."""
 
 FIX_UNAVAILABLE = "check the JobManager's log; bpmon tries again"
-"""What an :class:`~bpmon.errors.UnavailableError` of the client tells the user to do."""
+"""What an :class:`~bpmon.model.errors.UnavailableError` of the client tells the user to do."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from bpmon.collectors.flink_rest import Cost, FlinkRest
 from bpmon.collectors.flink_threads import SubtaskKey, Tally, parse_dump
 from bpmon.collectors.flink_window import DumpCost
 from bpmon.collectors.sampler import StopSignal
-from bpmon.model import Finding, Window
+from bpmon.model.values import Finding, Window
 
 Method = Literal["flame-graph", "thread-dumps", "none"]
 

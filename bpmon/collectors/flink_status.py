@@ -1,21 +1,21 @@
 """A Flink job's state as a watch reads it: observe it, wait for it, or end.
 
 Flink's job states (``JobStatus``, the same from 1.13 to 2.3) sort into three, and each gives
-the watch one of :mod:`bpmon.errors`' answers:
+the watch one of :mod:`bpmon.model.errors`' answers:
 
 - ``RUNNING``: a window can be read.
-- On the way somewhere, so **wait** (:class:`~bpmon.errors.UnavailableError`; the watch waits with
-  backoff, tries again and says how long the gap was): ``INITIALIZING`` and ``CREATED`` (a job
-  being set up; with the adaptive scheduler ``CREATED`` is also "waiting for resources", after a
-  TaskManager was lost or while it rescales), ``RESTARTING`` and ``FAILING`` (a failover: it
-  runs again, or ends ``FAILED``), ``RECONCILING`` (a new JobManager taking over running tasks),
-  ``CANCELLING`` (the watch ends on the final ``CANCELED``, or on ``FAILED`` if cancelling
-  fails) and ``SUSPENDED``. Flink calls ``SUSPENDED`` *locally* terminal: this JobManager lost
-  its leadership and, with high availability, the next leader recovers the job under the same
-  id; without it, the address stops answering, which is a gap too.
+- On the way somewhere, so **wait** (:class:`~bpmon.model.errors.UnavailableError`; the watch waits
+with backoff, tries again and says how long the gap was): ``INITIALIZING`` and ``CREATED`` (a job
+being set up; with the adaptive scheduler ``CREATED`` is also "waiting for resources", after a
+TaskManager was lost or while it rescales), ``RESTARTING`` and ``FAILING`` (a failover: it runs
+again, or ends ``FAILED``), ``RECONCILING`` (a new JobManager taking over running tasks),
+``CANCELLING`` (the watch ends on the final ``CANCELED``, or on ``FAILED`` if cancelling fails) and
+``SUSPENDED``. Flink calls ``SUSPENDED`` *locally* terminal: this JobManager lost its leadership
+and, with high availability, the next leader recovers the job under the same id; without it, the
+address stops answering, which is a gap too.
 - Globally terminal, so **end**: ``CANCELED`` and ``FINISHED``
-  (:class:`~bpmon.errors.JobOverError`: the watch ends ``ended``; a stop with a savepoint ends
-  ``FINISHED``), ``FAILED`` (:class:`~bpmon.errors.JobError`: the watch ends ``failed``, with
+  (:class:`~bpmon.model.errors.JobOverError`: the watch ends ``ended``; a stop with a savepoint ends
+  ``FINISHED``), ``FAILED`` (:class:`~bpmon.model.errors.JobError`: the watch ends ``failed``, with
   Flink's root exception when it gives one). A job the cluster no longer knows (404: a
   JobManager restarted without high availability lost it) ends the watch ``failed`` as well.
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bpmon.errors import BpmonError, JobError, JobOverError, UnavailableError
-from bpmon.signals import WAITING_STATES
+from bpmon.model.errors import BpmonError, JobError, JobOverError, UnavailableError
+from bpmon.model.signals import WAITING_STATES
 
 WAITING = {
     "INITIALIZING": "is INITIALIZING (being set up)",

@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from bpmon.clock import utc_now
 from bpmon.collectors.flink_metrics import MetricNames, pool_means, window_accounting, young_rate
 from bpmon.collectors.flink_plan import Placement
 from bpmon.collectors.flink_rest import Cost
 from bpmon.collectors.sampler import Progress, StopSignal, ThreadCounts
-from bpmon.model import Finding, Metrics, SubtaskWindow, VertexObservation, Window
+from bpmon.model.clock import utc_now
+from bpmon.model.values import Finding, Metrics, SubtaskWindow, VertexObservation, Window
 
 
 @dataclass(frozen=True, slots=True)

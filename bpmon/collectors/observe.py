@@ -1,4 +1,4 @@
-"""From a classified burst (plus optional metrics) to the :class:`~bpmon.model.Observation`.
+"""From a classified burst (plus optional metrics) to the :class:`~bpmon.model.values.Observation`.
 
 Threads become subtasks of vertices in one of two ways:
 
@@ -27,8 +27,9 @@ from dataclasses import replace
 
 from bpmon.collectors.profile import Profile
 from bpmon.collectors.sampler import Burst, ThreadCounts
-from bpmon.errors import ConfigError
-from bpmon.model import (
+from bpmon.model.errors import ConfigError
+from bpmon.model.signals import VIEWS
+from bpmon.model.values import (
     NO_METRICS,
     Edge,
     Metrics,
@@ -39,7 +40,6 @@ from bpmon.model import (
     Window,
 )
 from bpmon.scenario import OperatorSpec, Scenario, default_thread_pattern, thread_pattern
-from bpmon.signals import VIEWS
 
 _SHOWN_THREADS = 8
 

@@ -18,8 +18,8 @@ from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler, process_not_found
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending, Sampler
-from bpmon.errors import BpmonError, JobOverError
-from bpmon.model import Observation, Source
+from bpmon.model.errors import BpmonError, JobOverError
+from bpmon.model.values import Observation, Source
 from bpmon.scenario import load_topology
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from bpmon.datafiles import data_file
-from bpmon.errors import ConfigError
-from bpmon.model import SampleState
+from bpmon.model.datafiles import data_file
+from bpmon.model.errors import ConfigError
+from bpmon.model.values import SampleState
 
 FrameNotation = Literal["python", "jvm"]
 CHAIN_SEPARATOR = " > "

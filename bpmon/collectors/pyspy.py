@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from bpmon.clock import utc_now
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.collectors.ptrace import ptrace_denied_message, read_ptrace_context
 from bpmon.collectors.sampler import (
@@ -40,7 +39,8 @@ from bpmon.collectors.sampler import (
     ThreadState,
     record_burst,
 )
-from bpmon.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
+from bpmon.model.clock import utc_now
+from bpmon.model.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 
 DEFAULT_TIMEOUT_S = 5.0
 

@@ -22,10 +22,10 @@ from datetime import datetime, timedelta
 from types import CodeType, FrameType, MappingProxyType
 from typing import NamedTuple, Protocol
 
-from bpmon.clock import utc_now
 from bpmon.collectors.frames import NEEDS_GC_PAUSE, FrameSource, collection_paused, current_frames
 from bpmon.collectors.profile import Profile, StackClassifier
-from bpmon.model import SampleState
+from bpmon.model.clock import utc_now
+from bpmon.model.values import SampleState
 
 ThreadState = tuple[int, str, SampleState, bool]
 """One thread in one sample: (thread id, thread name, state, seen on the data path)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bpmon.collectors.sampler import Burst, Progress, StopSignal
-from bpmon.model import Observation, Source
+from bpmon.model.values import Observation, Source
 
 
 class Sampler(Protocol):
@@ -65,8 +65,8 @@ class Target(Protocol):
         """One window: a burst of stack samples and the metrics over the same window.
 
         Raises the errors of :meth:`wait` in the same cases: a window that could not be read
-        because the target is unavailable for now raises :class:`~bpmon.errors.UnavailableError`
-        rather than giving a half-read observation.
+        because the target is unavailable for now raises
+        :class:`~bpmon.model.errors.UnavailableError` rather than giving a half-read observation.
         """
         ...
 

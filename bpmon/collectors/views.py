@@ -1,10 +1,10 @@
 """A window cut down to what another target would have observed of the same job.
 
-bpmon's runtime observes every :class:`~bpmon.signals.Signal`; a Flink cluster shows fewer, py-spy
-fewer still. :func:`observed_as` removes from a runtime window whatever a target with ``signals``
-would not have measured, so ``bpmon run SCENARIO --observe flink`` diagnoses the same job from
-only what Flink's REST API and its samples give, and the accuracy figures can say how much of a
-verdict rests on what only the runtime sees. Nothing is estimated in place of what is removed:
+bpmon's runtime observes every :class:`~bpmon.model.signals.Signal`; a Flink cluster shows fewer,
+py-spy fewer still. :func:`observed_as` removes from a runtime window whatever a target with
+``signals`` would not have measured, so ``bpmon run SCENARIO --observe flink`` diagnoses the same
+job from only what Flink's REST API and its samples give, and the accuracy figures can say how much
+of a verdict rests on what only the runtime sees. Nothing is estimated in place of what is removed:
 it becomes unknown (``None``, empty), exactly as the other target's collector leaves it.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bpmon.model import Metrics, Observation, SubtaskWindow, VertexObservation
-from bpmon.signals import Signal
+from bpmon.model.signals import Signal
+from bpmon.model.values import Metrics, Observation, SubtaskWindow, VertexObservation
 
 
 def observed_as(observation: Observation, signals: frozenset[Signal]) -> Observation:

@@ -3,7 +3,7 @@
 Two Spark actions do the work. The subtask rows are read with the declared schema (never
 inferred) from the parts the store found readable and reduced in one pass (a hash aggregate, one
 shuffle) to one row per window and vertex: its level and ratio (its worst subtask's), its busiest
-subtask, its capacity per subtask (:mod:`bpmon.capacity`, expressed as a column from the same
+subtask, its capacity per subtask (:mod:`bpmon.model.capacity`, expressed as a column from the same
 ``min_busy``), its parallelism, and which of its subtasks was hot. That table, a few rows per
 window, is cached (the first action), and five small aggregates are asked of it and of the
 cause rows in one query that comes back in one ``collect`` (the second):
@@ -38,7 +38,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
 
-from bpmon.analysis import Analysis, Thresholds
 from bpmon.history.aggregates import Aggregates, run_vertices
 from bpmon.history.findings import (
     chronic_bottlenecks,
@@ -49,6 +48,7 @@ from bpmon.history.findings import (
 )
 from bpmon.history.schema import spark_schema
 from bpmon.history.store import Scan
+from bpmon.model.analysis import Analysis, Thresholds
 
 Progress = Callable[[str], None]
 
@@ -89,7 +89,7 @@ def level_order(level: Column) -> Column:
 
 
 def subtask_capacity(min_busy: float) -> Column:
-    """:func:`bpmon.capacity.subtask_capacity` as a column of the subtask rows: records in (or
+    """:func:`bpmon.model.capacity.subtask_capacity` as a column of the subtask rows: records in (or
     out, for a subtask that receives none) over busy, from a subtask at least ``min_busy`` busy
     that handled records; null otherwise."""
     records_in, busy = F.col("records_in_per_s"), F.col("busy_ratio")
@@ -100,7 +100,7 @@ def subtask_capacity(min_busy: float) -> Column:
 def window_vertices(subtasks: DataFrame, limits: Thresholds) -> DataFrame:
     """One row per window and vertex: the one pass over the subtask rows (a hash aggregate).
 
-    ``capacity`` is the mean of the subtasks' figures (:mod:`bpmon.capacity`). ``hot`` is the
+    ``capacity`` is the mean of the subtasks' figures (:mod:`bpmon.model.capacity`). ``hot`` is the
     window's hottest subtask when it is hot: it gets ``hot_ratio`` x the mean records/s of its
     siblings, or (failing that) is ``hot_ratio`` x as busy as them while at least ``busy_min``
     busy (a slow instance). One subtask per window keeps this a single pass.

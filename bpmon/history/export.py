@@ -1,6 +1,6 @@
 """The aggregates of an analysis as Parquet files (``bpmon analyze --out DIR``).
 
-One file per table of :class:`~bpmon.analysis.Analysis` (``jobs``, ``vertices``,
+One file per table of :class:`~bpmon.model.analysis.Analysis` (``jobs``, ``vertices``,
 ``vertex_runs``, ``chronic``, ``regressions``, ``skew``), written on the driver from the values
 the analysis returned, atomically, so a notebook, DuckDB or a dashboard can read the findings
 without Spark. ``docs/history.md`` lists the columns.
@@ -16,7 +16,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from bpmon.analysis import (
+from bpmon.history.store import require_pyarrow
+from bpmon.model.analysis import (
     Analysis,
     ChronicBottleneck,
     JobHistory,
@@ -24,7 +25,6 @@ from bpmon.analysis import (
     SkewedSubtask,
     VertexHistory,
 )
-from bpmon.history.store import require_pyarrow
 
 TABLES = ("jobs", "vertices", "vertex_runs", "chronic", "regressions", "skew")
 """The files written, as ``<name>.parquet``."""

@@ -3,10 +3,10 @@
 Spark reduces the history to a few small tables (:mod:`bpmon.history.analytics`); they come back
 to the driver once, as :class:`~bpmon.history.aggregates.Aggregates`, and every question is
 answered here from them in plain Python. The thresholds come from the rules, handed over by the
-service as :class:`~bpmon.analysis.Thresholds` (the history layer does not read the rules).
+service as :class:`~bpmon.model.analysis.Thresholds` (the history layer does not read the rules).
 
 A regression between two runs of a job whose parallelism changed says so, in the words of the
-comparison of two runs (:func:`bpmon.capacity.explained`): a capacity per subtask measured at
+comparison of two runs (:func:`bpmon.model.capacity.explained`): a capacity per subtask measured at
 another parallelism is another measurement, and a vertex that lost subtasks can backpressure
 others without any operator getting slower.
 
@@ -19,7 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bpmon.analysis import (
+from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex
+from bpmon.model.analysis import (
     LEVEL_NAMES,
     ChronicBottleneck,
     JobHistory,
@@ -29,8 +30,7 @@ from bpmon.analysis import (
     Thresholds,
     VertexHistory,
 )
-from bpmon.capacity import explained, parallelism_change
-from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex
+from bpmon.model.capacity import explained, parallelism_change
 
 
 def job_runs(found: Aggregates) -> tuple[JobHistory, ...]:

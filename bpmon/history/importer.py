@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpmon.errors import HistoryError, TargetNotFoundError
 from bpmon.history.runs import REPORT_FILE, RunStore
 from bpmon.history.store import HistoryStore
+from bpmon.model.errors import HistoryError, TargetNotFoundError
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bpmon.errors import HistoryError
-from bpmon.model import Level, Report, RootCause, Source, worst_of
-from bpmon.report_json import (
+from bpmon.model.errors import HistoryError
+from bpmon.model.report_json import (
     LEVELS,
     SOURCES,
     format_timestamp,
@@ -51,6 +50,7 @@ from bpmon.report_json import (
     root_cause_from_dict,
     root_cause_to_dict,
 )
+from bpmon.model.values import Level, Report, RootCause, Source, worst_of
 
 MANIFEST_FILE = "bursts.jsonl"
 """The manifest's name inside a run folder."""

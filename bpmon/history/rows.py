@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from bpmon.history.schema import TABLES, TableName
-from bpmon.model import Metrics, Report, VertexStatus
+from bpmon.model.values import Metrics, Report, VertexStatus
 
 Columns = dict[str, list[object]]
 """A table's rows as columns: column name -> one value per row."""

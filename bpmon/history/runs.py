@@ -34,11 +34,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bpmon.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
 from bpmon.history import manifest
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
-from bpmon.model import Report, RunInfo
-from bpmon.report_json import report_from_json, report_to_json
+from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
+from bpmon.model.report_json import report_from_json, report_to_json
+from bpmon.model.values import Report, RunInfo
 
 REPORT_FILE = "report.json"
 """The report of a run's first burst; later bursts are ``report-<k>.json``."""

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpmon.errors import BpmonError
 from bpmon.history.store import MissingDependencyError
+from bpmon.model.errors import BpmonError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -38,7 +38,6 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bpmon.errors import BpmonError
 from bpmon.history.compaction import FANOUT, PLAIN_LIMIT, compact_after_append
 from bpmon.history.folders import JobDay, look, walk
 from bpmon.history.locks import READERS_LOCK, held
@@ -54,7 +53,8 @@ from bpmon.history.parts import (
 from bpmon.history.rows import Columns, WindowKey, report_rows
 from bpmon.history.schema import WINDOWS_KEY, TableName, arrow_schema
 from bpmon.history.windows import Windows
-from bpmon.model import Report
+from bpmon.model.errors import BpmonError
+from bpmon.model.values import Report
 
 if TYPE_CHECKING:
     import pyarrow as pa

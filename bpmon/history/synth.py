@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bpmon.errors import ConfigError
 from bpmon.history.rows import Columns, empty_columns, utc
 from bpmon.history.store import HistoryStore, require_pyarrow
+from bpmon.model.errors import ConfigError
 
 VERTICES = ("source", "parse", "enrich", "sink")
 BASE_CAPACITY = 1000.0

@@ -1,13 +1,13 @@
 """What to do about a bottleneck: its measured capacity, the rate it would be offered, the advice.
 
 Capacity is the autoscaler's busy-time true processing rate per subtask (the records it would take
-at 100% busy), as :mod:`bpmon.capacity` defines it once for the report, the comparison of runs and
-the history's analysis: the mean over the subtasks at least ``[capacity] min_busy`` busy of the
-records they handle over their busy ratio. The offered rate is estimated the way Flink's
-autoscaler does: each source offers what it emits plus the growth of what it owes, FLIP-33's
-``pendingRecords`` (a Kafka source's lag; the runtime's rate-limited sources owe the records their
-schedule is behind). That rate is carried along the edges, multiplied by each vertex's measured
-records out / records in (and by the parallelism across a broadcast edge).
+at 100% busy), as :mod:`bpmon.model.capacity` defines it once for the report, the comparison of runs
+and the history's analysis: the mean over the subtasks at least ``[capacity] min_busy`` busy of the
+records they handle over their busy ratio. The offered rate is estimated the way Flink's autoscaler
+does: each source offers what it emits plus the growth of what it owes, FLIP-33's ``pendingRecords``
+(a Kafka source's lag; the runtime's rate-limited sources owe the records their schedule is behind).
+That rate is carried along the edges, multiplied by each vertex's measured records out / records in
+(and by the parallelism across a broadcast edge).
 
 A source that does not report ``pendingRecords`` (Flink's DataGen source, many others) leaves the
 offered rate unmeasured: a held-back source only says it would send *more* than it emits. For
@@ -31,8 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bpmon import capacity
-from bpmon.model import Observation, SubtaskWindow, VertexObservation
+from bpmon.model import capacity
+from bpmon.model.values import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.channels import credit_in_transit
 from bpmon.rules.classify import Classification, name_subtasks
 from bpmon.rules.config import RulesConfig
@@ -41,7 +41,7 @@ from bpmon.rules.levels import backpressure_ratio, busy_ratio
 
 
 def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
-    """Records/s per subtask at 100% busy of ``subs`` (:mod:`bpmon.capacity`), their busy read
+    """Records/s per subtask at 100% busy of ``subs`` (:mod:`bpmon.model.capacity`), their busy read
     as the report shows it; None without rates or busy subtasks."""
     figures = (
         (s.metrics.records_in_per_s, s.metrics.records_out_per_s, busy_ratio(s)) for s in subs

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from bpmon.model import ChainShare, Observation, RootCause, SubtaskWindow, VertexObservation
+from bpmon.model.values import ChainShare, Observation, RootCause, SubtaskWindow, VertexObservation
 
 MIN_BUSY_SAMPLES = 10
 """Busy samples below which a chain's shares are not told (one sample is 10% of ten)."""

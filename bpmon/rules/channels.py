@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from bpmon.model import ChannelWindow, Observation
+from bpmon.model.values import ChannelWindow, Observation
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import node
 from bpmon.rules.levels import blended_idle

@@ -34,7 +34,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bpmon.model import CauseKind, ChannelWindow, Observation, SubtaskWindow, VertexObservation
+from bpmon.model.values import (
+    CauseKind,
+    ChannelWindow,
+    Observation,
+    SubtaskWindow,
+    VertexObservation,
+)
 from bpmon.rules.channels import credit_in_transit, held_at_link
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import Suspect

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bpmon import capacity
-from bpmon.datafiles import data_file
-from bpmon.errors import ConfigError
+from bpmon.model import capacity
+from bpmon.model.datafiles import data_file
+from bpmon.model.errors import ConfigError
 
 _UNIT = (0.0, 1.0)
 _AT_LEAST_ONE = (1.0, float("inf"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from bpmon.model import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
+from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, capacity_per_subtask, offered_rates
 from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.classify import Classification, classify, name_subtasks

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bpmon.model import Edge, Finding, Observation, VertexObservation
+from bpmon.model.values import Edge, Finding, Observation, VertexObservation
 from bpmon.rules.graph import Suspect
 
 _NODE = re.compile(r"(?P<vertex>.*)\[(?P<index>\d+)\]")

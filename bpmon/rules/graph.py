@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from bpmon.model import Edge, Observation, VertexObservation
+from bpmon.model.values import Edge, Observation, VertexObservation
 from bpmon.rules.levels import (
     backpressure_ratio,
     blended_busy,

@@ -8,7 +8,7 @@ less than it is offered, so what it owes grows; one whose lag grows by less than
 
 from __future__ import annotations
 
-from bpmon.model import VertexObservation
+from bpmon.model.values import VertexObservation
 
 MIN_GROWTH_SHARE = 0.02
 """The lag must grow by at least this share of the records emitted (noise below)."""

@@ -5,8 +5,8 @@ buffer (Flink's sampled backpressure); its level is OK / LOW / HIGH against ``[l
 rules file. The time accounting (``backPressuredTimeMsPerSecond``) is reported beside it, and a
 subtask is flagged ``disagreement`` when the two views differ by more than the configured margin.
 A vertex takes its worst subtask's ratio and level, and the MAX of busy/idle/pool usage (what
-Flink's UI shows), the SUM of record rates (:func:`bpmon.model.total_metrics`). A subtask without
-samples takes its ratio from the time accounting (``backPressuredTimeMsPerSecond``), and one
+Flink's UI shows), the SUM of record rates (:func:`bpmon.model.values.total_metrics`). A subtask
+without samples takes its ratio from the time accounting (``backPressuredTimeMsPerSecond``), and one
 without either has no ratio and no level: nothing is invented.
 
 The ``blended_*`` functions are the measures the bottleneck search uses: they combine both views
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from bpmon.model import (
+from bpmon.model.values import (
     Level,
     SubtaskStatus,
     SubtaskWindow,

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from bpmon.model import Finding, Observation
+from bpmon.model.values import Finding, Observation
 from bpmon.rules.channels import credit_in_transit, held_at_link, nothing_waits, remote_channels
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of

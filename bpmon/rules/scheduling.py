@@ -1,6 +1,6 @@
 """Causes no stack sample shows: a region that waits for slots, and a partition that spills.
 
-Both come from typed parts of the metrics (:mod:`bpmon.signals`) which a thread sample cannot
+Both come from typed parts of the metrics (:mod:`bpmon.model.signals`) which a thread sample cannot
 give: a task that has no slot has no thread to sample, and a producer whose hybrid partition
 spills is not backpressured at all, it writes to disk instead.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bpmon.model import Observation, RootCause, VertexObservation
-from bpmon.signals import Spill, TaskScheduling
+from bpmon.model.signals import Spill, TaskScheduling
+from bpmon.model.values import Observation, RootCause, VertexObservation
 
 SPILL_MIN_BYTES_PER_S = 64 * 1024
 """Below this, a partition's spilling is too little to name as a cause."""

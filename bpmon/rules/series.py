@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from bpmon.model import NextInSeries, Observation
+from bpmon.model.values import NextInSeries, Observation
 from bpmon.rules.advice import capacity_per_subtask, whole_rate
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph

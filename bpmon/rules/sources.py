@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from bpmon.model import Observation, RootCause, SubtaskWindow, VertexObservation
+from bpmon.model.values import Observation, RootCause, SubtaskWindow, VertexObservation
 from bpmon.rules.advice import capacity_per_subtask
 from bpmon.rules.classify import busy_span
 from bpmon.rules.config import RulesConfig

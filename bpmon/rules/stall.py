@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from bpmon.model import Observation, RootCause
+from bpmon.model.values import Observation, RootCause
 from bpmon.rules.channels import pointed
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, vertex_of

@@ -1,16 +1,16 @@
 """Say which evidence the target could not give, where a cause could have rested on it.
 
-A rule that needs a signal the target lacks (:mod:`bpmon.signals`) does not fire: its inputs are
-simply unknown. The report must not read as if it had looked and found nothing, so one
-``unobserved`` finding names what was not available for this job and what that leaves out. A
-signal is named only where it could matter here: spill figures for a job with hybrid or blocking
-exchanges, chain samples for a job with a chained vertex.
+A rule that needs a signal the target lacks (:mod:`bpmon.model.signals`) does not fire: its inputs
+are simply unknown. The report must not read as if it had looked and found nothing, so one
+``unobserved`` finding names what was not available for this job and what that leaves out. A signal
+is named only where it could matter here: spill figures for a job with hybrid or blocking exchanges,
+chain samples for a job with a chained vertex.
 """
 
 from __future__ import annotations
 
-from bpmon.model import Finding, Observation
-from bpmon.signals import Signal, unavailable
+from bpmon.model.signals import Signal, unavailable
+from bpmon.model.values import Finding, Observation
 
 CONSEQUENCES: dict[Signal, str] = {
     Signal.SAMPLES: "stack samples (levels come from the time accounting)",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
 from bpmon.scenario import Exchange, Partitioner, Scenario
 from bpmon.scenario.compiled import JobPlan, compile_job

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpmon.errors import JobError
+from bpmon.model.errors import JobError
 from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
 from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
 from bpmon.runtime.gate import InputGate

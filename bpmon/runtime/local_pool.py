@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from typing import Protocol
 
-from bpmon.errors import WaitCancelledError
+from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.buffers import BufferListener
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from bpmon.errors import ConfigError, InsufficientBuffersError
+from bpmon.model.errors import ConfigError, InsufficientBuffersError
 from bpmon.runtime.local_pool import LocalBufferPool
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.local_pool import LocalBufferPool
 from bpmon.runtime.spill import SpillCounters

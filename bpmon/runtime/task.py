@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from bpmon.errors import WaitCancelledError
+from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer

@@ -2,7 +2,8 @@
 
 A scenario describes one streaming job for the in-process runtime; a topology file describes the
 stages of a process bpmon only watches. Both load into the same frozen :class:`Scenario`.
-Part of the model layer: imports the standard library, ``bpmon.errors`` and ``bpmon.model`` only.
+Part of the model layer: imports the standard library, ``bpmon.model.errors`` and
+``bpmon.model.values`` only.
 
 Modules: ``network`` (the ``[network]`` table), ``spec`` (the values), ``loader`` (files and
 settings tables), ``operators`` and ``wiring`` (operators and the graph checks), ``graph`` (graph

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from bpmon.errors import ScenarioError
+from bpmon.model.errors import ScenarioError
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bpmon.errors import ScenarioError
+from bpmon.model.errors import ScenarioError
 from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.spec import InputSpec, OperatorKind, OperatorSpec, Scenario
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bpmon.errors import ScenarioError
+from bpmon.model.errors import ScenarioError
 from bpmon.scenario.chaining import chain_heads, chain_name
 from bpmon.scenario.spec import DEFAULT_SLOT_SHARING_GROUP, Exchange, Mode, Partitioner, Scenario
 

@@ -12,7 +12,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from bpmon.errors import ScenarioError
+from bpmon.model.errors import ScenarioError
 from bpmon.scenario._table import did_you_mean
 from bpmon.scenario.loader import load_scenario
 from bpmon.scenario.spec import Scenario

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast, get_args
 
-from bpmon.model import CauseKind
+from bpmon.model.values import CauseKind
 from bpmon.scenario._table import Table, did_you_mean, quoted
 from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.loader import build_scenario, read_toml_file

@@ -17,7 +17,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, cast
 
-from bpmon.errors import ConfigError, ScenarioError
+from bpmon.model.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 
 FlowControl = Literal["credit", "tcp"]
 OutputFlush = Literal["finish", "publish"]

@@ -23,13 +23,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from bpmon import service
-from bpmon.errors import HistoryError
-from bpmon.model import worst_level
-from bpmon.report_json import report_to_dict, report_to_json
+from bpmon.model.errors import HistoryError
+from bpmon.model.report_json import report_to_dict, report_to_json
+from bpmon.model.values import worst_level
 from bpmon.scenario import load_example
-from bpmon.stored import HISTORY_LIMIT, BurstSummary
-from bpmon.watching import JobView, Watches
+from bpmon.service import facade
+from bpmon.service.stored import HISTORY_LIMIT, BurstSummary
+from bpmon.service.watching import JobView, Watches
 from bpmon.web.runs import (
     CORRUPT_STATUS,
     RUN_ID,
@@ -113,7 +113,7 @@ def list_jobs(request: Request) -> JSONResponse:
 def start_job(body: StartWatch, request: Request) -> JSONResponse:
     """Run the example on bpmon's runtime and diagnose a burst every ``every_s`` seconds until
     stopped (409 when that job is watched already)."""
-    examples = service.shipped_examples()
+    examples = facade.shipped_examples()
     if body.scenario not in examples:
         known = ", ".join(examples)
         raise HTTPException(400, f"scenario {body.scenario!r} is not a shipped example: {known}")
@@ -181,7 +181,7 @@ def list_runs(request: Request, job: str | None = None) -> JSONResponse:
     runs whose report cannot be read, which are left as they are."""
     settings = _watches(request).settings
     errors: list[str] = []
-    runs = service.stored_runs(settings, on_corrupt=lambda e: errors.append(str(e)))
+    runs = facade.stored_runs(settings, on_corrupt=lambda e: errors.append(str(e)))
     listed = [run_to_dict(r) for r in runs if inside(r, settings) and job in (None, r.job)]
     messages = [public_message(e, settings) for e in errors]
     return JSONResponse({"runs": listed, "errors": messages})
@@ -208,7 +208,7 @@ def get_run(
     if path is None:
         raise HTTPException(404, f"no run {run_id!r}; {NOT_A_RUN}")
     try:
-        report = service.load_report(str(path), settings, burst=burst)
+        report = facade.load_report(str(path), settings, burst=burst)
     except HistoryError as exc:
         raise HTTPException(CORRUPT_STATUS, public_message(str(exc), settings)) from None
     return Response(report_to_json(report) + "\n", media_type="application/json")

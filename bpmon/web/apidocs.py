@@ -20,7 +20,7 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.web.shell import FOREVER
 
 ASSETS_PACKAGE = "fastapi_offline"

@@ -1,15 +1,15 @@
 """The FastAPI application of ``bpmon serve``: the API, Flink's endpoint, /metrics, /healthz.
 
-:func:`create_app` builds it around a :class:`~bpmon.watching.Watches` registry, which it owns
-from then on: when the app shuts down, every watch is stopped, in the time the stop has left
+:func:`create_app` builds it around a :class:`~bpmon.service.watching.Watches` registry, which it
+owns from then on: when the app shuts down, every watch is stopped, in the time the stop has left
 (:mod:`bpmon.web.stopping`). The Prometheus registry is built once here, over the registry's
-``latest`` and ``counters``; a scrape only renders it. In front of every route, outermost first:
-the ``Host`` check (:mod:`bpmon.web.hosts`), then with a token the sign-in cookie
+``latest`` and ``counters``; a scrape only renders it. In front of every route, outermost first: the
+``Host`` check (:mod:`bpmon.web.hosts`), then with a token the sign-in cookie
 (:mod:`bpmon.web.login`) and the token check (:mod:`bpmon.web.auth`).
 
 ``/healthz`` answers 200 while every watch keeps to its plan and 503 when one is stuck (a burst
-far past its plan, :meth:`~bpmon.watching.Watches.stuck`). It never touches the disk, needs no
-token, and names the watched and stuck jobs only to a caller that may see them (no token set, or
+far past its plan, :meth:`~bpmon.service.watching.Watches.stuck`). It never touches the disk, needs
+no token, and names the watched and stuck jobs only to a caller that may see them (no token set, or
 the token shown); anyone else gets their counts.
 
 Every error a client can cause is a JSON body ``{"detail": "<one line>"}`` with a 4xx status
@@ -28,9 +28,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 import bpmon
-from bpmon.errors import BpmonError, ConfigError, HistoryError, TargetNotFoundError
+from bpmon.model.errors import BpmonError, ConfigError, HistoryError, TargetNotFoundError
 from bpmon.prometheus import CONTENT_TYPE, exposition, make_registry
-from bpmon.watching import AlreadyWatchedError, Watches
+from bpmon.service.watching import AlreadyWatchedError, Watches
 from bpmon.web import api, apidocs, flink, pages
 from bpmon.web.auth import AUTHORIZED, BearerAuth
 from bpmon.web.hosts import HostAllowList

@@ -20,7 +20,7 @@ from pathlib import Path
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 
 TOKEN_ENV = "BPMON_TOKEN"
 """The environment variable a token is read from when there is no ``--token-file``."""

@@ -4,11 +4,11 @@ A watched job's series are its watch's own runs: the job's other runs in the run
 (``bpmon run``, ``bpmon whatif``, an earlier watch) are not mixed into its timeline; they are on
 the History and Compare pages. A stored job's series are its stored runs, each run apart.
 
-A job's history (:class:`~bpmon.watching.JobView`) says per burst only the levels and the root
-causes; the series need every metric, so the reports are read from their run folders. A stored
-report is never rewritten (see :mod:`bpmon.stored`), so each one is read once and kept, the
-least recently used dropped past :data:`CACHE_REPORTS`. A burst whose report cannot be read is
-left out of the series (the runs list names the unreadable run).
+A job's history (:class:`~bpmon.service.watching.JobView`) says per burst only the levels and the
+root causes; the series need every metric, so the reports are read from their run folders. A stored
+report is never rewritten (see :mod:`bpmon.service.stored`), so each one is read once and kept, the
+least recently used dropped past :data:`CACHE_REPORTS`. A burst whose report cannot be read is left
+out of the series (the runs list names the unreadable run).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from bpmon import service
-from bpmon.errors import HistoryError
-from bpmon.model import Report
-from bpmon.watching import JobView
+from bpmon.model.errors import HistoryError
+from bpmon.model.values import Report
+from bpmon.service import facade
+from bpmon.service.watching import JobView
 from bpmon.web.charts import Point
 from bpmon.web.runs import find_run
 
@@ -32,7 +32,7 @@ CACHE_REPORTS = 2000
 class BurstReports:
     """Recent burst reports of jobs, each read from disk once (thread-safe)."""
 
-    def __init__(self, settings: service.Settings, capacity: int = CACHE_REPORTS) -> None:
+    def __init__(self, settings: facade.Settings, capacity: int = CACHE_REPORTS) -> None:
         self.settings = settings
         self.capacity = capacity
         self._lock = threading.Lock()
@@ -76,6 +76,6 @@ class BurstReports:
         if path is None:
             return None
         try:
-            return service.load_report(str(path), self.settings, burst=burst)
+            return facade.load_report(str(path), self.settings, burst=burst)
         except HistoryError:
             return None

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bpmon.model import Level, Report
-from bpmon.stored import BurstSummary
+from bpmon.model.values import Level, Report
+from bpmon.service.stored import BurstSummary
 from bpmon.web import numbers
 from bpmon.web.figures import EDGE_INK, LEVEL_FILL, Figure, label_text
 

@@ -25,7 +25,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.model import Level, Report, VertexStatus
+from bpmon.model.values import Level, Report, VertexStatus
 from bpmon.web import numbers
 from bpmon.web.topology import culprits, layout
 

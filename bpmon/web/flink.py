@@ -29,9 +29,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from bpmon.errors import BpmonError
-from bpmon.model import Report, SubtaskStatus, VertexStatus
-from bpmon.watching import Watches
+from bpmon.model.errors import BpmonError
+from bpmon.model.values import Report, SubtaskStatus, VertexStatus
+from bpmon.service.watching import Watches
 from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst, no_job, public_message
 
 router = APIRouter(tags=["Flink-compatible"])

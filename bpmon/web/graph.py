@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bpmon.model import Edge, Report, VertexStatus
+from bpmon.model.values import Edge, Report, VertexStatus
 from bpmon.web import numbers, shading
 from bpmon.web.figures import EDGE_INK, ROOT_FRAME, Figure, label_text, short
 from bpmon.web.topology import culprits, layout, unconnected, victims

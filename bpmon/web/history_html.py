@@ -4,7 +4,7 @@ Plotly figures (each job's capacity per subtask run by run, one line per vertex,
 marked; the chronic bottlenecks' scores) above the same tables as the terminal's. plotly.js is
 inlined once, so the file opens offline and can be linked from the dashboard or mailed as is.
 
-May import: the model layer (bpmon.analysis, bpmon.render_analysis), plotly (the web extra).
+May import: the model layer (bpmon.model.analysis, bpmon.render.analysis), plotly (the web extra).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from bpmon.analysis import Analysis
-from bpmon.errors import BpmonError
-from bpmon.render_analysis import sections, summary
+from bpmon.model.analysis import Analysis
+from bpmon.model.errors import BpmonError
+from bpmon.render.analysis import sections, summary
 
 
 def analysis_html(analysis: Analysis) -> str:

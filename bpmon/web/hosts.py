@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 
 MISDIRECTED = 421
 """HTTP 421 Misdirected Request: this server does not answer for that name."""

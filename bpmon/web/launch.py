@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpmon import service
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.scenario import Scenario
-from bpmon.watching import STUCK_AFTER_MIN_S, STUCK_AFTER_S, Watches
+from bpmon.service import facade
+from bpmon.service.watching import STUCK_AFTER_MIN_S, STUCK_AFTER_S, Watches
 from bpmon.web.apidocs import check_assets
 from bpmon.web.app import create_app
 from bpmon.web.auth import check_exposure, load_token
@@ -33,7 +33,7 @@ class ServeOptions:
 
     host: str = "127.0.0.1"
     port: int = 8484
-    runs_dir: Path = service.DEFAULT_RUNS_DIR
+    runs_dir: Path = facade.DEFAULT_RUNS_DIR
     rules_path: Path | None = None
     scenarios: Sequence[str] = ()
     monitor_pid: int | None = None
@@ -63,11 +63,11 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     tls = check_tls(options.certfile, options.keyfile)
     check_assets()
     _check(options)
-    scenarios = [service.resolve_scenario(name) for name in options.scenarios]
+    scenarios = [facade.resolve_scenario(name) for name in options.scenarios]
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         raise ConfigError(f"--run: two scenarios share a job name ({', '.join(names)})")
-    settings = service.Settings(runs_dir=options.runs_dir, rules_path=options.rules_path)
+    settings = facade.Settings(runs_dir=options.runs_dir, rules_path=options.rules_path)
     settings.rules()  # a bad rules file is an error now, not once a job runs
     sock = bind(options.host, options.port)
     hosts = allowed_names([options.host, sock.getsockname()[0]], extra, token)

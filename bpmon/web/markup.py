@@ -14,8 +14,8 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from bpmon.comparison import capacity_per_subtask
-from bpmon.model import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.service.comparison import capacity_per_subtask
 from bpmon.web import numbers
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."

@@ -1,7 +1,7 @@
 """How figures read on the dashboard: ratios with two decimals, rates in a few characters, an en
 dash for a value the source could not give, times in UTC to the second.
 
-Ratios, rates and the en dash come from :mod:`bpmon.numbers`, as in the CLI's report.
+Ratios, rates and the en dash come from :mod:`bpmon.model.numbers`, as in the CLI's report.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from bpmon.model import Level
-from bpmon.numbers import NULL, rate, ratio
+from bpmon.model.numbers import NULL, rate, ratio
+from bpmon.model.values import Level
 
 __all__ = ["LEVEL_WORDS", "NULL", "counted", "iso", "rate", "ratio", "rounded", "when"]
 

@@ -1,9 +1,9 @@
 """The dashboard's pages about jobs: the Jobs list, a Job, and one stored Run in full.
 
 Pages are rendered on the server (:mod:`bpmon.web.markup`, :mod:`bpmon.web.figures`) and read
-the same registry as the API (:class:`~bpmon.watching.Watches`). A Job page stays current without
-reloading: its script listens to the job's event stream (``/api/v1/jobs/{job}/events``) and, on
-each new report, fetches ``/job/{job}/live.json`` (the same fragments and figures this module
+the same registry as the API (:class:`~bpmon.service.watching.Watches`). A Job page stays current
+without reloading: its script listens to the job's event stream (``/api/v1/jobs/{job}/events``) and,
+on each new report, fetches ``/job/{job}/live.json`` (the same fragments and figures this module
 renders) and redraws in place. The Compare and History pages are in :mod:`bpmon.web.review`.
 """
 
@@ -15,10 +15,10 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from bpmon import service
-from bpmon.errors import BpmonError
-from bpmon.model import Level, Report, worst_level
-from bpmon.watching import JobView, Watches
+from bpmon.model.errors import BpmonError
+from bpmon.model.values import Level, Report, worst_level
+from bpmon.service import facade
+from bpmon.service.watching import JobView, Watches
 from bpmon.web import charts, figures, graph, markup, numbers, review, shell, topology
 from bpmon.web.bursts import SERIES_BURSTS, BurstReports
 from bpmon.web.markup import esc, path_part
@@ -53,7 +53,7 @@ def jobs_page(request: Request) -> HTMLResponse:
     views = watches.jobs()
     running = any(v.state == "running" for v in views)
     examples = "".join(
-        f'<option value="{esc(n)}">{esc(n)}</option>' for n in service.shipped_examples()
+        f'<option value="{esc(n)}">{esc(n)}</option>' for n in facade.shipped_examples()
     )
     errors = [public_message(e, watches.settings) for e in watches.stored.errors]
     main = (
@@ -294,7 +294,7 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
     if path is None:
         return shell.error_page(404, f"no run {run_id[:80]!r}; the History page lists the runs")
     try:
-        report = service.load_report(str(path), watches.settings, burst=burst)
+        report = facade.load_report(str(path), watches.settings, burst=burst)
     except BpmonError as exc:
         status = 404 if "has no burst" in str(exc) else 422
         return shell.error_page(status, public_message(str(exc), watches.settings))

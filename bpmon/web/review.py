@@ -2,7 +2,7 @@
 
 - **Compare** shows the last burst of two runs of one job side by side: what changed first (a
   bottleneck that moved, a capacity that dropped, a level that worsened; the reading is
-  :func:`bpmon.comparison.compare`), then both graphs, then every
+  :func:`bpmon.service.comparison.compare`), then both graphs, then every
   vertex's level, ratio and capacity per subtask before and after.
 - **History** is read from the stored runs directly: per job its worst level burst by burst and
   its runs. When ``bpmon analyze --format html --out RUNS_DIR/analysis`` has written the Spark
@@ -19,15 +19,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from bpmon import service
-from bpmon.comparison import CAPACITY_DROP, Comparison, VertexChange, compare
-from bpmon.errors import BpmonError
-from bpmon.model import Report, RunInfo, VertexStatus
-from bpmon.watching import Watches
+from bpmon.model.errors import BpmonError
+from bpmon.model.values import Report, RunInfo, VertexStatus
+from bpmon.service import facade
+from bpmon.service.comparison import CAPACITY_DROP, Comparison, VertexChange, compare
+from bpmon.service.watching import Watches
+from bpmon.service.whatif import tried_on
 from bpmon.web import charts, graph, markup, numbers, shell
 from bpmon.web.markup import esc, path_part
 from bpmon.web.runs import inside, public_message
-from bpmon.whatif import tried_on
 
 router = APIRouter(include_in_schema=False)
 
@@ -45,13 +45,13 @@ def _watches(request: Request) -> Watches:
 
 def _runs(watches: Watches) -> tuple[list[RunInfo], list[str]]:
     errors: list[str] = []
-    runs = service.stored_runs(watches.settings, on_corrupt=lambda e: errors.append(str(e)))
+    runs = facade.stored_runs(watches.settings, on_corrupt=lambda e: errors.append(str(e)))
     runs = [r for r in runs if inside(r, watches.settings)]
     return runs, [public_message(e, watches.settings) for e in errors]
 
 
 def _last_burst(run: RunInfo, watches: Watches) -> Report:
-    return service.load_report(str(run.path), watches.settings, burst=max(run.bursts - 1, 0))
+    return facade.load_report(str(run.path), watches.settings, burst=max(run.bursts - 1, 0))
 
 
 # -------------------------------------------------------------------------------------- compare

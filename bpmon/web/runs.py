@@ -13,11 +13,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bpmon import service
-from bpmon.model import Report, RootCause, RunInfo
-from bpmon.report_json import format_timestamp
+from bpmon.model.report_json import format_timestamp
+from bpmon.model.values import Report, RootCause, RunInfo
 from bpmon.scenario import load_example
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.watching import Watches
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 """What a run id looks like (``bpmon.history.runs`` makes them); anything else is refused."""
@@ -25,7 +25,7 @@ CORRUPT_STATUS = 422
 """The HTTP status of a stored report that cannot be read (the file is left untouched)."""
 
 
-def find_run(run_id: str, settings: service.Settings) -> Path | None:
+def find_run(run_id: str, settings: facade.Settings) -> Path | None:
     """The folder of run ``run_id`` inside the runs directory; None when there is none.
 
     None as well for any text that is not a run id, or whose folder (links followed) is not
@@ -38,13 +38,13 @@ def find_run(run_id: str, settings: service.Settings) -> Path | None:
     return path if path.parent == root and path.is_dir() else None
 
 
-def last_burst(run: Path, settings: service.Settings) -> Report:
+def last_burst(run: Path, settings: facade.Settings) -> Report:
     """The report of the last burst of the run in folder ``run`` (HistoryError if unreadable)."""
-    bursts = service.run_bursts(str(run), settings)
+    bursts = facade.run_bursts(str(run), settings)
     return bursts[-1][1]
 
 
-def inside(run: RunInfo, settings: service.Settings) -> bool:
+def inside(run: RunInfo, settings: facade.Settings) -> bool:
     """True when a listed run's folder (links followed) lies directly in the runs directory."""
     return run.path.resolve().parent == settings.runs_dir.resolve()
 
@@ -53,7 +53,7 @@ RUNS_DIR_SHOWN = "<runs-dir>/"
 """What stands for a runs directory given as an absolute path, which stays on the server."""
 
 
-def public_message(message: str, settings: service.Settings) -> str:
+def public_message(message: str, settings: facade.Settings) -> str:
     """An error line without the server's own absolute paths: a path in the runs directory
     reads as the runs directory was given when that was relative (``bpmon-runs/RUN/...``, a
     path that exists from where the server started), else as ``<runs-dir>/RUN/...``."""
@@ -76,7 +76,7 @@ def unknown_job(job: str, known: list[str], examples: dict[str, str]) -> str:
 
 def no_job(job: str, watches: Watches) -> str:
     """:func:`unknown_job` for the jobs ``watches`` knows and the shipped examples."""
-    examples = {name: load_example(name).name for name in service.shipped_examples()}
+    examples = {name: load_example(name).name for name in facade.shipped_examples()}
     return unknown_job(job, [v.job for v in watches.jobs()], examples)
 
 

@@ -5,7 +5,7 @@ and ``--port 0`` picks a free port that is then announced. On Ctrl-C or SIGTERM 
 accepting, :class:`BpmonServer` ends every event stream (uvicorn would otherwise wait for those
 connections forever), uvicorn waits GRACEFUL_S at most for the requests still open, and the app's
 lifespan then stops every watched job in the time left; the caller learns what did not end
-cleanly from :meth:`bpmon.watching.Watches.stop_all`. The whole stop is timed from the first
+cleanly from :meth:`bpmon.service.watching.Watches.stop_all`. The whole stop is timed from the first
 signal and forced past :data:`bpmon.web.stopping.FORCE_S` (:mod:`bpmon.web.stopping`).
 """
 
@@ -17,8 +17,8 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from bpmon.errors import ConfigError
-from bpmon.watching import Watches
+from bpmon.model.errors import ConfigError
+from bpmon.service.watching import Watches
 from bpmon.web.stopping import Stopping
 from bpmon.web.tls import TlsFiles
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bpmon.model import VertexStatus
+from bpmon.model.values import VertexStatus
 
 Rgb = tuple[int, int, int]
 

@@ -34,7 +34,7 @@ from functools import partial
 from types import FrameType
 from typing import NoReturn, TextIO, TypeVar
 
-from bpmon.watching import JOIN_TIMEOUT_S
+from bpmon.service.watching import JOIN_TIMEOUT_S
 
 T = TypeVar("T")
 

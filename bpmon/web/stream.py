@@ -19,9 +19,9 @@ ends. A browser reconnects to an ended stream on its own, sending the last ``id`
 stops the reconnecting. A comment keeps idle connections open every ``keepalive_s`` seconds.
 
 Reports reach the stream from watch threads through a bounded
-:class:`~bpmon.subscriptions.Subscription`; the stream waits on an asyncio event those threads set
-through the loop, so no worker thread is held per client. It also ends when the client goes away
-or the server stops.
+:class:`~bpmon.service.subscriptions.Subscription`; the stream waits on an asyncio event those
+threads set through the loop, so no worker thread is held per client. It also ends when the client
+goes away or the server stops.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from collections.abc import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 
-from bpmon.report_json import report_to_json
-from bpmon.subscriptions import Notice
-from bpmon.watching import JobView, Watches
+from bpmon.model.report_json import report_to_json
+from bpmon.service.subscriptions import Notice
+from bpmon.service.watching import JobView, Watches
 
 KEEPALIVE_S = 15.0
 """Seconds between keep-alive comments on a quiet stream."""

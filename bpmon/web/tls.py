@@ -13,7 +13,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 
 MAKE_ONE = (
     "openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=localhost "

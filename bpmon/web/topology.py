@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bpmon.model import Report, VertexStatus
+from bpmon.model.values import Report, VertexStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,8 @@ from typing import Any
 import httpx
 import plotly.graph_objects as go
 
-from bpmon import service
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.watching import Watches
 from bpmon.web import charts, figures, graph
 from bpmon.web.app import create_app
 from bpmon.web.server import bind, make_server, url_of
@@ -59,7 +59,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def _store(runs: Path, vertices: int, parallelism: int, bursts: int) -> None:
-    settings = service.Settings(runs_dir=runs)
+    settings = facade.Settings(runs_dir=runs)
     store = settings.store()
     for burst in range(bursts):
         report = synthetic(vertices, parallelism, seed=burst, burst=burst)
@@ -108,7 +108,7 @@ def measure(vertices: int, parallelism: int, bursts: int, rounds: int) -> dict[s
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder) / "runs"
         _store(runs, vertices, parallelism, bursts)
-        watches = Watches(service.Settings(runs_dir=runs), every_s=None)
+        watches = Watches(facade.Settings(runs_dir=runs), every_s=None)
         sock = bind("127.0.0.1", 0)
         server = make_server(create_app(watches), watches)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

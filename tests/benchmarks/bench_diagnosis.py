@@ -3,7 +3,7 @@
 Every scenario of ``tests/benchmarks/corpus/`` (``diagnosis_corpus.py``: chains, diamonds, fan-in,
 fan-out, broadcast, hot keys, slow instances, slow sinks, capped links, capped fan-outs, forward
 sub-pipelines, ``tcp``, stalls, two bottlenecks, healthy jobs at 80-90%) runs on bpmon's runtime
-through the service (``service.run_scenario``), one at a time (``--jobs 2`` at most), and is
+through the service (``facade.run_scenario``), one at a time (``--jobs 2`` at most), and is
 diagnosed from ONE burst after its warm-up. bpmon and the baselines (``diagnosis_scoring.py``)
 answer from the same report. The corpus is split once and for all: the TUNING part may be used to
 tune thresholds, the HELD-OUT part is what the diagnosis is scored on; every figure is printed for
@@ -75,19 +75,19 @@ from diagnosis_tables import (
     totals,
 )
 
-from bpmon import service
-from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.views import observed_as
-from bpmon.errors import BpmonError
-from bpmon.events import JobEnded, JobFailed, ReportReady
-from bpmon.model import Observation, Report
+from bpmon.model.errors import BpmonError
+from bpmon.model.events import JobEnded, JobFailed, ReportReady
+from bpmon.model.signals import FLINK
+from bpmon.model.values import Observation, Report
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import load_scenario
 from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.network import OutputFlush
-from bpmon.signals import FLINK
-from bpmon.whatif import Change, changed, recommended_changes
+from bpmon.service import facade
+from bpmon.service.whatif import Change, changed, recommended_changes
 
 END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
@@ -125,7 +125,7 @@ class KeptWindow(RuntimeTarget):
         return self.last
 
 
-def as_flink_shows(target: KeptWindow, settings: service.Settings) -> Report | None:
+def as_flink_shows(target: KeptWindow, settings: facade.Settings) -> Report | None:
     """The target's last window diagnosed from only what a Flink cluster would show of it."""
     if target.last is None:
         return None
@@ -186,11 +186,11 @@ def _run_once(job: Job) -> Run:
     report, verdict_s = None, None
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bpmon-bench-") as runs:
-        settings = service.Settings(runs_dir=Path(runs))
+        settings = facade.Settings(runs_dir=Path(runs))
         target = KeptWindow(scenario)
         try:
-            plan = service.scenario_plan(scenario, bursts=1, duration_s=END_RIGHT_AFTER_S)
-            events = service.watch(target, plan, settings)
+            plan = facade.scenario_plan(scenario, bursts=1, duration_s=END_RIGHT_AFTER_S)
+            events = facade.watch(target, plan, settings)
             for event in events:
                 if isinstance(event, ReportReady):
                     report, verdict_s = event.report, time.perf_counter() - started

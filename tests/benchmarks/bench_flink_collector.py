@@ -59,7 +59,7 @@ from cluster import Cluster  # type: ignore[import-not-found]  # noqa: E402
 
 from bpmon.collectors.flink import FlinkTarget  # noqa: E402
 from bpmon.collectors.flink_burst import Sampler  # noqa: E402
-from bpmon.model import Observation  # noqa: E402
+from bpmon.model.values import Observation  # noqa: E402
 from bpmon.rules.engine import diagnose  # noqa: E402
 
 WARMUP_S = 15.0

@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "tests" / "collectors" / "flink"))
 import corpus  # type: ignore[import-not-found]  # noqa: E402
 from cluster import ADAPTIVE, Cluster, missing_reason  # type: ignore[import-not-found]  # noqa: E402
 
-from bpmon.model import Report, RootCause  # noqa: E402
+from bpmon.model.values import Report, RootCause  # noqa: E402
 
 JOBS = REPO / "tests" / "collectors" / "flink" / "jobs" / "BpmonCorpusJobs.java"
 SPREAD = {"cluster.evenly-spread-out-slots": "true"}

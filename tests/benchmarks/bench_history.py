@@ -17,7 +17,7 @@ The engines:
 - ``pandas``: the same queries with pyarrow (reading) and pandas (grouping), one process.
 
 The queries: the pass that reduces the subtask rows to one row per window and vertex (worst level
-and ratio, busiest subtask, capacity per subtask as ``bpmon/capacity.py`` defines it, hottest
+and ratio, busiest subtask, capacity per subtask as ``bpmon/model/capacity.py`` defines it, hottest
 subtask), then per vertex the level shares and p50/p95 ratio, p50 busy, p50 capacity and its
 trend over runs; per run and vertex the median capacity and level against the previous run's
 (capacity drops, worsened levels); chronic bottlenecks from the cause rows; each run's main
@@ -46,9 +46,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bpmon.capacity import MIN_BUSY
 from bpmon.history.store import HistoryStore
 from bpmon.history.synth import SynthPlan, synthesize
+from bpmon.model.capacity import MIN_BUSY
 
 ENGINES = ("spark", "duckdb", "pandas")
 JOBS, RUNS, VERTICES, PARALLELISM = 10, 100, 4, 50

@@ -140,8 +140,8 @@ def write(mode: str, runs: Path, bursts: int) -> dict[str, Any]:
 
 def maintained(runs: Path, now: Any) -> dict[str, Any]:
     """Two ``maintain`` calls at the end of the watch: the work, then nothing to do."""
-    from bpmon.history_service import maintain
-    from bpmon.service import Settings
+    from bpmon.service.facade import Settings
+    from bpmon.service.history import maintain
 
     settings = Settings(runs_dir=runs, now=lambda: now)
     began = time.perf_counter()
@@ -160,7 +160,7 @@ def burst_report(burst: int) -> Any:
     """Burst ``burst`` of the watch: 4 vertices x 4 subtasks, a root cause every other one."""
     from datetime import UTC, datetime, timedelta
 
-    from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+    from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
     start = datetime(2026, 11, 22, 10, 15, tzinfo=UTC) + timedelta(seconds=EVERY_S * burst)
     metrics = Metrics(busy_ratio=0.5, idle_ratio=0.4, records_in_per_s=100.0 + burst % 7)

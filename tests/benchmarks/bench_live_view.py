@@ -7,8 +7,8 @@ its own and the table is drawn on the thread that consumes the events. Three way
 on the same busy job (``demo``-shaped, parallelism 2, the source HIGH):
 
 - ``no view``: the event stream consumed, nothing drawn;
-- ``live view``: the event stream consumed by the real :class:`~bpmon.liveview.LiveView`, drawing
-  into a terminal-sized buffer (rich renders every table as it would on a screen);
+- ``live view``: the event stream consumed by the real :class:`~bpmon.render.liveview.LiveView`,
+drawing into a terminal-sized buffer (rich renders every table as it would on a screen);
 - ``in sampler``: the old way, for comparison: the same table drawn from the progress callback
   every 5 samples, on the sampler's thread.
 
@@ -31,12 +31,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bpmon.collectors.runtime import RuntimeTarget
-from bpmon.events import LiveSnapshot, ReportReady
-from bpmon.liveview import LiveView, live_table
+from bpmon.collectors.inprocess import RuntimeTarget
+from bpmon.model.events import LiveSnapshot, ReportReady
+from bpmon.render.liveview import LiveView, live_table
 from bpmon.rules.config import load_rules
 from bpmon.scenario import parse_scenario
-from bpmon.service import Settings, observation_levels, run_scenario
+from bpmon.service.facade import Settings, observation_levels, run_scenario
 
 SCENARIO = """
 name = "bench-live-view"

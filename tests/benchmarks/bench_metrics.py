@@ -36,7 +36,15 @@ from functools import partial
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bpmon.model import Level, Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import (
+    Level,
+    Metrics,
+    Report,
+    RootCause,
+    SubtaskStatus,
+    VertexStatus,
+    Window,
+)
 from bpmon.prometheus import SEVERITY, exposition, make_registry
 
 GOAL_MS = 50.0

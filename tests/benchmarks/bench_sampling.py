@@ -54,11 +54,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
-from bpmon.collectors.runtime import RuntimeTarget
 from bpmon.collectors.sampler import Progress, StackSampler
-from bpmon.errors import CollectorError
+from bpmon.model.errors import CollectorError
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
 

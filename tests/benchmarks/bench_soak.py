@@ -45,7 +45,7 @@ from pathlib import Path
 import httpx
 
 from bpmon.history.runs import RunStore, read_report
-from bpmon.report_json import report_from_json
+from bpmon.model.report_json import report_from_json
 
 JOBS = ("demo", "hot-key", "slow-sink", "fan-in")
 """The shipped examples watched (their job names are what ``bpmon examples`` runs)."""

@@ -13,8 +13,8 @@ file stem (``also = [{ vertex = ..., kind = ... }]``), as ``[expect]`` takes one
 
 The split is fixed: thresholds may be tuned on the ``tuning`` part only, and the ``held-out`` part
 is what the diagnosis is scored on. ``corpus/README.md`` says how it was drawn. Both the benchmark
-(``bench_diagnosis.py``) and the corpus test (``tests/test_corpus.py``) read the corpus through
-this module, so the test checks exactly what the benchmark runs.
+(``bench_diagnosis.py``) and the corpus test (``tests/diagnosis/test_corpus.py``) read the corpus
+through this module, so the test checks exactly what the benchmark runs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
-from bpmon.model import CauseKind
+from bpmon.model.values import CauseKind
 from bpmon.scenario import load_expectation, load_scenario
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

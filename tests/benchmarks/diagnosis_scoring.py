@@ -1,7 +1,8 @@
 """Scoring a diagnosis against the corpus: bpmon's root causes and three rules of thumb.
 
-Everything here reads a finished :class:`~bpmon.model.Report` and a corpus case, nothing else: the
-baselines see the same report bpmon's rules produced, so the comparison is on equal evidence.
+Everything here reads a finished :class:`~bpmon.model.values.Report` and a corpus case, nothing
+else: the baselines see the same report bpmon's rules produced, so the comparison is on equal
+evidence.
 
 Methods:
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from diagnosis_corpus import Case
 
-from bpmon.model import Report, RootCause, VertexStatus
+from bpmon.model.values import Report, RootCause, VertexStatus
 
 BASELINES = ("most-bp", "seed", "busiest")
 METHODS = ("bpmon", *BASELINES)

@@ -22,7 +22,7 @@ from diagnosis_scoring import (
     tally,
 )
 
-from bpmon.model import Report
+from bpmon.model.values import Report
 
 PARTS = (*SPLITS, "all")
 LABELS = {

@@ -26,7 +26,7 @@ import pytest
 
 from bpmon.collectors.frames import NEEDS_GC_PAUSE, FrameSource, current_frames, gc_paused
 from bpmon.collectors.pyspy import find_py_spy
-from bpmon.errors import CollectorError
+from bpmon.model.errors import CollectorError
 
 STRESS = Path(__file__).with_name("frames_stress.py")
 WALK = Path(__file__).with_name("frames_walk.py")

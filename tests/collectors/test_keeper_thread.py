@@ -19,8 +19,8 @@ import pytest
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler
-from bpmon.errors import PermissionDeniedError
-from bpmon.model import Observation
+from bpmon.model.errors import PermissionDeniedError
+from bpmon.model.values import Observation
 from bpmon.rules.engine import diagnose
 
 PIPELINE = Path(__file__).with_name("queue_pipeline.py")

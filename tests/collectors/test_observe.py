@@ -10,8 +10,8 @@ import pytest
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.sampler import Burst, ThreadCounts
-from bpmon.errors import ConfigError
-from bpmon.model import Edge, Metrics
+from bpmon.model.errors import ConfigError
+from bpmon.model.values import Edge, Metrics
 from bpmon.scenario import parse_topology
 
 ETL = (Path(__file__).parent / "etl-topology.toml").read_text()

@@ -10,7 +10,7 @@ import pytest
 from bpmon.collectors.flink_threads import LEGACY_SOURCE_THREAD, parse_dump
 from bpmon.collectors.flink_window import chain_operators
 from bpmon.collectors.profile import StackClassifier, load_profile, parse_profile
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 
 PY = "/usr/lib/python3.11"
 QUEUE_PUT = f"{PY}/queue.py:Queue.put"

@@ -15,7 +15,7 @@ from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.pyspy import PySpySampler, find_py_spy
 from bpmon.collectors.sampler import ThreadCounts
-from bpmon.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
+from bpmon.model.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 from bpmon.scenario import parse_topology
 
 PIPELINE = Path(__file__).with_name("queue_pipeline.py")

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from bpmon.collectors.channels import CHANNELS_PER_READING, READINGS_PER_BURST, ChannelTally
-from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.sampler import StackSampler
-from bpmon.model import ChannelWindow
+from bpmon.model.values import ChannelWindow
 from bpmon.scenario import parse_scenario
 
 SLOW_INSTANCE = """

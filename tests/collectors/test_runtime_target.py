@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from bpmon.collectors.runtime import RuntimeTarget
+from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.scenario import load_example
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from bpmon.collectors.profile import load_profile
 from bpmon.collectors.sampler import Burst, Snapshot, StackSampler, record_burst
-from bpmon.errors import WaitCancelledError
+from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.network_pool import NetworkBufferPool
 
 SAMPLES, INTERVAL_MS = 20, 10.0

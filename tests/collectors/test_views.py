@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bpmon.collectors.views import observed_as
-from bpmon.errors import ConfigError
-from bpmon.model import Metrics, Report, SubtaskWindow
+from bpmon.model.errors import ConfigError
+from bpmon.model.signals import FLINK, PYSPY, RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
+from bpmon.model.values import Metrics, Report, SubtaskWindow
 from bpmon.scenario import parse_scenario
-from bpmon.service import Settings, drain, run_scenario
-from bpmon.signals import FLINK, PYSPY, RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
+from bpmon.service.facade import Settings, drain, run_scenario
 
 from ..rules.observations import observation, sub, vertex
 

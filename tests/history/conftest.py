@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from bpmon.history.store import HistoryStore
-from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.scenario import parse_scenario
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 
 def tiny(cost_us: int, name: str = "tiny") -> str:

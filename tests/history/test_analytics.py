@@ -21,9 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from bpmon.analysis import Analysis, analysis_to_json
-from bpmon.cli import app
-from bpmon.comparison import capacity_per_subtask
+from bpmon.cli.commands import app
 from bpmon.history.store import HistoryStore
 from bpmon.history.synth import (
     SynthPlan,
@@ -33,11 +31,13 @@ from bpmon.history.synth import (
     skewed_vertex,
     synthesize,
 )
-from bpmon.history_service import analyze_history
-from bpmon.model import Metrics, Report, SubtaskStatus, VertexStatus, Window
-from bpmon.render_analysis import render_analysis_text
+from bpmon.model.analysis import Analysis, analysis_to_json
+from bpmon.model.values import Metrics, Report, SubtaskStatus, VertexStatus, Window
+from bpmon.render.analysis import render_analysis_text
 from bpmon.scenario import parse_scenario
-from bpmon.service import Settings, drain, load_report, run_scenario
+from bpmon.service.comparison import capacity_per_subtask
+from bpmon.service.facade import Settings, drain, load_report, run_scenario
+from bpmon.service.history import analyze_history
 
 PLAN = SynthPlan(runs=4, jobs=2, start=datetime(2026, 1, 1, tzinfo=UTC), bursts=3, parallelism=3)
 

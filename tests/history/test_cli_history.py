@@ -19,13 +19,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from bpmon.cli import app
+from bpmon.cli.commands import app
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.history_service import synthesize_history
-from bpmon.model import Report
-from bpmon.render_listing import bursts_table, runs_table
-from bpmon.service import Settings, run_bursts, stored_runs
+from bpmon.model.values import Report
+from bpmon.render.listing import bursts_table, runs_table
+from bpmon.service.facade import Settings, run_bursts, stored_runs
+from bpmon.service.history import synthesize_history
 
 
 @pytest.fixture(scope="module")

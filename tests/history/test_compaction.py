@@ -22,9 +22,9 @@ from bpmon.history.compaction import compact
 from bpmon.history.importer import import_runs
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.history_service import compact_history, synthesize_history
-from bpmon.model import Report, SubtaskStatus, VertexStatus
-from bpmon.service import Settings
+from bpmon.model.values import Report, SubtaskStatus, VertexStatus
+from bpmon.service.facade import Settings
+from bpmon.service.history import compact_history, synthesize_history
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.analysis import (
+from bpmon.history.schema import HISTORY_SCHEMA, TABLES
+from bpmon.model.analysis import (
     Analysis,
     ChronicBottleneck,
     JobHistory,
@@ -17,7 +18,6 @@ from bpmon.analysis import (
     Thresholds,
     VertexHistory,
 )
-from bpmon.history.schema import HISTORY_SCHEMA, TABLES
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()

@@ -24,8 +24,8 @@ from typing import Any
 from bpmon.history.importer import import_runs
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.model import Metrics, Report, SubtaskStatus, VertexStatus, Window
-from bpmon.report_json import report_to_json
+from bpmon.model.report_json import report_to_json
+from bpmon.model.values import Metrics, Report, SubtaskStatus, VertexStatus, Window
 
 T0 = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 
@@ -35,8 +35,8 @@ WRITER = textwrap.dedent(
     from dataclasses import replace
     from pathlib import Path
     from bpmon.history.runs import RunStore
-    from bpmon.report_json import report_from_json
-    from bpmon.service import save_report
+    from bpmon.model.report_json import report_from_json
+    from bpmon.service.facade import save_report
 
     base = report_from_json(Path(sys.argv[2]).read_text())
     store = RunStore(Path(sys.argv[1]))

@@ -29,7 +29,7 @@ from bpmon.history.importer import import_runs
 from bpmon.history.retention import prune_days
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.model import Report
+from bpmon.model.values import Report
 
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 RUN = "20261122T101500Z-enrich-0001"

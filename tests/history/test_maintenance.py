@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import ConfigError
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
-from bpmon.history_service import maintain, prune_history
-from bpmon.model import Report
-from bpmon.service import Settings
+from bpmon.model.errors import ConfigError
+from bpmon.model.values import Report
+from bpmon.service.facade import Settings
+from bpmon.service.history import maintain, prune_history
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]

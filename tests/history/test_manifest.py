@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import SaveError
 from bpmon.history import manifest
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
 from bpmon.history.runs import RunStore
-from bpmon.model import Report, RootCause, SubtaskStatus, VertexStatus, Window
-from bpmon.service import Settings
-from bpmon.stored import HISTORY_LIMIT, StoredJobs
+from bpmon.model.errors import SaveError
+from bpmon.model.values import Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.service.facade import Settings
+from bpmon.service.stored import HISTORY_LIMIT, StoredJobs
 
 T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
 from bpmon.history.runs import RunStore, new_run_id
-from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
+from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
 T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from bpmon.history.analytics import read_table
 from bpmon.history.compaction import compact
 from bpmon.history.schema import SCHEMA_KEY, TABLE_KEY, arrow_schema
 from bpmon.history.store import HistoryStore
-from bpmon.model import Report
+from bpmon.model.values import Report
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]

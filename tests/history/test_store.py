@@ -21,9 +21,9 @@ from bpmon.history.importer import import_runs
 from bpmon.history.runs import RunStore
 from bpmon.history.schema import SCHEMA_KEY, TABLES, arrow_schema
 from bpmon.history.store import HistoryStore, keep_in_history
-from bpmon.model import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
-from bpmon.report_json import report_to_json
-from bpmon.service import save_report
+from bpmon.model.report_json import report_to_json
+from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.service.facade import save_report
 
 T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 
@@ -166,11 +166,11 @@ def test_without_pyarrow_reports_are_saved_silently_and_the_history_names_the_fi
         from dataclasses import replace
         from pathlib import Path
         sys.modules["pyarrow"] = None  # as in the core install: `import pyarrow` fails
-        from bpmon.errors import BpmonError
+        from bpmon.model.errors import BpmonError
         from bpmon.history.runs import RunStore
-        from bpmon.history_service import import_history
-        from bpmon.report_json import report_from_json
-        from bpmon.service import Settings, save_report
+        from bpmon.service.history import import_history
+        from bpmon.model.report_json import report_from_json
+        from bpmon.service.facade import Settings, save_report
         report = report_from_json(Path({str(document)!r}).read_text())
         store = RunStore(Path({str(tmp_path)!r}))
         save_report(store, report)

@@ -4,9 +4,9 @@ A report is read twice by a user: the table (levels, ratios, busy, idle, pools, 
 the text beside it (each root cause's evidence and recommendation, each finding). This module
 knows every shape of evidence line the rules write, one regex each, and checks each figure such a
 line quotes against the field it describes: a percentage against the table's two-decimal ratio
-(``bpmon.numbers.ratio``, the very cell the user sees), a level and ratio against the vertex's, a
-subtask index against the vertex's subtasks, records/s against the root cause's capacity and
-offered rate, a time per record against the busy ratios and record rates it is made of.
+(``bpmon.model.numbers.ratio``, the very cell the user sees), a level and ratio against the
+vertex's, a subtask index against the vertex's subtasks, records/s against the root cause's capacity
+and offered rate, a time per record against the busy ratios and record rates it is made of.
 
 A line that no shape matches is a problem too: a new kind of evidence needs its own check here.
 Written independently of the rules (it recomputes from the report, not from the rules' code).
@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from bpmon.model import Report, RootCause, SubtaskStatus, VertexStatus
-from bpmon.numbers import ratio as format_ratio
+from bpmon.model.numbers import ratio as format_ratio
+from bpmon.model.values import Report, RootCause, SubtaskStatus, VertexStatus
 from bpmon.rules.config import RulesConfig
 
 RULES = RulesConfig()

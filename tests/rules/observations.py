@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from bpmon.model import (
+from bpmon.model.signals import SourceBacklog, Spill
+from bpmon.model.values import (
     Edge,
     Metrics,
     Observation,
@@ -22,7 +23,6 @@ from bpmon.model import (
     VertexObservation,
     Window,
 )
-from bpmon.signals import SourceBacklog, Spill
 
 
 def lag(growth: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bpmon.model import Observation
+from bpmon.model.values import Observation
 from bpmon.rules.advice import capacity_per_subtask, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose

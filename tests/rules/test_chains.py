@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bpmon.model import Observation, RootCause, SubtaskWindow, VertexObservation, Window
+from bpmon.model.values import Observation, RootCause, SubtaskWindow, VertexObservation, Window
 from bpmon.rules.chains import MIN_BUSY_SAMPLES, chain_share, with_chain_evidence
 
 WINDOW = Window(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpmon.model import SubtaskWindow
+from bpmon.model.values import SubtaskWindow
 from bpmon.rules.classify import Classification, busy_subtasks, classify
 from bpmon.rules.config import KindRules, RulesConfig
 from bpmon.rules.localize import localize

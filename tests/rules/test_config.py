@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.rules.config import KindRules, LevelRules, RulesConfig, load_rules
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from bpmon.model import Observation, Report, RootCause, RuntimeLoad, TargetSettings
+from bpmon.model.values import Observation, Report, RootCause, RuntimeLoad, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.model import Observation, SubtaskWindow, TargetSettings
+from bpmon.model.values import Observation, SubtaskWindow, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 

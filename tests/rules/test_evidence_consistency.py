@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bpmon.model import Observation, Report, TargetSettings
-from bpmon.render import render_markdown, render_text
+from bpmon.model.values import Observation, Report, TargetSettings
+from bpmon.render.report import render_markdown, render_text
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import load_example
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 from .figures import problems, table_percent, unaccounted
 from .observations import edge, lag, observation, sub, vertex

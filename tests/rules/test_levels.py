@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpmon.model import SubtaskWindow
+from bpmon.model.values import SubtaskWindow
 from bpmon.rules.config import LevelRules
 from bpmon.rules.levels import level_of, subtask_status, vertex_status
 

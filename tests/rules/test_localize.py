@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bpmon.model import ChannelWindow, Observation, TargetSettings
+from bpmon.model.values import ChannelWindow, Observation, TargetSettings
 from bpmon.rules.config import BottleneckRules, RulesConfig
 from bpmon.rules.graph import build_graph, summarize
 from bpmon.rules.localize import Localization, localize

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bpmon.model import ChannelWindow, Observation
+from bpmon.model.values import ChannelWindow, Observation
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bpmon.model import Report, SubtaskWindow
+from bpmon.model.signals import TaskScheduling
+from bpmon.model.values import Report, SubtaskWindow
 from bpmon.rules.scheduling import scheduling_causes
 from bpmon.scenario import load_scenario, parse_scenario
-from bpmon.service import Settings, drain, run_scenario
-from bpmon.signals import TaskScheduling
-from bpmon.whatif import changed, recommended_changes, verdict
+from bpmon.service.facade import Settings, drain, run_scenario
+from bpmon.service.whatif import changed, recommended_changes, verdict
 
 from .observations import edge, observation, sub, vertex
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bpmon.model import Report, RootCause
+from bpmon.model.values import Report, RootCause
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.sources import source_causes
 from bpmon.scenario import parse_scenario
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 from .observations import lag, observation, sub, vertex
 

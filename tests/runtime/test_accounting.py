@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bpmon.clock import ManualClock
+from bpmon.model.clock import ManualClock
 from bpmon.runtime.accounting import (
     AccountTotals,
     RateMeter,

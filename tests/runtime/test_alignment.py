@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bpmon.clock import ManualClock
+from bpmon.model.clock import ManualClock
 from bpmon.runtime.alignment import BarrierHandler
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from bpmon.model import Report, RootCause, VertexObservation
+from bpmon.model.values import Report, RootCause, VertexObservation
 from bpmon.runtime.chain import Chain
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.chained import chained_scenario
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 TREE = """
 name = "tree"

@@ -9,13 +9,13 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import ScenarioError
-from bpmon.model import Report, RootCause
+from bpmon.model.errors import ScenarioError
+from bpmon.model.values import Report, RootCause
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.chained import chained_scenario
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 StopJob = Callable[[Job], JobResult]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.clock import ManualClock
-from bpmon.errors import WaitCancelledError
+from bpmon.model.clock import ManualClock
+from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate

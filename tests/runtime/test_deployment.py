@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import ConfigError, JobError
+from bpmon.model.errors import ConfigError, JobError
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.deployment import (
     ChannelPlan,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import ScenarioError
+from bpmon.model.errors import ScenarioError
 from bpmon.runtime.job import Job, JobResult
 from bpmon.scenario import FailSpec, parse_scenario, parse_topology
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.network import NetworkConfig
-from bpmon.service import Settings, drain, run_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
 
 Env = Callable[..., NetworkEnvironment]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bpmon.cli import app
+from bpmon.cli.commands import app
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.errors import InsufficientBuffersError, JobError
+from bpmon.model.errors import InsufficientBuffersError, JobError
 from bpmon.runtime.accounting import State
 from bpmon.runtime.checkpoint import CheckpointStats
 from bpmon.runtime.credit import RemoteInputChannel

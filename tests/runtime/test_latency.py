@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpmon.clock import ManualClock
-from bpmon.errors import ConfigError
+from bpmon.model.clock import ManualClock
+from bpmon.model.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.job import Job, JobResult

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.clock import ManualClock
+from bpmon.model.clock import ManualClock
 from bpmon.runtime.accounting import State
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import counters, job_metrics, task_metrics, window_metrics

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import ConfigError, InsufficientBuffersError, WaitCancelledError
+from bpmon.model.errors import ConfigError, InsufficientBuffersError, WaitCancelledError
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import LocalInputChannel
 from bpmon.runtime.network import NetworkEnvironment

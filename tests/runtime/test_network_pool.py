@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpmon.errors import InsufficientBuffersError
+from bpmon.model.errors import InsufficientBuffersError
 from bpmon.runtime.network_pool import NetworkBufferPool
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bpmon.clock import ManualClock
+from bpmon.model.clock import ManualClock
 from bpmon.runtime.chain import MemberService
 from bpmon.runtime.noise import CostNoise, cost_noise
 from bpmon.runtime.pacing import ServiceTime

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bpmon.clock import ManualClock, SystemClock
+from bpmon.model.clock import ManualClock, SystemClock
 from bpmon.runtime.pacing import RateLimiter, Schedule, ServiceTime
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment

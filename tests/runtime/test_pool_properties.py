@@ -21,7 +21,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from bpmon.errors import InsufficientBuffersError
+from bpmon.model.errors import InsufficientBuffersError
 from bpmon.runtime.local_pool import LocalBufferPool
 from bpmon.runtime.network_pool import NetworkBufferPool
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpmon.clock import ManualClock
+from bpmon.model.clock import ManualClock
 from bpmon.runtime.pacing import RateLimiter, source_limiter
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.rates import Burst, Ramp, RateCurve, Sine, Steps

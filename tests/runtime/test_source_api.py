@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bpmon.collectors.runtime import metrics_of
-from bpmon.errors import ScenarioError
+from bpmon.collectors.inprocess import metrics_of
+from bpmon.model.errors import ScenarioError
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import Scenario, parse_scenario

@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
-from bpmon import service
-from bpmon.errors import PermissionDeniedError
-from bpmon.model import Report
+from bpmon.model.errors import PermissionDeniedError
+from bpmon.model.values import Report
 from bpmon.scenario import parse_scenario
-from bpmon.stored import StoredJobs
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.stored import StoredJobs
+from bpmon.service.watching import Watches
 from bpmon.web.app import create_app
 from bpmon.web.server import bind, make_server, url_of
 
@@ -51,11 +51,11 @@ def tiny_file(tmp_path: Path) -> Path:
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A runs directory holding real runs: job ``alpha`` twice (1 and 2 bursts), ``beta`` once."""
     root = tmp_path_factory.mktemp("stored") / "runs"
-    settings = service.Settings(runs_dir=root)
+    settings = facade.Settings(runs_dir=root)
     for name, bursts in [("alpha", 1), ("alpha", 2), ("beta", 1)]:
         scenario = parse_scenario(tiny(name))
-        events = service.run_scenario(scenario, settings, bursts=bursts, duration_s=0.1)
-        service.drain(events)
+        events = facade.run_scenario(scenario, settings, bursts=bursts, duration_s=0.1)
+        facade.drain(events)
     return root
 
 
@@ -123,5 +123,5 @@ def serve() -> Iterator[ServeFactory]:
 @pytest.fixture
 def watches(runs_dir: Path) -> Watches:
     """A registry over the copied runs, bursts 0.2 s apart, the runs re-read on every call."""
-    settings = service.Settings(runs_dir=runs_dir)
+    settings = facade.Settings(runs_dir=runs_dir)
     return Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))

@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from bpmon import service
-from bpmon.model import Report
+from bpmon.model.values import Report
 from bpmon.scenario import example_path, load_scenario, parse_scenario
-from bpmon.whatif import Change, changed
+from bpmon.service import facade
+from bpmon.service.whatif import Change, changed
 
 FAST_MONITOR = """
 [network]
@@ -57,11 +57,11 @@ def chain_file(folder: Path) -> Path:
 
 def moved_bottleneck_runs(runs_dir: Path, folder: Path) -> tuple[Report, Report]:
     """Run the chain, then its changed copy, one burst each; both reports (before, after)."""
-    settings = service.Settings(runs_dir=runs_dir)
+    settings = facade.Settings(runs_dir=runs_dir)
     scenario = load_scenario(chain_file(folder))
     reports = []
     for version in (scenario, replace(changed(scenario, MOVED), name=scenario.name)):
-        ended = service.drain(service.run_scenario(version, settings, bursts=1, duration_s=1.0))
+        ended = facade.drain(facade.run_scenario(version, settings, bursts=1, duration_s=1.0))
         reports.append(ended.reports[-1])
     return reports[0], reports[1]
 
@@ -69,8 +69,8 @@ def moved_bottleneck_runs(runs_dir: Path, folder: Path) -> tuple[Report, Report]
 def skew_run(runs_dir: Path) -> Report:
     """The shipped hot-key example, one burst: data skew at aggregate, subtask 0."""
     scenario = parse_scenario(example_path("hot-key").read_text() + FAST_MONITOR)
-    settings = service.Settings(runs_dir=runs_dir)
-    ended = service.drain(service.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
+    settings = facade.Settings(runs_dir=runs_dir)
+    ended = facade.drain(facade.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
     return ended.reports[-1]
 
 
@@ -93,13 +93,13 @@ def queue_pipeline(seconds: float = 120.0) -> Iterator[int]:
 def pyspy_runs(runs_dir: Path, pid: int) -> tuple[Report, Report]:
     """Process ``pid`` watched by py-spy for one short burst without a topology file, then with
     ``etl-topology.toml``; both reports. Raises the collector's error when py-spy cannot read it."""
-    settings = service.Settings(runs_dir=runs_dir)
+    settings = facade.Settings(runs_dir=runs_dir)
     reports = []
     for topology in (None, str(TOPOLOGY)):
-        events = service.monitor_process(
+        events = facade.monitor_process(
             pid, topology=topology, samples=20, interval_ms=20, settings=settings, live=False
         )
-        reports.append(service.drain(events).reports[-1])
+        reports.append(facade.drain(events).reports[-1])
     return reports[0], reports[1]
 
 

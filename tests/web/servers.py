@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from bpmon.watching import Watches
+from bpmon.service.watching import Watches
 from bpmon.web.server import BpmonServer
 
 TINY = """

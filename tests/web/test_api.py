@@ -19,12 +19,12 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from bpmon import service
-from bpmon.errors import BpmonError
 from bpmon.history.runs import RunStore
-from bpmon.report_json import report_from_json
+from bpmon.model.errors import BpmonError
+from bpmon.model.report_json import report_from_json
 from bpmon.scenario import load_example, parse_scenario
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.watching import Watches
 from bpmon.web.runs import find_run, public_message
 
 from .servers import ServeFactory, tiny, wait_until
@@ -188,11 +188,11 @@ def test_a_path_in_a_relative_runs_dir_reads_as_given_from_where_the_server_runs
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bpmon-runs" / "RUN").mkdir(parents=True)
-    settings = service.Settings(runs_dir=Path("bpmon-runs"))
+    settings = facade.Settings(runs_dir=Path("bpmon-runs"))
     folder = find_run("RUN", settings)  # resolved, as the API finds it
     assert folder is not None and folder.is_absolute()
     with pytest.raises(BpmonError) as raised:
-        service.load_report(str(folder), settings, burst=7)
+        facade.load_report(str(folder), settings, burst=7)
     assert str(tmp_path) in str(raised.value)
     said = public_message(str(raised.value), settings)
     assert str(tmp_path) not in said
@@ -236,7 +236,7 @@ def test_a_new_watch_answers_with_its_own_run_not_an_older_one(
     serve: ServeFactory, watches: Watches, runs_dir: Path
 ) -> None:
     job = load_example("healthy").name
-    older = service.load_report(str(runs_of(runs_dir)["beta"]), watches.settings)
+    older = facade.load_report(str(runs_of(runs_dir)["beta"]), watches.settings)
     RunStore(runs_dir).save(replace(older, run_id="20200101T000000Z-old-0001", job=job))
     client = serve(watches).client
     assert get(client, f"/api/v1/jobs/{job}")["run_id"] == "20200101T000000Z-old-0001"
@@ -300,7 +300,7 @@ def test_a_watched_job_shows_its_stored_past_then_its_new_bursts(
 def test_a_scenario_started_on_the_command_line_is_saved_like_bpmon_run(
     serve: ServeFactory, runs_dir: Path
 ) -> None:
-    watches = Watches(service.Settings(runs_dir=runs_dir), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=runs_dir), every_s=0.2)
     job = watches.start_scenario(parse_scenario(tiny("gamma")))
     client = serve(watches).client
     wait_until(lambda: get(client, f"/api/v1/jobs/{job}")["latest"], "a report of gamma")

@@ -7,9 +7,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.scenario import parse_scenario
-from bpmon.watching import Watches
+from bpmon.service.watching import Watches
 from bpmon.web.auth import check_exposure, is_loopback, load_token
 
 from .servers import TOKEN, ServeFactory, tiny

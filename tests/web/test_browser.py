@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bpmon.model import Report
+from bpmon.model.values import Report
 
 from .dashboard_runs import Chain, copy_runs
 from .servers import TOKEN, WAIT_S, tiny, wait_until

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from bpmon import service
-from bpmon.model import Metrics, Report, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import Metrics, Report, SubtaskStatus, VertexStatus, Window
 from bpmon.scenario import parse_scenario
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.watching import Watches
 from bpmon.web.flink import backpressure_info
 
 from .servers import ServeFactory
@@ -88,8 +88,8 @@ def assert_flink_semantics(info: dict[str, Any]) -> None:
 def jam(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A runs directory with one run of the jammed job."""
     runs = tmp_path_factory.mktemp("jam") / "runs"
-    settings = service.Settings(runs_dir=runs)
-    service.drain(service.run_scenario(parse_scenario(JAM), settings, duration_s=0.1))
+    settings = facade.Settings(runs_dir=runs)
+    facade.drain(facade.run_scenario(parse_scenario(JAM), settings, duration_s=0.1))
     return runs
 
 
@@ -101,7 +101,7 @@ def test_the_fixture_itself_follows_flinks_rules() -> None:
 def test_a_real_report_is_answered_with_flinks_keys_types_and_levels(
     jam: Path, serve: ServeFactory
 ) -> None:
-    client = serve(Watches(service.Settings(runs_dir=jam))).client
+    client = serve(Watches(facade.Settings(runs_dir=jam))).client
     response = client.get("/jobs/jam/vertices/src/backpressure")
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
@@ -110,13 +110,13 @@ def test_a_real_report_is_answered_with_flinks_keys_types_and_levels(
     assert_flink_semantics(info)
     assert info["backpressureLevel"] == "high"  # the sources wait on the slow sink
     run_id = next(p.name for p in jam.iterdir() if (p / "report.json").is_file())
-    report = service.load_report(run_id, service.Settings(runs_dir=jam))
+    report = facade.load_report(run_id, facade.Settings(runs_dir=jam))
     assert info["end-timestamp"] == int(report.window.end.timestamp() * 1000)
     assert [s["subtask"] for s in info["subtasks"]] == [0, 1]
 
 
 def test_every_vertex_of_a_report_keeps_flinks_meaning(jam: Path, serve: ServeFactory) -> None:
-    client = serve(Watches(service.Settings(runs_dir=jam))).client
+    client = serve(Watches(facade.Settings(runs_dir=jam))).client
     for vertex in ("src", "out"):
         info = client.get(f"/jobs/jam/vertices/{vertex}/backpressure").json()
         assert_same_shape(info, FLINK)
@@ -124,7 +124,7 @@ def test_every_vertex_of_a_report_keeps_flinks_meaning(jam: Path, serve: ServeFa
 
 
 def test_a_run_id_names_a_job_too(jam: Path, serve: ServeFactory) -> None:
-    client = serve(Watches(service.Settings(runs_dir=jam))).client
+    client = serve(Watches(facade.Settings(runs_dir=jam))).client
     run_id = next(p.name for p in jam.iterdir() if (p / "report.json").is_file())
     by_run = client.get(f"/jobs/{run_id}/vertices/out/backpressure")
     assert by_run.status_code == 200
@@ -142,7 +142,7 @@ def test_a_run_id_names_a_job_too(jam: Path, serve: ServeFactory) -> None:
 def test_unknown_jobs_and_vertices_are_404_in_flinks_error_shape(
     jam: Path, serve: ServeFactory, path: str, names: str
 ) -> None:
-    client = serve(Watches(service.Settings(runs_dir=jam))).client
+    client = serve(Watches(facade.Settings(runs_dir=jam))).client
     url = client.build_request("GET", "/").url.copy_with(raw_path=path.encode())
     response = client.get(url)
     assert response.status_code == 404

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon.errors import ConfigError
-from bpmon.watching import Watches
+from bpmon.model.errors import ConfigError
+from bpmon.service.watching import Watches
 from bpmon.web.hosts import allowed_names, check_allow_host, host_of
 
 from .servers import TOKEN, WAIT_S, ServeFactory

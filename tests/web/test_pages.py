@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon import service
-from bpmon.model import Report
+from bpmon.model.values import Report
 from bpmon.scenario import load_scenario, parse_scenario
-from bpmon.stored import StoredJobs
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.stored import StoredJobs
+from bpmon.service.watching import Watches
+from bpmon.service.whatif import Change, changed
 from bpmon.web.graph import job_graph
 from bpmon.web.shell import plotly_name
-from bpmon.whatif import Change, changed
 
 from .dashboard_runs import Chain, copy_runs
 from .servers import TOKEN, WAIT_S, ServeFactory, tiny, wait_until
@@ -34,7 +34,7 @@ def chain_watches(chain: Chain, tmp_path: Path) -> Watches:
     """A registry over a copy of the chain's runs (tests may add files to it)."""
     runs = tmp_path / "runs"
     shutil.copytree(chain[0], runs)
-    settings = service.Settings(runs_dir=runs)
+    settings = facade.Settings(runs_dir=runs)
     return Watches(settings, every_s=None, stored=StoredJobs(settings, ttl_s=0))
 
 
@@ -49,7 +49,7 @@ def test_the_jobs_page_lists_every_stored_job_with_its_level(
     for row in rows.values():
         assert re.search(r'class="level level-(ok|low|high)">(OK|LOW|HIGH)<', row)
         assert 'data-state="stored"' in row
-    for example in service.shipped_examples():
+    for example in facade.shipped_examples():
         assert f'<option value="{example}">' in page.text
     assert "plotly" not in page.text  # no figure on this page: no 4.8 MB of plotly.js
 
@@ -123,7 +123,7 @@ def test_compare_quotes_the_min_busy_of_the_rules_in_force(
     rules = tmp_path / "rules.toml"
     rules.write_text("[capacity]\nmin_busy = 0.25\n")  # not the default 0.1
     shutil.copytree(chain[0], tmp_path / "runs")  # the session's runs stay as they are
-    settings = service.Settings(runs_dir=tmp_path / "runs", rules_path=rules)
+    settings = facade.Settings(runs_dir=tmp_path / "runs", rules_path=rules)
     watches = Watches(settings, every_s=None, stored=StoredJobs(settings, ttl_s=0))
     page = serve(watches).client.get("/compare?job=lookup-chain").text
     assert "(busy under 25%) to tell" in page
@@ -256,10 +256,10 @@ def test_a_what_if_run_stays_off_its_jobs_page_and_is_offered_by_compare(
     it, and Compare pairs it with alpha's own run."""
     path = tmp_path / "alpha.toml"
     path.write_text(tiny("alpha"))
-    settings = service.Settings(runs_dir=tmp_path / "runs")
+    settings = facade.Settings(runs_dir=tmp_path / "runs")
     scenario = load_scenario(path)
     tried = changed(scenario, [Change("out", "parallelism", 2)])
-    ids = [service.drain(service.run_scenario(s, settings, bursts=1, duration_s=0.1)).run_id
+    ids = [facade.drain(facade.run_scenario(s, settings, bursts=1, duration_s=0.1)).run_id
            for s in (scenario, tried)]  # fmt: skip
     watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
     client = serve(watches).client
@@ -302,7 +302,7 @@ def test_a_skewed_job_opens_its_heat_map_on_busy_share_with_the_hot_subtask_fram
         (0,),
     )
     copy_runs(runs, tmp_path / "runs")
-    settings = service.Settings(runs_dir=tmp_path / "runs")
+    settings = facade.Settings(runs_dir=tmp_path / "runs")
     page = serve(Watches(settings, every_s=None)).client.get("/job/hot-customer").text
     assert re.search(r'value="1" checked> busy share', page)
     assert not re.search(r'value="0" checked', page)
@@ -323,7 +323,7 @@ def test_a_pyspy_job_lists_only_the_lines_it_has_figures_for(
 ) -> None:
     runs, bare, etl = pyspy
     copy_runs(runs, tmp_path / "runs")
-    settings = service.Settings(runs_dir=tmp_path / "runs")
+    settings = facade.Settings(runs_dir=tmp_path / "runs")
     client = serve(Watches(settings, every_s=None)).client
     live = client.get(f"/job/{etl.job}/live.json").json()
     assert live["series"]["keys"] == ["ratio", "busy", "idle"]  # no pools, no record rates

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from bpmon.model import (
+from bpmon.model.values import (
     Edge,
     Level,
     Metrics,
@@ -23,7 +23,7 @@ from bpmon.model import (
     VertexStatus,
     Window,
 )
-from bpmon.stored import BurstSummary
+from bpmon.service.stored import BurstSummary
 from bpmon.web import charts, figures, graph
 from bpmon.web.topology import columns, layout, victims
 

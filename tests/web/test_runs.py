@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.watching import Watches
+from bpmon.service.watching import Watches
 
 from .servers import ServeFactory
 

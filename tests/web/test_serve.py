@@ -23,7 +23,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bpmon.report_json import report_from_json
+from bpmon.model.report_json import report_from_json
 
 from .servers import TOKEN, WAIT_S, tiny, wait_until
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon import service
-from bpmon.report_json import report_from_json
+from bpmon.model.report_json import report_from_json
 from bpmon.scenario import parse_scenario
-from bpmon.subscriptions import Notice, Subscription
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.subscriptions import Notice, Subscription
+from bpmon.service.watching import Watches
 from bpmon.web.stream import event_text
 
 from .servers import WAIT_S, ServeFactory, tiny, wait_until
@@ -45,7 +45,7 @@ def blocks(lines: Iterator[str]) -> Iterator[Block]:
 @pytest.fixture
 def live(runs_dir: Path) -> Watches:
     """A registry watching job ``live`` (tiny scenario), a burst every 0.2 s."""
-    watches = Watches(service.Settings(runs_dir=runs_dir), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=runs_dir), every_s=0.2)
     watches.start_scenario(parse_scenario(tiny("live")))
     return watches
 
@@ -115,7 +115,7 @@ def test_a_failed_watch_ends_its_stream_with_the_failure(
     serve: ServeFactory, runs_dir: Path
 ) -> None:
     failing = tiny("failing").replace("cost_us = 50", "cost_us = 50\nfail = { after_s = 1.0 }")
-    watches = Watches(service.Settings(runs_dir=runs_dir), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=runs_dir), every_s=0.2)
     watches.start_scenario(parse_scenario(failing))
     served = serve(watches)
     with served.client.stream("GET", "/api/v1/jobs/failing/events") as stream:
@@ -139,7 +139,7 @@ def test_a_stored_job_is_said_to_be_only_stored_and_the_stream_ends(
 
 
 def test_a_quiet_stream_is_kept_alive(serve: ServeFactory, runs_dir: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=runs_dir), every_s=600)  # one burst, then quiet
+    watches = Watches(facade.Settings(runs_dir=runs_dir), every_s=600)  # one burst, then quiet
     watches.start_scenario(parse_scenario(tiny("quiet")))
     wait_until(lambda: watches.running() == ["quiet"], "the watch to run")
     served = serve(watches)  # keep-alive every 0.5 s

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bpmon.errors import ConfigError
+from bpmon.model.errors import ConfigError
 from bpmon.web.tls import check_tls
 
 from .servers import TOKEN, WAIT_S, tiny

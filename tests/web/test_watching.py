@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from bpmon import service
-from bpmon.collectors.runtime import RuntimeTarget
-from bpmon.errors import ConfigError, JobOverError, TargetNotFoundError
-from bpmon.model import Observation
-from bpmon.report_json import report_from_json
+from bpmon.collectors.inprocess import RuntimeTarget
+from bpmon.model.errors import ConfigError, JobOverError, TargetNotFoundError
+from bpmon.model.report_json import report_from_json
+from bpmon.model.values import Observation
 from bpmon.scenario import parse_scenario
-from bpmon.stored import StoredJobs
-from bpmon.subscriptions import Notice
-from bpmon.watching import AlreadyWatchedError, Watches
+from bpmon.service import facade
+from bpmon.service.stored import StoredJobs
+from bpmon.service.subscriptions import Notice
+from bpmon.service.watching import AlreadyWatchedError, Watches
 
 from .servers import task_threads, tiny, wait_until
 
@@ -40,7 +40,7 @@ FAILING = tiny("failing").replace(
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Watches]:
     """A registry over an empty runs directory, every watch stopped at the end."""
-    watches = Watches(service.Settings(runs_dir=tmp_path / "runs"), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=tmp_path / "runs"), every_s=0.2)
     yield watches
     assert watches.stop_all() == ()
     assert task_threads() == []
@@ -121,7 +121,7 @@ def test_a_failing_job_is_failed_with_its_error_and_counted(registry: Watches) -
 
 
 def test_stop_all_stops_everything_and_refuses_new_watches(tmp_path: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=0.2)
     watches.start_scenario(parse_scenario(tiny("one")))
     watches.start_scenario(parse_scenario(tiny("two")))
     reader = watches.subscribers.subscribe("one", lambda: None)
@@ -147,7 +147,7 @@ def test_a_process_that_is_not_there_is_refused_at_once(registry: Watches) -> No
 
 def test_stored_jobs_are_read_again_only_after_their_time(runs_dir: Path) -> None:
     now = [0.0]
-    stored = StoredJobs(service.Settings(runs_dir=runs_dir), ttl_s=10, clock=lambda: now[0])
+    stored = StoredJobs(facade.Settings(runs_dir=runs_dir), ttl_s=10, clock=lambda: now[0])
     assert sorted(stored.jobs()) == ["alpha", "beta"]
     assert len(stored.jobs()["beta"].history) == 1
     beta = next(p for p in runs_dir.iterdir() if "beta" in p.name)
@@ -164,7 +164,7 @@ def test_stored_jobs_are_read_again_only_after_their_time(runs_dir: Path) -> Non
 
 
 def test_a_watched_job_continues_its_stored_history(runs_dir: Path) -> None:
-    settings = service.Settings(runs_dir=runs_dir)
+    settings = facade.Settings(runs_dir=runs_dir)
     watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
     before = watches.job("alpha")
     assert before is not None and before.state == "stored" and len(before.history) == 3
@@ -202,9 +202,9 @@ class _Hangs(RuntimeTarget):
 
 
 def test_a_watch_that_stops_beating_is_stuck_and_says_for_how_long(tmp_path: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=5.0, stuck_after_s=1.0)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=5.0, stuck_after_s=1.0)
     target = _Hangs(tiny("hangs"))
-    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=5.0)
+    plan = facade.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=5.0)
     watches.start_target(target, plan)
     found = wait_until(watches.stuck, "the hung watch to be stuck")
     assert isinstance(found, list) and len(found) == 1
@@ -215,9 +215,9 @@ def test_a_watch_that_stops_beating_is_stuck_and_says_for_how_long(tmp_path: Pat
 
 
 def test_an_overrun_burst_makes_the_watch_stuck_until_a_report_follows(tmp_path: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=0.2)
     slow = tiny("slow").replace("samples = 10", "samples = 400")  # a 4 s burst...
-    plan = service.WatchPlan(bursts=None, samples=400, interval_ms=10, abandon_after_s=0.5)
+    plan = facade.WatchPlan(bursts=None, samples=400, interval_ms=10, abandon_after_s=0.5)
     target = RuntimeTarget(parse_scenario(slow))
     watches.start_target(target, plan)  # ...abandoned after half a second, every time
     found = wait_until(watches.stuck, "the overrun to make the watch stuck")
@@ -230,7 +230,7 @@ def test_an_overrun_burst_makes_the_watch_stuck_until_a_report_follows(tmp_path:
 
 
 def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
-    settings = service.Settings(runs_dir=runs_dir)
+    settings = facade.Settings(runs_dir=runs_dir)
     watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
     stored = watches.job("alpha")
     assert stored is not None and stored.latest is not None
@@ -244,7 +244,7 @@ def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
     assert ended is not None and ended.state == "ended"
     assert (ended.run_id, ended.latest) == (stored.run_id, stored.latest)  # a run that exists
     assert watches.stop_all() == ()
-    nothing = Watches(service.Settings(runs_dir=runs_dir / "empty"), every_s=0.2)
+    nothing = Watches(facade.Settings(runs_dir=runs_dir / "empty"), every_s=0.2)
     nothing.start_scenario(parse_scenario(slow_start.replace('"alpha"', '"fresh"')))
     view = nothing.stop("fresh")
     assert view is not None and (view.run_id, view.latest) == (None, None)
@@ -253,8 +253,8 @@ def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
 
 def test_upkeep_prunes_old_runs_and_temp_files_then_stops_with_the_rest(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    settings = service.Settings(runs_dir=runs)
-    ended = service.drain(service.run_scenario(parse_scenario(tiny("old")), settings))
+    settings = facade.Settings(runs_dir=runs)
+    ended = facade.drain(facade.run_scenario(parse_scenario(tiny("old")), settings))
     old = ended.reports[0]
     aged = old.window.start - timedelta(days=40)  # older than [history] keep_days (30)
     store = settings.store()
@@ -311,9 +311,9 @@ class _StuckOnce(RuntimeTarget):
 
 
 def test_an_overrun_watch_is_stuck_until_its_next_report(tmp_path: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=0.2)
     target = _StuckOnce()
-    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=0.5)
+    plan = facade.WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=0.5)
     watches.start_target(target, plan)
     wait_until(watches.stuck, "the abandoned burst to make the watch stuck")
     target.go_on.set()
@@ -334,9 +334,9 @@ class _OverAtStart(RuntimeTarget):
 
 
 def test_a_job_that_ends_as_its_watch_starts_says_how(tmp_path: Path) -> None:
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.2)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=0.2)
     target = _OverAtStart(parse_scenario(tiny("brief")))
-    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10)
+    plan = facade.WatchPlan(bursts=None, samples=10, interval_ms=10)
     with pytest.raises(JobOverError, match=r"^job 'brief' was CANCELED before its first burst$"):
         watches.start_target(target, plan)
     assert watches.running() == [] and watches.job("brief") is None
@@ -344,9 +344,9 @@ def test_a_job_that_ends_as_its_watch_starts_says_how(tmp_path: Path) -> None:
 
 
 def test_a_watch_that_goes_on_in_new_runs_shows_each_burst_once(tmp_path: Path) -> None:
-    settings = service.Settings(runs_dir=tmp_path)
+    settings = facade.Settings(runs_dir=tmp_path)
     watches = Watches(settings, every_s=0.05, stored=StoredJobs(settings, ttl_s=0))
-    plan = service.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=0.05, run_bursts=2)
+    plan = facade.WatchPlan(bursts=None, samples=10, interval_ms=10, every_s=0.05, run_bursts=2)
     watches.start_target(RuntimeTarget(parse_scenario(tiny("rolls"))), plan)
     wait_until(lambda: reports_of(watches, "rolls") >= 5, "five bursts in three runs")
     view = watches.job("rolls")

@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpmon import service
 from bpmon.collectors.flink import FlinkTarget
-from bpmon.errors import BpmonError
-from bpmon.events import JobEnded, ReportReady
-from bpmon.model import Report
-from bpmon.whatif import recommended_changes
-from bpmon.whatif import verdict as whatif_verdict
+from bpmon.model.errors import BpmonError
+from bpmon.model.events import JobEnded, ReportReady
+from bpmon.model.values import Report
+from bpmon.service import facade
+from bpmon.service.whatif import recommended_changes
+from bpmon.service.whatif import verdict as whatif_verdict
 
 if TYPE_CHECKING:  # a type only: the benchmark imports this module from outside the package
     from .cluster import Cluster
@@ -186,7 +186,7 @@ def _check(cluster: Cluster, job: str, before: Report, samples: int) -> tuple[Ch
     if not changes:
         return None, job
     wanted = {c.vertex: int(c.value) for c in changes}
-    job = service.rescale_flink(cluster.url, job, wanted, say=lambda _: None)
+    job = facade.rescale_flink(cluster.url, job, wanted, say=lambda _: None)
     after, error = _window(cluster.url, job, samples)
     if after is None:
         raise RuntimeError(f"no report after the rescale: {error}")
@@ -197,11 +197,11 @@ def _check(cluster: Cluster, job: str, before: Report, samples: int) -> tuple[Ch
 def _window(url: str, job: str, samples: int) -> tuple[Report | None, str | None]:
     """One window of ``job`` through the service, as ``monitor_flink`` takes it, but giving up
     after :data:`PATIENCE_S` of a job that is not running (not the CLI's minute)."""
-    plan = replace(service.outside_plan(samples, 50.0, 1, None), patience_s=PATIENCE_S)
+    plan = replace(facade.outside_plan(samples, 50.0, 1, None), patience_s=PATIENCE_S)
     with tempfile.TemporaryDirectory(prefix="bpmon-corpus-") as runs:
-        settings = service.Settings(runs_dir=Path(runs))
+        settings = facade.Settings(runs_dir=Path(runs))
         report: Report | None = None
-        for event in service.watch(FlinkTarget(url, job), plan, settings, live=False):
+        for event in facade.watch(FlinkTarget(url, job), plan, settings, live=False):
             if isinstance(event, ReportReady):
                 report = event.report
             elif isinstance(event, JobEnded) and report is None:

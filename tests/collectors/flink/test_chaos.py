@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from bpmon.model import Report
-from bpmon.report_json import report_from_json
+from bpmon.model.report_json import report_from_json
+from bpmon.model.values import Report
 
 from .cluster import Cluster
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from bpmon import service
-from bpmon.watching import Watches
+from bpmon.service import facade
+from bpmon.service.watching import Watches
 
 from .cluster import Cluster
 from .conftest import RunJob
@@ -198,7 +198,7 @@ def test_serve_watches_a_flink_job_burst_after_burst(
 ) -> None:
     """What ``bpmon serve --monitor-flink URL --flink-job ID`` starts: a watch of the job."""
     job = watched("slow-map", flink_job)
-    watches = Watches(service.Settings(runs_dir=tmp_path), every_s=0.5)
+    watches = Watches(facade.Settings(runs_dir=tmp_path), every_s=0.5)
     try:
         name = watches.start_flink(flink_cluster.url, job=job, every_s=0.5)
         deadline = time.monotonic() + 120
@@ -214,4 +214,4 @@ def test_serve_watches_a_flink_job_burst_after_burst(
     finally:
         leaks = watches.stop_all()
     assert leaks == ()
-    assert len(service.stored_runs(service.Settings(runs_dir=tmp_path))) == 1  # saved as it went
+    assert len(facade.stored_runs(facade.Settings(runs_dir=tmp_path))) == 1  # saved as it went

@@ -15,7 +15,7 @@ from bpmon.collectors.flink_config import DEFAULTS, config_of, duration_ms
 from bpmon.collectors.flink_flame import flame_graph, frame_of
 from bpmon.collectors.flink_threads import Tally
 from bpmon.collectors.profile import StackClassifier, load_profile
-from bpmon.errors import CollectorError
+from bpmon.model.errors import CollectorError
 
 FIXTURE = Path(__file__).with_name("fixtures") / "flamegraph-slow-map.json"
 

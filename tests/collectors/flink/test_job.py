@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bpmon.collectors.flink import FlinkTarget
-from bpmon.errors import JobError, JobOverError, UnavailableError
-from bpmon.model import Observation
-from bpmon.service import Settings, drain, monitor_flink
+from bpmon.model.errors import JobError, JobOverError, UnavailableError
+from bpmon.model.values import Observation
+from bpmon.service.facade import Settings, drain, monitor_flink
 
 from .fake_flink import Script, job_id, recorded, serving
 

@@ -32,8 +32,8 @@ from bpmon.collectors.flink_plan import (
 from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump, task_thread
 from bpmon.collectors.profile import StackClassifier, load_profile
-from bpmon.errors import CollectorError, TargetNotFoundError
-from bpmon.model import Edge, Metrics
+from bpmon.model.errors import CollectorError, TargetNotFoundError
+from bpmon.model.values import Edge, Metrics
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bpmon.collectors.flink import FlinkTarget
-from bpmon.service import Settings, drain, monitor_flink
+from bpmon.service.facade import Settings, drain, monitor_flink
 
 from .fake_flink import recorded, serving
 

@@ -9,7 +9,7 @@ import pytest
 
 from bpmon.collectors import flink_rest
 from bpmon.collectors.flink_rest import RETRY_DELAYS_S, FlinkRest, NotFoundError
-from bpmon.errors import CollectorError, UnavailableError
+from bpmon.model.errors import CollectorError, UnavailableError
 
 from .cluster import free_port
 from .fake_flink import Script, serving

@@ -11,7 +11,7 @@ import pytest
 from bpmon.collectors.flink_placement import starving
 from bpmon.collectors.flink_plan import Placement, placements_of
 from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
-from bpmon.errors import JobError, JobOverError, UnavailableError
+from bpmon.model.errors import JobError, JobOverError, UnavailableError
 
 from .fake_flink import recorded
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bpmon.events import JobEnded, JobFailed, ReportReady, Trouble
-from bpmon.service import Settings, monitor_flink
+from bpmon.model.events import JobEnded, JobFailed, ReportReady, Trouble
+from bpmon.service.facade import Settings, monitor_flink
 
 from .fake_flink import Script, job_id, recorded, serving
 

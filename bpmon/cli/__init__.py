@@ -1,0 +1,4 @@
+"""The ``bpmon`` command line: :mod:`~bpmon.cli.commands` (its entry point, ``main``),
+:mod:`~bpmon.cli.history` (``bpmon history`` and ``bpmon analyze``) and :mod:`~bpmon.cli.help`
+(the help text's layout).
+"""

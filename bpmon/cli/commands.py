@@ -1,0 +1,708 @@
+"""The ``bpmon`` command line: a surface over :mod:`bpmon.service.facade`.
+
+Every expected error is a :class:`bpmon.model.errors.BpmonError`, printed as one line on stderr with
+its exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 130).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+
+import bpmon
+from bpmon.cli.help import PlainGroup, use_plain_help
+from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
+from bpmon.model.events import Event, JobEnded, JobFailed, LiveSnapshot
+from bpmon.model.report_json import comparison_to_json, reports_to_json
+from bpmon.model.values import Report
+from bpmon.render.listing import Example, examples_json, examples_table
+from bpmon.render.liveview import LiveView
+from bpmon.render.report import (
+    render_comparison,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from bpmon.scenario import Scenario, example_path, load_example, load_expectation
+from bpmon.scenario.plan_text import plan_lines, plan_to_dict
+from bpmon.service.facade import (
+    DEFAULT_RUNS_DIR,
+    Settings,
+    format_doc,
+    job_plan,
+    load_report,
+    monitor_flink,
+    monitor_process,
+    rescale_flink,
+    resolve_scenario,
+    run_scenario,
+    shipped_examples,
+    use_data_dir,
+)
+from bpmon.service.watching import STUCK_AFTER_S
+from bpmon.service.whatif import (
+    Change,
+    changed,
+    parse_change,
+    recommended_changes,
+    rerouted,
+    verdict,
+)
+
+EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
+or the stop was forced after 5 s); 2 bad input (a flag, scenario, topology, profile or rules
+file, a runs directory that cannot be written); 3 not enough network buffers for the scenario; 4
+the job failed; 5 the target cannot be read (no such process or Flink job, ptrace denied, py-spy
+failed, Flink unreachable, or the job ended before its first burst); 6 a stored report or the
+history is unreadable, cannot be written or is busy (nothing stored is lost); 7 the report was
+printed but could not be saved; 130 interrupted (the job was stopped cleanly)."""
+
+
+app = typer.Typer(
+    cls=PlainGroup,
+    name="bpmon",
+    help="Find where a streaming pipeline is backpressured, and why.",
+    epilog=EXIT_CODES,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+RunsDir = Annotated[
+    Path,
+    typer.Option("--runs-dir", envvar="BPMON_RUNS_DIR", help="Where run reports are kept."),
+]
+RulesFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--rules",
+        envvar="BPMON_RULES",
+        help="A rules file to diagnose with (default: the shipped rules/backpressure.toml).",
+    ),
+]
+Format = Literal["text", "md", "json"]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn bpmon's errors into one line and an exit code; Ctrl-C into exit code 130."""
+    try:
+        yield
+    except BpmonError as exc:
+        typer.echo(f"bpmon: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("bpmon: interrupted; the job was stopped cleanly", err=True)
+        raise typer.Exit(130) from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(bpmon.__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="A folder with your own rules/ and collectors/ files, looked up before "
+            "bpmon's (default: $BPMON_DATA_DIR).",
+        ),
+    ] = None,
+) -> None:
+    """Find where a streaming pipeline is backpressured, and why."""
+    with _errors():
+        use_data_dir(data_dir)
+
+
+@app.command()
+def version() -> None:
+    """Print bpmon's version."""
+    typer.echo(bpmon.__version__)
+
+
+@app.command()
+def docs(
+    name: Annotated[
+        str, typer.Argument(help="scenario, topology, report (or any other of bpmon's docs).")
+    ],
+) -> None:
+    """Print one of bpmon's format documents (Markdown), as installed with it."""
+    with _errors():
+        typer.echo(format_doc(name), nl=False)
+
+
+@app.command()
+def examples(
+    json_out: Annotated[
+        bool, typer.Option("--json", help='Print JSON: [{"name", "job", "shows"}].')
+    ] = False,
+) -> None:
+    """List the example scenarios bpmon ships, each with its job's name and the diagnosis it
+    shows (run one with `bpmon run NAME`)."""
+    with _errors():
+        found = [_example(name) for name in shipped_examples()]
+        if json_out:
+            typer.echo(examples_json(found))
+        else:
+            console = Console()
+            console.print(examples_table(found, console.width))
+
+
+def _example(name: str) -> Example:
+    """A shipped example with its job's name and, from its [expect] table, what it shows."""
+    expect = load_expectation(example_path(name))
+    shows = "the scenario as written"
+    if expect is not None and not expect.root_cause:
+        shows = "no backpressure: a healthy job"
+    elif expect is not None:
+        subtasks = ", ".join(map(str, expect.subtasks))
+        plural = "s" if len(expect.subtasks) > 1 else ""
+        where = f", subtask{plural} {subtasks}" if subtasks else ""
+        shows = f"{expect.kind} at {expect.root_cause}{where}"
+    return Example(name, load_example(name).name, shows)
+
+
+@app.command()
+def run(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds the job runs (default: the file's duration_s).")
+    ] = None,
+    bursts: Annotated[int, typer.Option(help="Monitoring windows to sample.")] = 1,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Apply bpmon's recommendation (the parallelism it names), re-run, and say "
+            "whether the backpressure is gone.",
+        ),
+    ] = False,
+    observe: Annotated[
+        str,
+        typer.Option(
+            metavar="TARGET",
+            help="Diagnose from only what this target would show of the job: runtime (all), "
+            "flink (its REST API and samples: no per-channel or spill figures) or pyspy "
+            "(stacks alone).",
+        ),
+    ] = "runtime",
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Run a scenario on bpmon's runtime, watch it, and name the root cause of backpressure.
+
+    Shows a live table per vertex while the job runs, samples `--bursts` windows after the
+    scenario's warm-up, then prints the report (also saved under --runs-dir/RUN_ID/).
+    """
+    with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        if bursts < 1:
+            raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
+        loaded = resolve_scenario(scenario)
+        events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration, observe=observe)
+        if not verify:
+            _show_watch(events, loaded.name, json_out)
+            return
+        view = Console(stderr=json_out)
+        first = _watched(events, loaded.name, view)
+        changes = recommended_changes(first.reports[-1])
+        if not changes:
+            if not json_out:
+                render_text(first.reports[-1], view)
+            _say_saved(first, json_out)
+            raise ConfigError("--verify: the report recommends no parallelism to try")
+        again = changed(loaded, changes)
+        _say_rerouted(loaded, again, view)
+        label = ", ".join(map(str, changes))
+        rerun = run_scenario(again, settings, duration_s=duration, observe=observe)
+        second = _watched(rerun, label, view)
+        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+
+
+@app.command()
+def plan(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Show how a scenario is scheduled: pipelined regions, slot sharing groups, slots, memory.
+
+    Nothing runs: this is the job graph as the runtime compiles it (docs/scenario.md).
+    """
+    with _errors():
+        compiled = job_plan(scenario)
+        if json_out:
+            typer.echo(json.dumps(plan_to_dict(compiled), indent=2))
+        else:
+            typer.echo("\n".join(wrapped(plan_lines(compiled), Console().width)))
+
+
+@app.command()
+def demo(runs_dir: RunsDir = DEFAULT_RUNS_DIR, rules: RulesFile = None) -> None:
+    """Run the built-in demo scenario: a chain with one clear bottleneck, and its diagnosis."""
+    with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        events = run_scenario(resolve_scenario("demo"), settings)
+        _show_watch(events, "demo", json_out=False)
+
+
+@app.command()
+def diagnose(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="A run id, run directory or file.")],
+    output: Annotated[
+        str, typer.Option("--format", help="text, md or json.", case_sensitive=False)
+    ] = "text",
+    burst: Annotated[
+        int, typer.Option(help="Which burst of the run (0 is the first; see `bpmon history RUN`).")
+    ] = 0,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+) -> None:
+    """Render a saved report again."""
+    with _errors():
+        if burst < 0:
+            raise ConfigError(f"--burst {burst}: expected 0 or more")
+        report = load_report(run_ref, Settings(runs_dir=runs_dir), burst=burst)
+        _print_report(report, _format(output))
+
+
+@app.command()
+def whatif(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
+    sets: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            metavar="VERTEX.KEY=VALUE",
+            help="A change to try, e.g. enrich.parallelism=6 (repeat for several); keys: "
+            "parallelism, cost_us, rate, record_bytes, fanout, selectivity, "
+            "managed_memory (a weight), state_mb, spill_cost_us.",
+        ),
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print both reports as JSON.")] = False,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds each job runs (default: the file's duration_s).")
+    ] = None,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Run a scenario as written and as changed, and show both diagnoses side by side."""
+    with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        loaded = resolve_scenario(scenario)
+        changes = [parse_change(text) for text in sets]
+        again = changed(loaded, changes)  # a bad change fails here, before anything runs
+        view = Console(stderr=json_out)
+        _say_rerouted(loaded, again, view)
+        first = _watched(run_scenario(loaded, settings, duration_s=duration), loaded.name, view)
+        what = ", ".join(str(c) for c in changes)
+        second = _watched(run_scenario(again, settings, duration_s=duration), what, view)
+        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+
+
+def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
+    if moved := rerouted(before, after):
+        view.print(
+            f"{', '.join(moved)}: forward becomes rebalance in the changed job (Flink keeps "
+            "forward only between equal parallelisms)",
+            highlight=False,
+        )
+
+
+def _show_comparison(
+    before: Report, after: Report, changes: list[Change], json_out: bool, view: Console
+) -> None:
+    result = verdict(before, after, changes)
+    if json_out:
+        texts = [str(c) for c in changes]
+        typer.echo(comparison_to_json(before, after, texts, result.removed, at_edge=result.at_edge))
+        return
+    render_comparison(before, after, ", ".join(str(c) for c in changes), view)
+    clear = result.removed and not result.at_edge
+    mark = "✓" if clear else "!" if result.removed else "✗"
+    view.print(
+        f"{mark} backpressure {result.summary}",
+        style="green" if clear else "yellow",
+        highlight=False,
+    )
+
+
+@app.command()
+def monitor(
+    pid: Annotated[int | None, typer.Option("--pid", help="The Python process to watch.")] = None,
+    flink: Annotated[
+        str | None,
+        typer.Option(
+            "--flink", metavar="URL", help="A Flink JobManager's REST address to watch a job of."
+        ),
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", metavar="ID|NAME", help="The Flink job (default: the only running)."),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="Collector profile name or file (python-queue, flink-jvm)."),
+    ] = None,
+    topology: Annotated[
+        str | None, typer.Option(help="Topology file: which stage feeds which.")
+    ] = None,
+    samples: Annotated[int, typer.Option(help="Stack samples to take.")] = 100,
+    interval_ms: Annotated[
+        float,
+        typer.Option("--interval-ms", metavar="MS", help="Milliseconds between two samples."),
+    ] = 50.0,
+    pause: Annotated[bool, typer.Option(help="Pause the target while sampling.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="With --flink: bring the job to the parallelism bpmon recommends (through "
+            "Flink's adaptive scheduler, or wait for your own rescale), diagnose it again and "
+            "say whether the backpressure is gone.",
+        ),
+    ] = False,
+    verify_timeout: Annotated[
+        float,
+        typer.Option(
+            "--verify-timeout",
+            metavar="SECONDS",
+            help="With --verify: how long to wait for the job to run at that parallelism.",
+        ),
+    ] = 300.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Diagnose a Python process (--pid, sampled with py-spy) or a Flink job (--flink).
+
+    A Flink job is read over its REST API: job graph, per-subtask metrics, task managers'
+    thread dumps as stack samples, and Flink's own backpressure levels as a cross-check.
+    """
+    with _errors():
+        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        if (pid is None) == (flink is None):
+            raise ConfigError("bpmon monitor: pass either --pid PID or --flink URL (one of them)")
+        if flink is not None:
+            if topology is not None or pause:
+                raise ConfigError("--topology and --pause are for --pid; a Flink job has its own")
+
+            def watched(which: str | None) -> Iterator[Event]:
+                return monitor_flink(
+                    flink,
+                    job=which,
+                    collector_profile=profile or "flink-jvm",
+                    samples=samples,
+                    interval_ms=interval_ms,
+                    settings=settings,
+                )
+
+            if verify:
+                _verify_flink(flink, job, watched, verify_timeout, json_out)
+            else:
+                _show_watch(watched(job), f"Flink job at {flink}", json_out)
+            return
+        if verify:
+            raise ConfigError("--verify is for --flink (a Python process is not rescaled)")
+        if job is not None:
+            raise ConfigError("--job is for --flink; with --pid the process is the job")
+        assert pid is not None
+        events = monitor_process(
+            pid,
+            collector_profile=profile or "python-queue",
+            topology=topology,
+            samples=samples,
+            interval_ms=interval_ms,
+            pause=pause,
+            settings=settings,
+        )
+        _show_watch(events, f"pid {pid}", json_out)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on; beyond loopback a token is required."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8484,
+    run_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run", metavar="SCENARIO", help="Watch a scenario (file or example); repeatable."
+        ),
+    ] = None,
+    monitor_pid: Annotated[
+        int | None, typer.Option("--monitor-pid", metavar="PID", help="Watch a Python process.")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="Collector profile for --monitor-pid (python-queue).")
+    ] = None,
+    topology: Annotated[str | None, typer.Option(help="Topology file for --monitor-pid.")] = None,
+    monitor_flink: Annotated[
+        str | None,
+        typer.Option(
+            "--monitor-flink", metavar="URL", help="Watch a job of the Flink cluster at URL (REST)."
+        ),
+    ] = None,
+    flink_job: Annotated[
+        str | None,
+        typer.Option(
+            "--flink-job",
+            metavar="ID|NAME",
+            help="The job for --monitor-flink (default: the one running).",
+        ),
+    ] = None,
+    every: Annotated[float, typer.Option(help="Seconds between bursts of a watched job.")] = 10.0,
+    stuck_after: Annotated[
+        float,
+        typer.Option(
+            "--stuck-after",
+            metavar="SECONDS",
+            help="A watch that shows no sign of life this long is stuck: /healthz answers 503.",
+        ),
+    ] = STUCK_AFTER_S,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="File holding the bearer token every request must carry."),
+    ] = None,
+    metrics_public: Annotated[
+        bool, typer.Option("--metrics-public", help="Serve /metrics without the token.")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME",
+            help="Also answer requests whose Host is NAME (the name Prometheus or a browser "
+            "uses); repeatable. Always answered: localhost, loopback addresses and the --host "
+            "address. With a token on 0.0.0.0 or ::, any Host is answered unless this is given.",
+        ),
+    ] = None,
+    certfile: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Serve HTTPS with this PEM certificate (chain)."),
+    ] = None,
+    keyfile: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="The unencrypted PEM key of --certfile."),
+    ] = None,
+    runs_dir: RunsDir = DEFAULT_RUNS_DIR,
+    rules: RulesFile = None,
+) -> None:
+    """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
+
+    Watches the --run scenarios, the --monitor-pid process and the
+    --monitor-flink job, a burst every --every seconds, and serves every run
+    in --runs-dir. API docs: /docs and /redoc (no CDN needed).
+
+    Access: a token comes from --token-file or $BPMON_TOKEN. /healthz needs
+    none and names jobs only to a caller with it (503 while a watch is
+    stuck). A request whose Host is not answered gets 421 (a guard against
+    DNS rebinding): add names with --allow-host.
+
+    Stop: Ctrl-C or SIGTERM stops every watched job; the process is gone
+    within 5 s whatever its threads do. Past that, or at a second signal,
+    it prints every thread's stack and exits 1.
+
+    Exit codes: 0 stopped cleanly; 1 something did not stop cleanly, or the
+    stop was forced; 2 bad set-up (one line, nothing started); 5 a target to
+    watch cannot be read (a Flink cluster that does not answer, no such PID);
+    130 stopped while the watches were starting.
+    """
+    with _errors():
+        _serve(
+            host=host,
+            port=port,
+            runs_dir=runs_dir,
+            rules_path=rules,
+            scenarios=tuple(run_ or ()),
+            monitor_pid=monitor_pid,
+            profile=profile,
+            topology=topology,
+            monitor_flink=monitor_flink,
+            flink_job=flink_job,
+            every_s=every,
+            stuck_after_s=stuck_after,
+            token_file=token_file,
+            metrics_public=metrics_public,
+            allow_hosts=tuple(allow_host or ()),
+            certfile=certfile,
+            keyfile=keyfile,
+        )
+
+
+def _serve(**flags: Any) -> None:
+    """Run the server (the web extra imported only now); report what did not stop cleanly."""
+    try:
+        from bpmon.web.launch import ServeOptions
+        from bpmon.web.launch import serve as serve_forever
+    except ImportError as exc:
+        raise ConfigError(
+            f"bpmon serve needs the web extra ({exc.name} is missing): pip install 'bpmon[web]'"
+        ) from None
+    leaks = serve_forever(ServeOptions(**flags), announce=lambda line: typer.echo(line, err=True))
+    if leaks:
+        typer.echo(f"bpmon: warning: not everything ended cleanly: {'; '.join(leaks)}", err=True)
+        raise typer.Exit(1)
+    typer.echo("bpmon: stopped; every watched job ended cleanly", err=True)
+
+
+# -- watching -----------------------------------------------------------------------------------
+
+
+def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
+    """Consume a watch's events: a live view on the terminal, then the reports."""
+    view = Console(stderr=json_out)
+    ended = _watched(events, title, view)
+    if json_out:
+        typer.echo(reports_to_json(ended.reports))
+    else:
+        for report in ended.reports:
+            render_text(report, view)
+    _say_saved(ended, json_out)
+
+
+def _verify_flink(
+    url: str,
+    job: str | None,
+    watched: Callable[[str | None], Iterator[Event]],
+    timeout_s: float,
+    json_out: bool,
+) -> None:
+    """Diagnose, bring the job to the recommended parallelism, diagnose again, compare."""
+    view = Console(stderr=json_out)
+    first = _watched(watched(job), f"Flink job at {url}", view)
+    before = first.reports[-1]
+    changes = recommended_changes(before)
+    if not changes:
+        if not json_out:
+            render_text(before, view)
+        _say_saved(first, json_out)
+        raise ConfigError("--verify: the report recommends no parallelism to try")
+    wanted = {c.vertex: int(c.value) for c in changes}
+    again = rescale_flink(url, job or before.job, wanted, say=view.print, timeout_s=timeout_s)
+    second = _watched(watched(again), ", ".join(map(str, changes)), view)
+    _show_comparison(before, second.reports[-1], changes, json_out, view)
+
+
+def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:
+    """Run a watch to its end under a live view; JobError if the job failed."""
+    live = LiveView(view, title)
+    ended: JobEnded | None = None
+    try:
+        with live:
+            for event in events:
+                if isinstance(event, LiveSnapshot):
+                    live.update(event)
+                elif isinstance(event, JobEnded):
+                    ended = event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()  # a Ctrl-C mid-watch: stop the job now, every thread and buffer back
+    if ended is None:  # the service always ends a watch with JobEnded: a bug otherwise
+        raise BpmonError("the watch ended without a final event")
+    if ended.leaks:
+        leaks = "; ".join(ended.leaks)
+        typer.echo(f"bpmon: warning: the job did not end cleanly: {leaks}", err=True)
+    if isinstance(ended, JobFailed):
+        kept = (
+            f"; {len(ended.reports)} burst(s) kept as run {ended.run_id}" if ended.reports else ""
+        )
+        raise JobError(f"{ended.error}{kept}")
+    if ended.reason is not None and ended.bursts == 0:
+        raise JobOverError(f"{ended.reason} before its first burst: nothing was diagnosed")
+    if ended.reason is not None:
+        typer.echo(f"bpmon: {ended.reason}; {ended.bursts} burst(s) taken before", err=True)
+    return ended
+
+
+def _say_saved(ended: JobEnded, json_out: bool) -> None:
+    """Where the run was saved; SaveError (exit 7) when a report could not be, after it was
+    printed."""
+    if ended.paths:
+        folder = ended.paths[0].parent
+        typer.echo(
+            f"run {ended.run_id}: saved in {folder}; `bpmon diagnose {ended.run_id}` shows it "
+            "again",
+            err=json_out,
+        )
+    if ended.unsaved:
+        raise SaveError(
+            f"{ended.unsaved} report(s) printed above could not be saved: {ended.save_errors[0]}"
+        )
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def wrapped(lines: list[str], width: int) -> Iterator[str]:
+    """``lines`` wrapped at ``width`` between words, each continuation indented under its
+    line's text plus four, so a long line still reads as one item."""
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        yield from textwrap.wrap(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        ) or [""]
+
+
+def _format(value: str) -> Format:
+    lowered = value.lower()
+    if lowered == "markdown":
+        lowered = "md"
+    if lowered not in ("text", "md", "json"):
+        raise ConfigError(f"--format {value!r}: expected text, md or json")
+    return lowered  # type: ignore[return-value]
+
+
+def _print_report(report: Report, output: Format) -> None:
+    if output == "json":
+        typer.echo(render_json(report))
+    elif output == "md":
+        typer.echo(render_markdown(report))
+    else:
+        render_text(report, Console())
+
+
+# -- the history and its analysis (bpmon/cli/history.py: they use the helpers above) -----------
+
+from bpmon.cli.history import analyze, history_app  # noqa: E402
+
+app.add_typer(history_app, name="history")
+app.command()(analyze)
+use_plain_help(app, history_app)
+
+
+def main() -> None:
+    """Entry point of the ``bpmon`` script: a usage error is one line too, with exit code 2."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # typer's usage errors: a bad flag, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = getattr(ctx, "command_path", None) or "bpmon"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        typer.echo(f"bpmon: error: {message}; see `{where} --help`", err=True)
+        sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
+    except typer.Abort:
+        typer.echo("bpmon: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

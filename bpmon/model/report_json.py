@@ -1,0 +1,522 @@
+"""The report as JSON (``spec/report.md``): writing it and reading it back.
+
+The key names and their order follow the spec exactly; fields the model has beyond the spec
+(``backpressured_time_ratio``, ``disagreement``) are added keys, never renamed ones. ``level``,
+``ratio`` and ``root_causes`` that are ``None`` mean "no diagnosis yet" and are left out; any other
+``None`` is written as ``null``. NaN and infinities are never written (``null`` instead), and a
+``null`` read back into a field that cannot be ``None`` becomes NaN, so a round trip is faithful.
+
+Reading is forward compatible (unknown keys are ignored) and strict about everything else: a
+report of another major ``schema`` version, or a malformed one, raises :class:`HistoryError` with
+one line naming the field and its value. Stdlib only: this module belongs to the model layer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from bpmon.model.errors import HistoryError
+from bpmon.model.values import (
+    REPORT_SCHEMA,
+    CauseKind,
+    ChainShare,
+    ChannelWindow,
+    Edge,
+    Finding,
+    Level,
+    LevelsFrom,
+    Metrics,
+    NextInSeries,
+    Report,
+    RootCause,
+    Source,
+    SubtaskStatus,
+    VertexStatus,
+    Window,
+)
+
+SCHEMA_NAME, _, _MAJOR = REPORT_SCHEMA.partition("/")
+SCHEMA_MAJOR = int(_MAJOR)
+"""The major version of ``bpmon.report`` this module reads; minor versions only add fields."""
+
+LEVELS: tuple[Level, ...] = ("OK", "LOW", "HIGH")
+SOURCES: tuple[Source, ...] = ("runtime", "pyspy", "flink")
+LEVELS_FROM: tuple[LevelsFrom, ...] = ("samples", "time")
+CAUSE_KINDS: tuple[CauseKind, ...] = (
+    "slow-operator",
+    "data-skew",
+    "slow-subtask",
+    "slow-sink",
+    "network",
+    "resource-starved",
+    "spilling",
+    "stalled",
+    "source-limited",
+)
+
+_RATIO_DIGITS = 3
+_RATE_DIGITS = 1
+_MS_DIGITS = 3
+_METRICS: tuple[tuple[str, int], ...] = (
+    ("busy_ratio", _RATIO_DIGITS),
+    ("idle_ratio", _RATIO_DIGITS),
+    ("out_pool_usage", _RATIO_DIGITS),
+    ("in_pool_usage", _RATIO_DIGITS),
+    ("records_in_per_s", _RATE_DIGITS),
+    ("records_out_per_s", _RATE_DIGITS),
+)
+"""The metric fields shared by vertices and subtasks, in spec order, with their rounding."""
+
+_T = TypeVar("_T")
+
+
+# --------------------------------------------------------------------------------------- writing
+
+
+def report_to_dict(report: Report) -> dict[str, Any]:
+    """The report as a JSON-ready dict, keys in the order of ``spec/report.md``."""
+    doc: dict[str, Any] = {
+        "schema": report.schema,
+        "run_id": report.run_id,
+        "job": report.job,
+        "source": report.source,
+        "window": _window_to_dict(report.window),
+        "vertices": [_vertex_to_dict(v) for v in report.vertices],
+    }
+    if report.root_causes is not None:
+        doc["root_causes"] = [root_cause_to_dict(c) for c in report.root_causes]
+    doc["findings"] = [
+        {"kind": f.kind, "vertex": f.vertex, "detail": f.detail} for f in report.findings
+    ]
+    doc["levels_from"] = report.levels_from
+    if report.channels:
+        doc["channels"] = [_channel_to_dict(c) for c in report.channels]
+    return doc
+
+
+def _channel_to_dict(c: ChannelWindow) -> dict[str, Any]:
+    return {
+        "producer": c.producer,
+        "producer_index": c.producer_index,
+        "consumer": c.consumer,
+        "consumer_index": c.consumer_index,
+        "remote": c.remote,
+        "backlog": _number(c.backlog, _RATE_DIGITS),
+        "queued": _number(c.queued, _RATE_DIGITS),
+        "no_credit": _number(c.no_credit, _RATIO_DIGITS),
+        "stalled": _number(c.stalled, _RATIO_DIGITS),
+        "blocked": _number(c.blocked, _RATIO_DIGITS),
+    }
+
+
+def report_to_json(report: Report, indent: int | None = 2) -> str:
+    """The report as JSON text (strict JSON: never NaN or Infinity)."""
+    return json_text(report_to_dict(report), indent)
+
+
+def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
+    """One report as its document, several as an array of them (``bpmon run --bursts N``)."""
+    if len(reports) == 1:
+        return report_to_json(reports[0], indent)
+    return json_text([report_to_dict(r) for r in reports], indent)
+
+
+def comparison_to_json(
+    before: Report,
+    after: Report,
+    changes: Sequence[str],
+    removed: bool,
+    indent: int | None = 2,
+    at_edge: Sequence[str] = (),
+) -> str:
+    """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict
+    (``at_edge``: changed vertices still saturated although the backpressure is gone)."""
+    doc = {
+        "changes": list(changes),
+        "backpressure_removed": removed,
+        "at_edge": list(at_edge),
+        "before": report_to_dict(before),
+        "after": report_to_dict(after),
+    }
+    return json_text(doc, indent)
+
+
+def json_text(doc: object, indent: int | None = 2) -> str:
+    """The one way bpmon writes JSON: UTF-8 text, strict (a NaN is a bug, never written)."""
+    return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """``2026-11-22T10:15:02.000Z``: UTC, milliseconds. A naive datetime is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+def _number(value: float | None, digits: int) -> float | None:
+    """``value`` rounded to ``digits`` decimals; None for None, NaN and infinities."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
+def _window_to_dict(window: Window) -> dict[str, Any]:
+    return {
+        "start": format_timestamp(window.start),
+        "end": format_timestamp(window.end),
+        "samples": window.samples,
+        "interval_ms": _number(window.interval_ms, _MS_DIGITS),
+        "jitter_ms_p99": _number(window.jitter_ms_p99, _MS_DIGITS),
+        "planned_samples": window.planned_samples,
+        "planned_interval_ms": _number(window.planned_interval_ms, _MS_DIGITS),
+    }
+
+
+def _status_to_dict(status: VertexStatus | SubtaskStatus, head: dict[str, Any]) -> dict[str, Any]:
+    """``head`` followed by level, ratio (when diagnosed) and the metric fields."""
+    if status.level is not None:
+        head["level"] = status.level
+    if status.ratio is not None:
+        head["ratio"] = _number(status.ratio, _RATIO_DIGITS)
+    for name, digits in _METRICS:
+        head[name] = _number(getattr(status.metrics, name), digits)
+    return head
+
+
+def _vertex_to_dict(vertex: VertexStatus) -> dict[str, Any]:
+    doc = _status_to_dict(vertex, {"name": vertex.name, "parallelism": vertex.parallelism})
+    doc["inputs"] = [
+        {"from": e.source, "partitioner": e.partitioner, "exchange": e.exchange}
+        for e in vertex.inputs
+    ]
+    doc["subtasks"] = [_subtask_to_dict(s) for s in vertex.subtasks]
+    return doc
+
+
+def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
+    doc = _status_to_dict(subtask, {"index": subtask.index})
+    doc["backpressured_time_ratio"] = _number(
+        subtask.metrics.backpressured_time_ratio, _RATIO_DIGITS
+    )
+    doc["disagreement"] = subtask.disagreement
+    return doc
+
+
+def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
+    """One root cause as the report's JSON writes it (``spec/report.md``)."""
+    doc: dict[str, Any] = {
+        "vertex": cause.vertex,
+        "kind": cause.kind,
+        "subtasks": list(cause.subtasks),
+        "confidence": _number(cause.confidence, _RATIO_DIGITS),
+        "evidence": list(cause.evidence),
+        "recommendation": cause.recommendation,
+        "capacity_per_subtask": _number(cause.capacity_per_subtask, _RATE_DIGITS),
+        "offered_rate": _number(cause.offered_rate, _RATE_DIGITS),
+        "recommended_parallelism": cause.recommended_parallelism,
+    }
+    if cause.next_in_series:  # left out when empty, like channels
+        doc["next_in_series"] = [
+            {
+                "vertex": n.vertex,
+                "parallelism": n.parallelism,
+                "capacity_per_subtask": _number(n.capacity_per_subtask, _RATE_DIGITS),
+                "offered_rate": _number(n.offered_rate, _RATE_DIGITS),
+                "recommended_parallelism": n.recommended_parallelism,
+            }
+            for n in cause.next_in_series
+        ]
+    if cause.in_chain is not None:  # left out when absent
+        doc["in_chain"] = _chain_to_dict(cause.in_chain)
+    return doc
+
+
+def _chain_to_dict(share: ChainShare) -> dict[str, Any]:
+    return {
+        "operator": share.operator,
+        "position": share.position,
+        "samples": share.samples,
+        "busy_samples": share.busy_samples,
+        "shares": [
+            {"operator": name, "share": _number(value, _RATIO_DIGITS)}
+            for name, value in share.shares
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------- reading
+
+
+def report_from_json(text: str) -> Report:
+    """Parse a report; HistoryError (one line) if it is not JSON or not a valid report."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        joined = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
+        raise HistoryError(
+            f"report is not valid JSON: {exc.msg}{joined}line {exc.lineno} column {exc.colno}"
+        ) from None
+    return report_from_dict(doc)
+
+
+def report_from_dict(doc: object) -> Report:
+    """Build a report from a parsed JSON document; HistoryError names a bad field and value."""
+    top = _Fields(doc, "report")
+    _check_schema(top.get("schema", str))
+    causes = top.optional("root_causes", list)
+    return Report(
+        schema=top.get("schema", str),
+        run_id=top.get("run_id", str),
+        job=top.get("job", str),
+        source=top.choice("source", SOURCES),
+        levels_from=top.choice("levels_from", LEVELS_FROM)
+        if "levels_from" in top.doc
+        else "samples",
+        window=_window_from(top.child("window")),
+        vertices=tuple(_vertex_from(f) for f in top.children("vertices")),
+        root_causes=None
+        if causes is None
+        else tuple(_cause_from(f) for f in top.children("root_causes")),
+        findings=tuple(
+            Finding(
+                kind=f.get("kind", str), vertex=f.get("vertex", str), detail=f.get("detail", str)
+            )
+            for f in top.children("findings", required=False)
+        ),
+        channels=tuple(_channel_from(f) for f in top.children("channels", required=False)),
+    )
+
+
+def _channel_from(f: _Fields) -> ChannelWindow:
+    return ChannelWindow(
+        producer=f.get("producer", str),
+        producer_index=f.get("producer_index", int),
+        consumer=f.get("consumer", str),
+        consumer_index=f.get("consumer_index", int),
+        remote=f.get("remote", bool),
+        backlog=f.number("backlog"),
+        queued=f.number("queued"),
+        no_credit=f.optional_number("no_credit"),
+        stalled=f.optional_number("stalled"),
+        blocked=f.number("blocked"),
+    )
+
+
+def parse_timestamp(text: str, field: str = "timestamp") -> datetime:
+    """Read an ISO 8601 timestamp as an aware UTC datetime (naive ones are taken as UTC)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad(field, text, "expected a UTC timestamp like 2026-11-22T10:15:02.000Z") from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _check_schema(schema: str) -> None:
+    name, _, version = schema.partition("/")
+    major = version.partition(".")[0]
+    if name != SCHEMA_NAME or not major.isdigit():
+        raise _bad("schema", schema, f'expected "{REPORT_SCHEMA}"')
+    if int(major) != SCHEMA_MAJOR:
+        raise HistoryError(
+            f"report schema = {schema!r}: this bpmon reads {REPORT_SCHEMA} only; "
+            "use the bpmon version that wrote it"
+        )
+
+
+def _window_from(f: _Fields) -> Window:
+    return Window(
+        start=parse_timestamp(f.get("start", str), f.path("start")),
+        end=parse_timestamp(f.get("end", str), f.path("end")),
+        samples=f.get("samples", int),
+        interval_ms=f.number("interval_ms"),
+        jitter_ms_p99=f.optional_number("jitter_ms_p99"),
+        planned_samples=f.optional("planned_samples", int),
+        planned_interval_ms=f.optional_number("planned_interval_ms"),
+    )
+
+
+def _metrics_from(f: _Fields) -> dict[str, Any]:
+    """level, ratio and the metrics, as keyword arguments of a status dataclass."""
+    values: dict[str, Any] = {name: f.optional_number(name) for name, _ in _METRICS}
+    values["backpressured_time_ratio"] = f.optional_number("backpressured_time_ratio")
+    return {
+        "level": f.optional_choice("level", LEVELS),
+        "ratio": f.optional_number("ratio"),
+        "metrics": Metrics(**values),
+    }
+
+
+def _vertex_from(f: _Fields) -> VertexStatus:
+    return VertexStatus(
+        name=f.get("name", str),
+        parallelism=f.get("parallelism", int),
+        inputs=tuple(
+            Edge(
+                source=e.get("from", str),
+                partitioner=e.get("partitioner", str, "forward"),
+                exchange=e.get("exchange", str, "pipelined"),
+            )
+            for e in f.children("inputs", required=False)
+        ),
+        subtasks=tuple(_subtask_from(s) for s in f.children("subtasks", required=False)),
+        **_metrics_from(f),
+    )
+
+
+def _subtask_from(f: _Fields) -> SubtaskStatus:
+    return SubtaskStatus(
+        index=f.get("index", int),
+        disagreement=f.get("disagreement", bool, False),
+        **_metrics_from(f),
+    )
+
+
+def root_cause_from_dict(doc: object, where: str = "root_cause") -> RootCause:
+    """One root cause from its JSON object; HistoryError names a bad field and value."""
+    return _cause_from(_Fields(doc, where))
+
+
+def _cause_from(f: _Fields) -> RootCause:
+    subtasks = f.get("subtasks", list, [])
+    return RootCause(
+        vertex=f.get("vertex", str),
+        kind=f.choice("kind", CAUSE_KINDS),
+        subtasks=tuple(
+            _typed(i, int, f"{f.path('subtasks')}[{n}]") for n, i in enumerate(subtasks)
+        ),
+        confidence=f.number("confidence", 0.0),
+        evidence=tuple(
+            _typed(e, str, f"{f.path('evidence')}[{n}]")
+            for n, e in enumerate(f.get("evidence", list, []))
+        ),
+        recommendation=f.get("recommendation", str, ""),
+        capacity_per_subtask=f.optional_number("capacity_per_subtask"),
+        offered_rate=f.optional_number("offered_rate"),
+        recommended_parallelism=f.optional("recommended_parallelism", int),
+        next_in_series=tuple(
+            NextInSeries(
+                vertex=n.get("vertex", str),
+                parallelism=n.get("parallelism", int),
+                capacity_per_subtask=n.number("capacity_per_subtask"),
+                offered_rate=n.number("offered_rate"),
+                recommended_parallelism=n.get("recommended_parallelism", int),
+            )
+            for n in f.children("next_in_series", required=False)
+        ),
+        in_chain=_chain_from(f.child("in_chain")) if f.has("in_chain") else None,
+    )
+
+
+def _chain_from(f: _Fields) -> ChainShare:
+    return ChainShare(
+        operator=f.get("operator", str),
+        position=f.get("position", int),
+        samples=f.get("samples", int),
+        busy_samples=f.get("busy_samples", int),
+        shares=tuple((s.get("operator", str), s.number("share")) for s in f.children("shares")),
+    )
+
+
+# ------------------------------------------------------------------------------ field validation
+
+_MISSING = object()
+_TYPE_NAMES: Mapping[type, str] = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def _bad(field: str, value: object, expected: str) -> HistoryError:
+    """The one-line error for a field with a wrong value (long values are cut short)."""
+    shown = json.dumps(value, ensure_ascii=False, default=repr)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return HistoryError(f"malformed report: {field} = {shown}: {expected}")
+
+
+def _typed(value: object, kind: type[_T], field: str) -> _T:
+    """``value`` if it is of ``kind`` (a bool is not an integer); HistoryError otherwise."""
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise _bad(field, value, f"expected {_TYPE_NAMES.get(kind, kind.__name__)}")
+
+
+class _Fields:
+    """A JSON object being read, with the dotted path that names it in error messages."""
+
+    def __init__(self, doc: object, where: str) -> None:
+        self.where = where
+        self.doc: dict[str, Any] = _typed(doc, dict, where)
+
+    def path(self, key: str) -> str:
+        """The full name of ``key`` in this object, e.g. ``vertices[1].parallelism``."""
+        return key if self.where == "report" else f"{self.where}.{key}"
+
+    def get(self, key: str, kind: type[_T], default: object = _MISSING) -> _T:
+        """The value of ``key``, of type ``kind``; ``default`` (if given) when it is absent."""
+        if key not in self.doc:
+            if default is _MISSING:
+                raise HistoryError(f"malformed report: {self.path(key)} is missing")
+            return cast(_T, default)
+        return _typed(self.doc[key], kind, self.path(key))
+
+    def optional(self, key: str, kind: type[_T]) -> _T | None:
+        """The value of ``key``, or None when it is absent or null."""
+        value = self.doc.get(key)
+        return None if value is None else _typed(value, kind, self.path(key))
+
+    def optional_number(self, key: str) -> float | None:
+        """A number that may be absent or null (a value the source could not give)."""
+        value = self.doc.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _bad(self.path(key), value, "expected a number or null")
+        return float(value)
+
+    def number(self, key: str, default: float | None = None) -> float:
+        """A number that cannot be None in the model: ``null`` (a NaN when written) reads as NaN."""
+        if key not in self.doc and default is not None:
+            return default
+        if key not in self.doc:
+            raise HistoryError(f"malformed report: {self.path(key)} is missing")
+        value = self.optional_number(key)
+        return math.nan if value is None else value
+
+    def choice(self, key: str, allowed: tuple[_T, ...]) -> _T:
+        """A string that must be one of ``allowed``."""
+        value = self.get(key, str)
+        return self._among(key, value, allowed)
+
+    def optional_choice(self, key: str, allowed: tuple[_T, ...]) -> _T | None:
+        """A string among ``allowed``, or None when absent or null."""
+        value = self.optional(key, str)
+        return None if value is None else self._among(key, value, allowed)
+
+    def _among(self, key: str, value: str, allowed: tuple[_T, ...]) -> _T:
+        for option in allowed:
+            if option == value:
+                return option
+        raise _bad(self.path(key), value, "expected one of " + ", ".join(map(str, allowed)))
+
+    def has(self, key: str) -> bool:
+        """Whether the object has ``key`` with a value other than null."""
+        return self.doc.get(key) is not None
+
+    def child(self, key: str) -> _Fields:
+        """The object under ``key``."""
+        return _Fields(self.get(key, dict), self.path(key))
+
+    def children(self, key: str, *, required: bool = True) -> list[_Fields]:
+        """The objects of the list under ``key`` (an absent list is empty unless required)."""
+        items = self.get(key, list) if required else self.get(key, list, [])
+        return [_Fields(item, f"{self.path(key)}[{n}]") for n, item in enumerate(items)]

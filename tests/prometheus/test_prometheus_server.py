@@ -1,0 +1,362 @@
+"""A real Prometheus scrapes bpmon's /metrics, loads the shipped rules, and answers the dashboard.
+
+Debian's ``prometheus`` runs on a free loopback port with a scrape interval of one second, its
+TSDB in a temporary folder, the shipped ``rules/prometheus-alerts.yml`` loaded, and one scrape
+job ``bpmon`` (``honor_labels: true``, as the README's snippet) pointing at the collector's
+registry served by ``prometheus_client.make_wsgi_app`` on a stdlib WSGI server (Prometheus
+negotiates OpenMetrics there). The registry holds the report of a real run of a bottlenecked
+scenario. A last test points a second Prometheus at a real ``bpmon serve --run`` process watching
+that scenario, a burst a second. The tests wait for scrapes and rule evaluations through
+Prometheus's HTTP API; nothing of Prometheus is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import IO, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import httpx
+import pytest
+from prometheus_client import make_wsgi_app
+
+from bpmon.model.datafiles import data_file
+from bpmon.model.values import Report
+from bpmon.prometheus import make_registry
+from bpmon.scenario import parse_scenario
+from bpmon.service.facade import Settings, drain, run_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "dashboards" / "bpmon-overview.json"
+ALERT_RULES = REPO / "rules" / "prometheus-alerts.yml"
+WAIT_S = 60.0
+"""The longest any wait here lasts before the test fails (Prometheus scrapes every second)."""
+
+BOTTLENECK = """
+name = "slowjob"
+[monitor]
+warmup_s = 0.5
+samples = 20
+interval_ms = 10
+[network]
+segment_size = 1024
+[[operators]]
+name = "src"
+kind = "source"
+parallelism = 2
+rate = 2000
+[[operators]]
+name = "work"
+kind = "map"
+parallelism = 2
+cost_us = 5000
+inputs = [{ from = "src", partitioner = "rebalance" }]
+[[operators]]
+name = "out"
+kind = "sink"
+inputs = [{ from = "work" }]
+"""
+"""Two sources offering 4,000 records/s to a map that does 400: src HIGH, work the root cause."""
+
+CONFIG = """
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {rules}
+scrape_configs:
+  - job_name: bpmon
+    honor_labels: true
+    static_configs:
+      - targets: ["{target}"]
+"""
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the test output free of one access-log line per scrape."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _until(what: str, check: Callable[[], Any]) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {WAIT_S:.0f} s for {what}; last answer: {got!r}")
+        time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    """A running Prometheus: its HTTP API and its log."""
+
+    url: str
+    log: Path
+
+    def api(self, path: str, **params: str) -> Any:
+        """``GET /api/v1/PATH`` and its ``data``; fails on any error Prometheus reports."""
+        reply = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10)
+        body = reply.json()
+        assert reply.status_code == 200 and body["status"] == "success", (path, params, body)
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """The instant vector ``promql`` gives now."""
+        data = self.api("query", query=promql)
+        assert data["resultType"] == "vector", data
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The report of one burst of BOTTLENECK on bpmon's runtime (about a second)."""
+    settings = Settings(runs_dir=tmp_path_factory.mktemp("runs"))
+    ended = drain(run_scenario(parse_scenario(BOTTLENECK), settings, bursts=1, duration_s=1.0))
+    return ended.reports[-1]
+
+
+@pytest.fixture(scope="module")
+def metrics_target(report: Report) -> Iterator[str]:
+    """``host:port`` of a WSGI server answering /metrics from the collector's registry."""
+    counters = {"bursts_total": 1.0, "diagnoses_total": 1.0, "errors_total": 0.0}
+    registry = make_registry(lambda: [report], lambda: counters)
+    server: WSGIServer = make_server(
+        "127.0.0.1", 0, make_wsgi_app(registry), handler_class=_QuietHandler
+    )
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@contextmanager
+def _running_prometheus(binary: Path, target: str, home: Path) -> Iterator[Prometheus]:
+    """Prometheus scraping ``target`` every second, ready and with one scrape of it done."""
+    config = home / "prometheus.yml"
+    config.write_text(CONFIG.format(rules=ALERT_RULES, target=target), "utf-8")
+    port = _free_port()
+    log = home / "prometheus.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={home / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = Prometheus(f"http://127.0.0.1:{port}", log)
+    try:
+        _until("Prometheus to be ready", lambda: _ready(server, process))
+        _until(f"a scrape of {target}", lambda: server.query('up{job="bpmon"} == 1'))
+        yield server
+    finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    prometheus_bin: Path, metrics_target: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
+    """Prometheus scraping the WSGI server of :func:`metrics_target`."""
+    with _running_prometheus(prometheus_bin, metrics_target, tmp_path_factory.mktemp("p")) as p:
+        yield p
+
+
+def _ready(server: Prometheus, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        pytest.fail(f"prometheus exited ({process.returncode}):\n{server.log.read_text()[-2000:]}")
+    try:
+        return httpx.get(f"{server.url}/-/ready", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_bpmon_series_with_their_own_job_label(prometheus: Prometheus) -> None:
+    level = prometheus.query('bpmon_backpressure_severity{job="slowjob", vertex="src"}')
+    assert [float(s["value"][1]) for s in level] == [2.0]
+    cause = prometheus.query('bpmon_root_cause_info{job="slowjob"}')
+    assert [(s["metric"]["vertex"], s["metric"]["kind"]) for s in cause] == [
+        ("work", "slow-operator")
+    ]
+    # bpmon's own counters carry no job label: they get the scrape job's.
+    assert prometheus.query('bpmon_bursts_total{job="bpmon"} == 1')
+    names = {s["metric"]["__name__"] for s in prometheus.query('{__name__=~"bpmon_.+"}')}
+    assert {"bpmon_subtask_out_pool_usage_ratio", "bpmon_backpressure_level",
+            "bpmon_window_jitter_p99_seconds", "bpmon_report_age_seconds"} <= names  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_shipped_rules_evaluate_and_high_backpressure_is_pending(
+    prometheus: Prometheus,
+) -> None:
+    def evaluated() -> list[dict[str, Any]]:
+        rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+        done = all(r["health"] == "ok" and r["lastEvaluation"] > "2000" for r in rules)
+        return rules if done and len(rules) == 16 else []
+
+    rules = _until("every rule to be evaluated once without error", evaluated)
+    assert {r["type"] for r in rules} == {"alerting", "recording"}
+
+    def high() -> list[dict[str, Any]]:
+        alerts = prometheus.api("alerts")["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == "BpmonBackpressureHigh"]
+
+    (alert,) = _until("BpmonBackpressureHigh to be pending", high)
+    assert alert["state"] == "pending"  # `for: 5m` has not passed
+    assert (alert["labels"]["job"], alert["labels"]["vertex"]) == ("slowjob", "work")
+    assert "HIGH now: src." in alert["annotations"]["description"]
+    recorded = 'bpmon:vertex_records_out_per_second:sum{job="slowjob", vertex="src"}'
+    (summed,) = _until(f"the recording rule {recorded}", lambda: prometheus.query(recorded))
+    assert float(summed["value"][1]) > 0
+
+
+def _targets(panel: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield from panel.get("targets", [])
+    for inner in panel.get("panels", []):
+        yield from _targets(inner)
+
+
+def _substitute(expr: str, variables: dict[str, str]) -> str:
+    for name, value in variables.items():
+        expr = expr.replace(f"${{{name}}}", value).replace(f"${name}", value)
+    assert "$" not in expr, f"an unknown variable is left in {expr}"
+    return expr
+
+
+@pytest.mark.slow
+def test_every_dashboard_query_is_valid_promql_and_returns_data(
+    prometheus: Prometheus, report: Report
+) -> None:
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    vertices = "|".join(v.name for v in report.vertices)  # Grafana's multi-value form
+    variables = {"job": "slowjob", "vertex": vertices, "__rate_interval": "10s"}
+    queries = [
+        (panel["title"], _substitute(target["expr"], variables))
+        for panel in dashboard["panels"]
+        for target in _targets(panel)
+    ]
+    assert len(queries) >= len(dashboard["panels"]) >= 10
+    for title, promql in queries:
+        # Rates need two scrapes inside their window: wait for data, fail on an invalid query.
+        result = _until(f"data for {title!r}: {promql}", partial(prometheus.query, promql))
+        assert all(s["value"][1] not in ("NaN", "+Inf", "-Inf") for s in result), (title, result)
+        end = time.time()
+        ranged = prometheus.api("query_range", query=promql, start=str(end - 30),
+                                end=str(end), step="1")  # fmt: skip
+        assert ranged["result"], f"no range data for {title!r}: {promql}"
+
+
+@pytest.mark.slow
+def test_the_dashboard_variables_list_the_job_and_its_vertices(
+    prometheus: Prometheus, report: Report
+) -> None:
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    found = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert found["datasource"]["query"] == "prometheus"
+    # Grafana's label_values(SELECTOR, LABEL) is Prometheus's series API over SELECTOR.
+    listed = {}
+    for name in ("job", "vertex"):
+        query = found[name]["query"]["query"]
+        selector, label = query.removeprefix("label_values(").removesuffix(")").rsplit(", ", 1)
+        assert label == name
+        series = prometheus.api("series", **{"match[]": _substitute(selector, {"job": "slowjob"})})
+        listed[name] = {s[label] for s in series}
+    assert listed == {"job": {"slowjob"}, "vertex": {v.name for v in report.vertices}}
+
+
+def test_every_panel_reads_the_chosen_datasource_and_the_dashboard_ships() -> None:
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    assert dashboard["uid"] == "bpmon-overview"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        assert list(_targets(panel)), f"panel {panel['title']!r} has no query"
+    kinds = {panel["type"] for panel in dashboard["panels"]}
+    assert {"state-timeline", "table", "heatmap", "timeseries"} <= kinds
+    shipped = data_file("dashboards", "bpmon-overview", suffix=".json")
+    assert shipped.read_bytes() == DASHBOARD.read_bytes()
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_a_real_bpmon_serve_watching_a_scenario(
+    bpmon_bin: Path, prometheus_bin: Path, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "served.toml"
+    scenario.write_text(BOTTLENECK.replace('name = "slowjob"', 'name = "served"'), "utf-8")
+    serve = subprocess.Popen(
+        [bpmon_bin, "serve", "--port", "0", "--run", str(scenario), "--every", "1",
+         "--runs-dir", str(tmp_path / "runs")],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert serve.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=_lines, args=(serve.stderr, lines), daemon=True)
+    reader.start()
+    try:
+        url = _announced_url(lines)
+        with _running_prometheus(prometheus_bin, url.removeprefix("http://"), tmp_path) as prom:
+            # Bursts every second: the counter grows from scrape to scrape, the level follows.
+            _until("two bursts", lambda: prom.query('bpmon_bursts_total{job="bpmon"} >= 2'))
+            high = 'bpmon_backpressure_severity{job="served", vertex="src"} == 2'
+            _until("the served job's source to be HIGH", lambda: prom.query(high))
+            cause = 'bpmon_root_cause_info{job="served", vertex="work", kind="slow-operator"}'
+            _until("the served job's root cause", lambda: prom.query(cause))
+            info = prom.query('bpmon_report_info{job="served"}')
+            assert [s["metric"]["source"] for s in info] == ["runtime"]
+            assert prom.query('bpmon_subtask_busy_time_ratio{job="served", vertex="work"}')
+    finally:
+        serve.terminate()
+        code = serve.wait(timeout=60)
+        reader.join(timeout=10)
+        serve.stderr.close()
+    said = "".join(lines.queue)
+    assert code == 0, f"bpmon serve did not stop cleanly on SIGTERM ({code}): {said}"
+
+
+def _lines(stream: IO[bytes], into: queue.Queue[str]) -> None:
+    """Put every line of ``stream`` into ``into`` until it ends."""
+    for raw in stream:
+        into.put(raw.decode(errors="replace"))
+
+
+def _announced_url(lines: queue.Queue[str]) -> str:
+    """The URL ``bpmon serve`` says it serves (its first line on stderr)."""
+    try:
+        first = lines.get(timeout=WAIT_S)
+    except queue.Empty:
+        pytest.fail(f"bpmon serve said nothing in {WAIT_S:.0f} s")
+    match = re.search(r"serving (http://\S+) ", first)
+    assert match, f"bpmon serve did not announce its URL: {first}"
+    return match.group(1)
