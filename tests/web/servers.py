@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
-import pytest
 
 from bpmon.service.watching import Watches
 from bpmon.web.server import BpmonServer
+from tests.waiting import WAIT_S, wait_until
+
+__all__ = ["TOKEN", "WAIT_S", "ServeFactory", "Served", "task_threads", "tiny", "wait_until"]
 
 TINY = """
 name = "{name}"
@@ -41,8 +42,6 @@ cost_us = 50
 inputs = [{{ from = "src", partitioner = "rebalance" }}]
 """
 TOKEN = "a-test-token-0123456789abcdef"
-WAIT_S = 60.0
-"""The longest a test waits for something that takes well under a second unloaded."""
 
 
 def tiny(name: str = "tiny") -> str:
@@ -53,17 +52,6 @@ def tiny(name: str = "tiny") -> str:
 def task_threads() -> list[str]:
     """The runtime's task threads still alive (``"src (1/2)"``...)."""
     return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
-
-
-def wait_until(check: Callable[[], object], what: str, timeout: float = WAIT_S) -> object:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"gave up waiting for {what}")
 
 
 @dataclass

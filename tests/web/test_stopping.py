@@ -153,7 +153,7 @@ def test_a_stuck_watch_makes_healthz_503_naming_it_only_to_who_has_the_token(
             wait_until(
                 lambda: httpx.get(health, timeout=WAIT_S).status_code == 503,
                 "healthz to say the frozen watch is stuck",
-                timeout=STUCK_AFTER_S + WAIT_S,
+                timeout_s=STUCK_AFTER_S + WAIT_S,
             )
             stranger = httpx.get(health, timeout=WAIT_S)
             known = httpx.get(health, headers=bearer, timeout=WAIT_S)
