@@ -23,7 +23,7 @@ from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, 
 from bpmon.model.events import Event, JobEnded, JobFailed, LiveSnapshot
 from bpmon.model.report_json import comparison_to_json, reports_to_json
 from bpmon.model.values import Report
-from bpmon.render.listing import Example, examples_json, examples_table
+from bpmon.render.listing import examples_json, examples_table
 from bpmon.render.liveview import LiveView
 from bpmon.render.report import (
     render_comparison,
@@ -31,21 +31,25 @@ from bpmon.render.report import (
     render_markdown,
     render_text,
 )
-from bpmon.scenario import Scenario, example_path, load_example, load_expectation
-from bpmon.scenario.plan_text import plan_lines, plan_to_dict
 from bpmon.service.facade import (
     DEFAULT_RUNS_DIR,
     Settings,
     format_doc,
-    job_plan,
     load_report,
     monitor_flink,
     monitor_process,
     rescale_flink,
-    resolve_scenario,
     run_scenario,
-    shipped_examples,
     use_data_dir,
+)
+from bpmon.service.scenarios import (
+    Scenario,
+    job_plan,
+    plan_lines,
+    plan_to_dict,
+    resolve_scenario,
+    shipped_example,
+    shipped_examples,
 )
 from bpmon.service.watching import STUCK_AFTER_S
 from bpmon.service.whatif import (
@@ -159,26 +163,12 @@ def examples(
     """List the example scenarios bpmon ships, each with its job's name and the diagnosis it
     shows (run one with `bpmon run NAME`)."""
     with _errors():
-        found = [_example(name) for name in shipped_examples()]
+        found = [shipped_example(name) for name in shipped_examples()]
         if json_out:
             typer.echo(examples_json(found))
         else:
             console = Console()
             console.print(examples_table(found, console.width))
-
-
-def _example(name: str) -> Example:
-    """A shipped example with its job's name and, from its [expect] table, what it shows."""
-    expect = load_expectation(example_path(name))
-    shows = "the scenario as written"
-    if expect is not None and not expect.root_cause:
-        shows = "no backpressure: a healthy job"
-    elif expect is not None:
-        subtasks = ", ".join(map(str, expect.subtasks))
-        plural = "s" if len(expect.subtasks) > 1 else ""
-        where = f", subtask{plural} {subtasks}" if subtasks else ""
-        shows = f"{expect.kind} at {expect.root_cause}{where}"
-    return Example(name, load_example(name).name, shows)
 
 
 @app.command()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from bpmon.model.report_json import format_timestamp, root_cause_to_dict
 from bpmon.model.values import Report, RootCause, RunInfo, worst_level
 from bpmon.render.fit import Col, fit_table
 from bpmon.render.report import level_text, top_cause
+from bpmon.service.scenarios import ShippedExample
 
 RUN_COLUMNS = (
     Col("run", wrap=False),
@@ -122,25 +122,16 @@ def bursts_json(bursts: Sequence[tuple[int, Report]]) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Example:
-    """A shipped example: its name, its job's name, and the diagnosis it is written to show."""
-
-    name: str
-    job: str
-    shows: str
-
-
 EXAMPLE_COLUMNS = (Col("example", wrap=False), Col("job"), Col("what it shows"))
 
 
-def examples_table(examples: Sequence[Example], width: int) -> Table:
+def examples_table(examples: Sequence[ShippedExample], width: int) -> Table:
     """``bpmon examples``: each example with its job's name and what it shows."""
     rows: list[list[str | Text]] = [[e.name, e.job, e.shows] for e in examples]
     return fit_table(EXAMPLE_COLUMNS, rows, width)[0]
 
 
-def examples_json(examples: Sequence[Example]) -> str:
+def examples_json(examples: Sequence[ShippedExample]) -> str:
     """``bpmon examples --json``: ``[{"name", "job", "shows"}]``."""
     return json.dumps(
         [{"name": e.name, "job": e.job, "shows": e.shows} for e in examples], indent=2

@@ -50,8 +50,7 @@ from bpmon.model.signals import VIEWS, Signal
 from bpmon.model.values import Finding, Observation, Report, RunInfo
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.engine import diagnose
-from bpmon.scenario import Scenario, example_names, load_example, load_scenario
-from bpmon.scenario.compiled import JobPlan, compile_job
+from bpmon.scenario import Scenario
 from bpmon.service.runloop import BurstOverrunError, LoopPlan, RunLoop, Setbacks, StoppedError
 
 DEFAULT_RUNS_DIR = Path("bpmon-runs")
@@ -138,34 +137,6 @@ class WatchPlan:
             raise ConfigError(f"--every {self.every_s}: must be a positive number of seconds")
         if self.run_bursts is not None and self.run_bursts < 1:
             raise ConfigError(f"run_bursts = {self.run_bursts}: a run holds at least 1 burst")
-
-
-def resolve_scenario(name_or_path: str, *, allow_unsupported: bool = False) -> Scenario:
-    """A scenario file by path, or one of the shipped examples by name (``demo``, ``hot-key``).
-
-    ``allow_unsupported`` also loads what the runtime cannot run yet (for tools that only read).
-    """
-    path = Path(name_or_path)
-    try:
-        exists = path.exists()
-    except OSError as exc:
-        raise ConfigError(f"scenario {name_or_path[:80]!r}: {exc.strerror}") from None
-    if exists:
-        return load_scenario(path, allow_unsupported=allow_unsupported)
-    if name_or_path.removesuffix(".toml") in example_names() and "/" not in name_or_path:
-        return load_example(name_or_path)
-    if path.suffix == ".toml" or "/" in name_or_path:
-        return load_scenario(path)  # says which file is missing
-    raise ConfigError(
-        f"{name_or_path!r} is neither a scenario file nor a shipped example; "
-        f"examples: {', '.join(example_names())}"
-    )
-
-
-def job_plan(name_or_path: str) -> JobPlan:
-    """The compiled plan of a scenario (``bpmon plan``): regions, slot sharing groups, slots and
-    managed memory, as the runtime will schedule them; nothing is run."""
-    return compile_job(resolve_scenario(name_or_path, allow_unsupported=True))
 
 
 def scenario_plan(
@@ -543,8 +514,3 @@ def use_data_dir(path: Path | None) -> None:
 def format_doc(name: str) -> str:
     """One of bpmon's format documents (``scenario``, ``topology``, ``report``, ...) as text."""
     return shipped_doc(name)
-
-
-def shipped_examples() -> Sequence[str]:
-    """The names of the example scenarios bpmon ships."""
-    return example_names()

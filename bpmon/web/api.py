@@ -26,8 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from bpmon.model.errors import HistoryError
 from bpmon.model.report_json import report_to_dict, report_to_json
 from bpmon.model.values import worst_level
-from bpmon.scenario import load_example
 from bpmon.service import facade
+from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from bpmon.service.stored import HISTORY_LIMIT, BurstSummary
 from bpmon.service.watching import JobView, Watches
 from bpmon.web.runs import (
@@ -113,12 +113,12 @@ def list_jobs(request: Request) -> JSONResponse:
 def start_job(body: StartWatch, request: Request) -> JSONResponse:
     """Run the example on bpmon's runtime and diagnose a burst every ``every_s`` seconds until
     stopped (409 when that job is watched already)."""
-    examples = facade.shipped_examples()
+    examples = shipped_examples()
     if body.scenario not in examples:
         known = ", ".join(examples)
         raise HTTPException(400, f"scenario {body.scenario!r} is not a shipped example: {known}")
     watches = _watches(request)
-    job = watches.start_scenario(load_example(body.scenario), every_s=body.every_s)
+    job = watches.start_scenario(resolve_scenario(body.scenario), every_s=body.every_s)
     view = watches.job(job)
     assert view is not None  # just started
     headers = {"Location": f"/api/v1/jobs/{quote(job, safe='')}"}

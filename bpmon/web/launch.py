@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpmon.model.errors import ConfigError
-from bpmon.scenario import Scenario
 from bpmon.service import facade
+from bpmon.service.scenarios import Scenario, resolve_scenario
 from bpmon.service.watching import STUCK_AFTER_MIN_S, STUCK_AFTER_S, Watches
 from bpmon.web.apidocs import check_assets
 from bpmon.web.app import create_app
@@ -63,7 +63,7 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     tls = check_tls(options.certfile, options.keyfile)
     check_assets()
     _check(options)
-    scenarios = [facade.resolve_scenario(name) for name in options.scenarios]
+    scenarios = [resolve_scenario(name) for name in options.scenarios]
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         raise ConfigError(f"--run: two scenarios share a job name ({', '.join(names)})")

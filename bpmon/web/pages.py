@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from bpmon.model.errors import BpmonError
 from bpmon.model.values import Level, Report, worst_level
-from bpmon.service import facade
+from bpmon.service import facade, scenarios
 from bpmon.service.watching import JobView, Watches
 from bpmon.web import charts, figures, graph, markup, numbers, review, shell, topology
 from bpmon.web.bursts import SERIES_BURSTS, BurstReports
@@ -53,7 +53,7 @@ def jobs_page(request: Request) -> HTMLResponse:
     views = watches.jobs()
     running = any(v.state == "running" for v in views)
     examples = "".join(
-        f'<option value="{esc(n)}">{esc(n)}</option>' for n in facade.shipped_examples()
+        f'<option value="{esc(n)}">{esc(n)}</option>' for n in scenarios.shipped_examples()
     )
     errors = [public_message(e, watches.settings) for e in watches.stored.errors]
     main = (

@@ -15,8 +15,8 @@ from typing import Any
 
 from bpmon.model.report_json import format_timestamp
 from bpmon.model.values import Report, RootCause, RunInfo
-from bpmon.scenario import load_example
 from bpmon.service import facade
+from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from bpmon.service.watching import Watches
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
@@ -76,7 +76,7 @@ def unknown_job(job: str, known: list[str], examples: dict[str, str]) -> str:
 
 def no_job(job: str, watches: Watches) -> str:
     """:func:`unknown_job` for the jobs ``watches`` knows and the shipped examples."""
-    examples = {name: load_example(name).name for name in facade.shipped_examples()}
+    examples = {name: resolve_scenario(name).name for name in shipped_examples()}
     return unknown_job(job, [v.job for v in watches.jobs()], examples)
 
 

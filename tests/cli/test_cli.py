@@ -36,7 +36,8 @@ from bpmon.render.liveview import live_table
 from bpmon.render.report import render_comparison, render_text
 from bpmon.scenario import example_names, example_path, load_example, load_expectation
 from bpmon.scenario.plan_text import plan_lines
-from bpmon.service.facade import job_plan, load_report
+from bpmon.service.facade import load_report
+from bpmon.service.scenarios import job_plan
 
 PIPELINE = Path(__file__).parents[1] / "collectors" / "queue_pipeline.py"
 SPEC_LEVELS = (("OK", 0.10), ("LOW", 0.50), ("HIGH", 1.0))  # spec/report.md, upper bounds

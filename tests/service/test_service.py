@@ -32,12 +32,11 @@ from bpmon.service.facade import (
     drain,
     load_report,
     monitor_process,
-    resolve_scenario,
     run_bursts,
     run_scenario,
-    shipped_examples,
     stored_runs,
 )
+from bpmon.service.scenarios import resolve_scenario, shipped_examples
 
 TINY = (Path(__file__).parents[1] / "tiny-job.toml").read_text()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

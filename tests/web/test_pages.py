@@ -19,6 +19,7 @@ import pytest
 from bpmon.model.values import Report
 from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.service import facade
+from bpmon.service.scenarios import shipped_examples
 from bpmon.service.stored import StoredJobs
 from bpmon.service.watching import Watches
 from bpmon.service.whatif import Change, changed
@@ -49,7 +50,7 @@ def test_the_jobs_page_lists_every_stored_job_with_its_level(
     for row in rows.values():
         assert re.search(r'class="level level-(ok|low|high)">(OK|LOW|HIGH)<', row)
         assert 'data-state="stored"' in row
-    for example in facade.shipped_examples():
+    for example in shipped_examples():
         assert f'<option value="{example}">' in page.text
     assert "plotly" not in page.text  # no figure on this page: no 4.8 MB of plotly.js
 
