@@ -38,8 +38,8 @@ from bpmon.scenario import example_names, example_path, load_example, load_expec
 from bpmon.scenario.plan_text import plan_lines
 from bpmon.service.facade import load_report
 from bpmon.service.scenarios import job_plan
+from tests.collectors import pipelines
 
-PIPELINE = Path(__file__).parents[1] / "collectors" / "queue_pipeline.py"
 SPEC_LEVELS = (("OK", 0.10), ("LOW", 0.50), ("HIGH", 1.0))  # spec/report.md, upper bounds
 LEVEL_RANK = {"OK": 0, "LOW": 1, "HIGH": 2}
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -54,7 +54,7 @@ METRIC_KEYS = (
 VERTEX_KEYS = ("name", "parallelism", "level", "ratio", *METRIC_KEYS, "inputs", "subtasks")
 SUBTASK_KEYS = ("index", "level", "ratio", *METRIC_KEYS)
 CAUSE_KEYS = ("vertex", "kind", "subtasks", "confidence", "evidence", "recommendation")
-TOPOLOGY = (Path(__file__).parents[1] / "collectors" / "etl-topology.toml").read_text()
+TOPOLOGY = pipelines.TOPOLOGY.read_text()
 VALID_SCENARIO = """
 name = "tiny"
 [[operators]]
@@ -774,22 +774,15 @@ def test_ctrl_c_stops_a_run_cleanly_with_exit_code_130(bpmon_bin: Path, tmp_path
 @pytest.fixture(scope="module")
 def pipeline() -> Iterator[int]:
     """A running tests/collectors/queue_pipeline.py: ingest -> 2 x transform -> slow upload."""
-    with subprocess.Popen(
-        [sys.executable, str(PIPELINE), "--seconds", "60"], stdout=subprocess.PIPE, text=True
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
-            yield proc.pid
-        finally:
-            proc.kill()
+    with pipelines.running_pipeline() as process:
+        yield process.pid
 
 
 def monitor(bpmon_bin: Path, pid: int, work: Path, *args: str) -> Outcome:
     """``bpmon monitor --pid PID ARGS --runs-dir runs``; skips when ptrace is denied here."""
     out = bpmon(bpmon_bin, "monitor", "--pid", str(pid), *args, "--runs-dir", "runs", cwd=work)
     if out.code != 0 and "ptrace denied" in out.message:
-        pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {out.message}")
+        pipelines.skip_ptrace_denied(out.message)
     return out
 
 

@@ -9,10 +9,7 @@ and first in name order, was named ``slow-operator at MainThread``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,26 +20,20 @@ from bpmon.model.errors import PermissionDeniedError
 from bpmon.model.values import Observation
 from bpmon.rules.engine import diagnose
 
-PIPELINE = Path(__file__).with_name("queue_pipeline.py")
+from .pipelines import running_pipeline, skip_ptrace_denied
 
 
 @pytest.fixture(scope="module", params=["sleep", "join"])
 def keeper_observation(request: pytest.FixtureRequest) -> Iterator[Observation]:
     """One burst of queue_pipeline.py --keeper PARAM, grouped by thread names (no topology)."""
-    argv = [sys.executable, str(PIPELINE), "--seconds", "60", "--keeper", request.param]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+    with running_pipeline(keeper=request.param) as process:
+        profile = load_profile("python-queue")
+        sampler = PySpySampler(process.pid, profile)
         try:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
-            profile = load_profile("python-queue")
-            sampler = PySpySampler(proc.pid, profile)
-            try:
-                burst = sampler.burst(samples=20, interval_ms=50)
-            except PermissionDeniedError as err:
-                pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {err}")
-            yield observation_from_burst(burst, None, profile, f"pid-{proc.pid}", "pyspy")
-        finally:
-            proc.kill()
+            burst = sampler.burst(samples=20, interval_ms=50)
+        except PermissionDeniedError as err:
+            skip_ptrace_denied(err)
+        yield observation_from_burst(burst, None, profile, f"pid-{process.pid}", "pyspy")
 
 
 @pytest.mark.slow

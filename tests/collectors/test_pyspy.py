@@ -18,26 +18,20 @@ from bpmon.collectors.sampler import ThreadCounts
 from bpmon.model.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 from bpmon.scenario import parse_topology
 
-PIPELINE = Path(__file__).with_name("queue_pipeline.py")
-TOPOLOGY = (Path(__file__).parent / "etl-topology.toml").read_text()
+from .pipelines import TOPOLOGY, running_pipeline, skip_ptrace_denied
+
+TOPOLOGY_TEXT = TOPOLOGY.read_text()
 
 
 @pytest.fixture(scope="module")
 def pipeline() -> Iterator[int]:
     """A running queue_pipeline.py process; skips the module when ptrace is denied here."""
-    with subprocess.Popen(
-        [sys.executable, str(PIPELINE), "--seconds", "60"], stdout=subprocess.PIPE, text=True
-    ) as proc:
+    with running_pipeline() as process:
         try:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
-            try:
-                PySpySampler(proc.pid, load_profile("python-queue")).dump()
-            except PermissionDeniedError as err:
-                pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {err}")
-            yield proc.pid
-        finally:
-            proc.kill()
+            PySpySampler(process.pid, load_profile("python-queue")).dump()
+        except PermissionDeniedError as err:
+            skip_ptrace_denied(err)
+        yield process.pid
 
 
 def share(counts: ThreadCounts, state: str) -> float:
@@ -55,7 +49,7 @@ def test_pipeline_upload_is_busy_and_upstream_is_backpressured(pipeline: int) ->
     for stage in ("ingest-0", "transform-0", "transform-1"):
         assert share(burst.thread(stage), "backpressured") >= 0.8, burst.thread(stage)
     assert share(burst.thread("MainThread"), "idle") >= 0.9  # waiting in Event.wait
-    obs = observation_from_burst(burst, parse_topology(TOPOLOGY), profile, "etl", "pyspy")
+    obs = observation_from_burst(burst, parse_topology(TOPOLOGY_TEXT), profile, "etl", "pyspy")
     assert [v.parallelism for v in obs.vertices] == [1, 2, 1]
 
 

@@ -37,6 +37,7 @@ from bpmon.service.facade import (
     stored_runs,
 )
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
+from tests.collectors.pipelines import running_pipeline
 
 TINY = (Path(__file__).parents[1] / "tiny-job.toml").read_text()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -292,11 +293,7 @@ def test_a_name_too_long_for_a_path_is_one_clear_error() -> None:
 
 @pytest.mark.slow
 def test_a_watched_process_that_exits_ends_the_watch_as_ended(tmp_path: Path) -> None:
-    pipeline = Path(__file__).parents[1] / "collectors" / "queue_pipeline.py"
-    with subprocess.Popen(
-        [sys.executable, str(pipeline), "--seconds", "60"], stdout=subprocess.PIPE, text=True
-    ) as process:
-        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    with running_pipeline() as process:
         events = monitor_process(
             process.pid,
             samples=5,

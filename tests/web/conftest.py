@@ -28,12 +28,12 @@ from bpmon.service.stored import StoredJobs
 from bpmon.service.watching import Watches
 from bpmon.web.app import create_app
 from bpmon.web.server import bind, make_server, url_of
+from tests.collectors.pipelines import running_pipeline, skip_ptrace_denied
 
 from .dashboard_runs import (
     Chain,
     moved_bottleneck_runs,
     pyspy_runs,
-    queue_pipeline,
     skew_run,
 )
 from .servers import WAIT_S, Served, ServeFactory, task_threads, tiny, wait_until
@@ -79,11 +79,11 @@ def pyspy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report, Repor
     """A runs directory with a real threaded pipeline watched by py-spy without a topology file
     and with one; skipped where ptrace is denied (as the py-spy collector's tests are)."""
     runs = tmp_path_factory.mktemp("pyspy") / "runs"
-    with queue_pipeline() as pid:
+    with running_pipeline(seconds=120) as process:
         try:
-            bare, etl = pyspy_runs(runs, pid)
+            bare, etl = pyspy_runs(runs, process.pid)
         except PermissionDeniedError as err:
-            pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {err}")
+            skip_ptrace_denied(err)
     return runs, bare, etl
 
 

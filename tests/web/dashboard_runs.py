@@ -18,10 +18,6 @@ the buffers fill within seconds and a burst takes under a second: a run takes ab
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +25,7 @@ from bpmon.model.values import Report
 from bpmon.scenario import example_path, load_scenario, parse_scenario
 from bpmon.service import facade
 from bpmon.service.whatif import Change, changed
+from tests.collectors.pipelines import TOPOLOGY
 
 FAST_MONITOR = """
 [network]
@@ -43,9 +40,6 @@ Chain = tuple[Path, Report, Report]
 """The chain's runs directory, and its reports before and after the change."""
 MOVED = (Change("geo-lookup", "cost_us", 100), Change("store", "cost_us", 1500))
 """The change that moves the bottleneck from geo-lookup to store."""
-COLLECTORS = Path(__file__).resolve().parents[1] / "collectors"
-PIPELINE = COLLECTORS / "queue_pipeline.py"
-TOPOLOGY = COLLECTORS / "etl-topology.toml"
 
 
 def chain_file(folder: Path) -> Path:
@@ -72,22 +66,6 @@ def skew_run(runs_dir: Path) -> Report:
     settings = facade.Settings(runs_dir=runs_dir)
     ended = facade.drain(facade.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
     return ended.reports[-1]
-
-
-@contextmanager
-def queue_pipeline(seconds: float = 120.0) -> Iterator[int]:
-    """A running ``queue_pipeline.py`` process (its PID), killed when the block ends."""
-    with subprocess.Popen(
-        [sys.executable, str(PIPELINE), "--seconds", str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
-            yield proc.pid
-        finally:
-            proc.kill()
 
 
 def pyspy_runs(runs_dir: Path, pid: int) -> tuple[Report, Report]:
