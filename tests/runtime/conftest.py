@@ -13,6 +13,7 @@ from bpmon.runtime.gate import InputGate
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import NetworkConfig, Scenario
+from tests.runtime.jobs import StartJob, StopJob
 
 
 @pytest.fixture
@@ -55,9 +56,6 @@ def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], li
 
 
 # -- jobs: every job a test starts is proven to end cleanly -----------------------------------
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
 
 
 def end_cleanly(job: Job) -> JobResult:

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 
 import pytest
 
 from bpmon.model.errors import ScenarioError
 from bpmon.model.values import Report, RootCause
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.chained import chained_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
-
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StopJob
 
 CHAINED = """
 name = "chained"

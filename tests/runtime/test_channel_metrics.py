@@ -17,16 +17,13 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
 from bpmon.runtime.channelmetrics import ChannelReading, channel_readings
-from bpmon.runtime.job import Job, JobResult
-from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from bpmon.runtime.job import Job
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StartJob, StopJob
 
 WARMUP_S = 6.0
 """Backpressure builds for a few seconds with Flink's flushing; the readings come after it."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
 
 import pytest
 
@@ -23,35 +22,9 @@ from bpmon.runtime.deployment import (
     slot_placement,
 )
 from bpmon.runtime.gate import LocalInputChannel
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
-
-StopJob = Callable[[Job], JobResult]
-
-# File order is deliberately not topological: the plan must follow the graph, not the file.
-DIAMOND = """
-name = "placement"
-
-[network]
-task_managers = {tms}
-
-[[operators]]
-name = "sink"
-kind = "sink"
-inputs = [{{ from = "map", partitioner = "rebalance" }}]
-
-[[operators]]
-name = "map"
-kind = "map"
-parallelism = 3
-inputs = [{{ from = "source", partitioner = "rebalance" }}]
-
-[[operators]]
-name = "source"
-kind = "source"
-parallelism = 2
-rate = 50
-"""
+from tests.runtime.jobs import DIAMOND, StopJob
 
 FORWARD = """
 name = "forward"

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 
 import pytest
 
 from bpmon.model.errors import ScenarioError
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.scenario import FailSpec, parse_scenario, parse_topology
-
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StopJob
 
 CHAIN = """
 name = "faulty"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import Counters, TaskMetrics, counters, job_metrics, window_metrics
 from bpmon.runtime.pacing import Schedule
 from bpmon.runtime.scheduler import TaskState
@@ -52,9 +52,7 @@ from bpmon.scenario import (
     parse_scenario,
 )
 from bpmon.scenario.rates import offered_total
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StartJob, StopJob
 
 CASES = Path(__file__).resolve().parents[1] / "scenarios"
 WARMUP_S = 20.0

@@ -24,7 +24,7 @@ from bpmon.cli.commands import app
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
-from tests.runtime.conftest import StopJob
+from tests.runtime.jobs import StopJob
 
 WAITING = """
 name = "hybrid-waits"

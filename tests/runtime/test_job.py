@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,54 +25,19 @@ import pytest
 from bpmon.model.errors import InsufficientBuffersError, JobError
 from bpmon.runtime.accounting import State
 from bpmon.runtime.checkpoint import CheckpointStats
-from bpmon.runtime.credit import RemoteInputChannel
-from bpmon.runtime.gate import InputChannel, LocalInputChannel
-from bpmon.runtime.job import Job, JobResult
-from bpmon.scenario import Scenario, parse_scenario
+from bpmon.runtime.gate import LocalInputChannel
+from bpmon.runtime.job import Job
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import DIAMOND, StartJob, StopJob, producer_of
 
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
 REPO = Path(__file__).resolve().parents[2]
-
-# File order is deliberately not topological: placement must follow the graph, not the file.
-DIAMOND = """
-name = "placement"
-
-[network]
-task_managers = {tms}
-
-[[operators]]
-name = "sink"
-kind = "sink"
-inputs = [{{ from = "map", partitioner = "rebalance" }}]
-
-[[operators]]
-name = "map"
-kind = "map"
-parallelism = 3
-inputs = [{{ from = "source", partitioner = "rebalance" }}]
-
-[[operators]]
-name = "source"
-kind = "source"
-parallelism = 2
-rate = 50
-"""
-
-
-def _producer(channel: InputChannel) -> str:
-    """The name of the result partition a channel reads ("source (1/2) -> map")."""
-    if isinstance(channel, LocalInputChannel):
-        return channel.subpartition.partition.name
-    assert isinstance(channel, RemoteInputChannel) and channel.sender is not None
-    return channel.sender.subpartition.partition.name
 
 
 def _channels(job: Job, thread: str) -> list[tuple[str, str]]:
     """(kind, producer) of every input channel of the subtask called ``thread``."""
     task = next(t for t in job.all_tasks() if t.name == thread)
     return [
-        ("local" if isinstance(c, LocalInputChannel) else "remote", _producer(c))
+        ("local" if isinstance(c, LocalInputChannel) else "remote", producer_of(c))
         for gate in task.gates
         for c in gate.channels
     ]

@@ -15,16 +15,14 @@ One job of two independent pipelines, measured over one window:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
-from bpmon.runtime.job import Job
 from bpmon.runtime.keygroups import subtask_of_key
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
-from bpmon.scenario import Scenario, parse_scenario
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StartJob
 
-StartJob = Callable[[Scenario], Job]
 SCENARIO = """
 name = "keys-and-noise"
 seed = 3

@@ -7,18 +7,15 @@ task threads, so every expected figure is exact; the last reads a running job fr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
 from bpmon.model.clock import ManualClock
 from bpmon.runtime.accounting import State
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import counters, job_metrics, task_metrics, window_metrics
-from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StartJob, StopJob
 
 PIPELINE = """
 name = "window"

@@ -9,15 +9,12 @@ records due since its last wake-up. Both jobs run at once after one shared warm-
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
-from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
-from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StartJob
 
 WARMUP_S = 3.0
 SPAN_S = 3.0

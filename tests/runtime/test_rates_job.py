@@ -10,15 +10,12 @@ threads, and the schedule, being absolute, catches up within a window.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
-from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
-from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
+from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StartJob
 
 JOB = """
 name = "varying-sources"

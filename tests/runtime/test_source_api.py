@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
 import pytest
 
 from bpmon.collectors.inprocess import metrics_of
 from bpmon.model.errors import ScenarioError
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StartJob, StopJob
 
 JOB = """
 name = "{name}"

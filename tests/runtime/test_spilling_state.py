@@ -18,7 +18,7 @@ import pytest
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.scenario import parse_scenario
-from tests.runtime.conftest import StopJob
+from tests.runtime.jobs import StopJob
 
 JOB = """
 name = "spilling-state"

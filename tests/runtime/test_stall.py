@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +25,7 @@ from bpmon.runtime.channelmetrics import ChannelReading, channel_readings
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import CheckpointConfig, Scenario, load_scenario
-
-StartJob = Callable[[Scenario], Job]
+from tests.runtime.jobs import StartJob
 
 STALL = Path(__file__).resolve().parent / "scenarios" / "tcp-aligned-stall.toml"
 WARMUP_S = 4.0

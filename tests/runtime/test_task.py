@@ -19,12 +19,11 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import (
     Counters,
     TaskMetrics,
@@ -36,9 +35,7 @@ from bpmon.runtime.metrics import (
 from bpmon.runtime.pacing import SOURCE_CHUNK, Schedule
 from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StartJob, StopJob
 
 WARMUP_S = 1.0
 """Until the first flushes have reached the sinks; the interval measured follows."""

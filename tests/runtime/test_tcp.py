@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
 from bpmon.runtime.deployment import plan_deployment
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StartJob
 
 WARMUP_S = 4.0
 SPAN_S = 3.0

@@ -1,0 +1,51 @@
+"""Helpers shared by the runtime tests: the job fixtures' types, a diamond scenario, a channel's
+producer. The fixtures themselves are in this folder's ``conftest.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bpmon.runtime.credit import RemoteInputChannel
+from bpmon.runtime.gate import InputChannel, LocalInputChannel
+from bpmon.runtime.job import Job, JobResult
+from bpmon.scenario import Scenario
+
+StartJob = Callable[[Scenario], Job]
+"""The ``start_job`` fixtures: build and start a job, ended cleanly at teardown."""
+StopJob = Callable[[Job], JobResult]
+"""The ``stop_job`` fixture: stop a job and assert it leaked nothing."""
+
+# File order is deliberately not topological: the plan and the placement must follow the graph,
+# not the file.
+DIAMOND = """
+name = "placement"
+
+[network]
+task_managers = {tms}
+
+[[operators]]
+name = "sink"
+kind = "sink"
+inputs = [{{ from = "map", partitioner = "rebalance" }}]
+
+[[operators]]
+name = "map"
+kind = "map"
+parallelism = 3
+inputs = [{{ from = "source", partitioner = "rebalance" }}]
+
+[[operators]]
+name = "source"
+kind = "source"
+parallelism = 2
+rate = 50
+"""
+"""source (2) -> map (3) -> sink (1), all rebalanced, on ``{tms}`` task managers (to format)."""
+
+
+def producer_of(channel: InputChannel) -> str:
+    """The name of the result partition a channel reads ("source (1/2) -> map")."""
+    if isinstance(channel, LocalInputChannel):
+        return channel.subpartition.partition.name
+    assert isinstance(channel, RemoteInputChannel) and channel.sender is not None
+    return channel.sender.subpartition.partition.name
