@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from bpmon.history.schema import TABLES, TableName
-from bpmon.model.values import Metrics, Report, VertexStatus
+from bpmon.model.values import Metrics, Report
 
 Columns = dict[str, list[object]]
 """A table's rows as columns: column name -> one value per row."""
@@ -130,8 +130,3 @@ def _finite(value: float | None) -> float | None:
 def _add(columns: Columns, row: dict[str, object]) -> None:
     for name, values in columns.items():
         values.append(row[name])
-
-
-def subtask_count(vertices: tuple[VertexStatus, ...]) -> int:
-    """How many subtask rows ``vertices`` make (a vertex without subtasks is one row)."""
-    return sum(max(1, len(v.subtasks)) for v in vertices)

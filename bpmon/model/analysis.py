@@ -50,10 +50,6 @@ class Thresholds:
     min_busy: float = MIN_BUSY
     busy_min: float = 0.7
 
-    def as_dict(self) -> dict[str, float]:
-        """The thresholds by name (as the analysis reports them)."""
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class JobHistory:

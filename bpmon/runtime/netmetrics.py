@@ -44,19 +44,6 @@ class InputMetrics:
     input_queue_length: int
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelMetrics:
-    """One remote channel: its credit and the sender's backlog."""
-
-    gate: str
-    channel: int
-    available_credit: int
-    announced_credit: int
-    unannounced_credit: int
-    backlog: int
-    queued_buffers: int
-
-
 def output_metrics(partitions: Iterable[ResultPartition]) -> OutputMetrics:
     """``outPoolUsage`` and friends over a task's result partitions (0 if it has none)."""
     used = size = queued = overdraft = buffers = 0
@@ -93,23 +80,3 @@ def input_metrics(gates: Iterable[InputGate]) -> InputMetrics:
         exclusive_usage=exclusive_used / exclusive_total if exclusive_total else 0.0,
         input_queue_length=queued,
     )
-
-
-def channel_metrics(gate: InputGate) -> list[ChannelMetrics]:
-    """Credit and backlog of each remote channel of ``gate``."""
-    rows = []
-    for channel in gate.channels:
-        if not isinstance(channel, RemoteInputChannel) or channel.sender is None:
-            continue
-        rows.append(
-            ChannelMetrics(
-                gate=gate.name,
-                channel=channel.index,
-                available_credit=channel.available_buffers,
-                announced_credit=channel.sender.credit,
-                unannounced_credit=channel.unannounced_credit,
-                backlog=channel.sender.subpartition.backlog,
-                queued_buffers=channel.queue_length(),
-            )
-        )
-    return rows

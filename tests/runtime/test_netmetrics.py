@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
+from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
-from bpmon.runtime.netmetrics import channel_metrics, input_metrics, output_metrics
+from bpmon.runtime.netmetrics import input_metrics, output_metrics
 from bpmon.runtime.network import NetworkEnvironment
 
 Env = Callable[..., NetworkEnvironment]
@@ -41,9 +42,11 @@ def test_a_stopped_consumer_fills_both_sides(make_env: Env, drain: Drain) -> Non
     out = output_metrics([partition])
     assert out.out_pool_usage == pytest.approx(1.0)
     assert out.output_queue_length == pool.pool_size
-    (row,) = channel_metrics(gate)
-    assert row.available_credit == 0 and row.announced_credit == 0
-    assert row.backlog == pool.pool_size
+    # the channel as the real reading (runtime.channelmetrics, tested on jobs) sees it
+    (channel,) = gate.channels
+    assert isinstance(channel, RemoteInputChannel) and channel.sender is not None
+    assert channel.available_buffers == 0 and channel.sender.credit == 0
+    assert channel.sender.subpartition.backlog == pool.pool_size
     drain(env, gate)
     assert input_metrics([gate]).in_pool_usage < 0.5
 
