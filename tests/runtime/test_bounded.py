@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from bpmon.runtime.job import Job, JobResult
 from bpmon.scenario import parse_scenario
+from tests.waiting import wait_until
 
 BOUNDED = """
 name = "bounded"
@@ -35,11 +35,12 @@ inputs = [{ from = "double", partitioner = "rebalance" }]
 """
 
 
-def wait_until_finished(job: Job, timeout_s: float = 30.0) -> None:
+def wait_until_finished(job: Job) -> None:
     """Wait until every task thread of ``job`` has returned (the mechanism, not a clock bound)."""
-    deadline = time.monotonic() + timeout_s
-    while any(t.thread.is_alive() for t in job.all_tasks()) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(
+        lambda: not [t.name for t in job.all_tasks() if t.thread.is_alive()],
+        f"every task thread of {job.name} to return",
+    )
 
 
 def test_a_bounded_source_emits_its_records_and_every_task_finishes(

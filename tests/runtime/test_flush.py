@@ -8,7 +8,6 @@ default; ``"finish"`` finishes the buffer on each flush instead (less data in fl
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import parse_scenario
 from bpmon.scenario.network import NetworkConfig
 from bpmon.service.facade import Settings, drain, run_scenario
+from tests.waiting import wait_until
 
 Env = Callable[..., NetworkEnvironment]
 
@@ -114,9 +114,7 @@ def test_each_slice_travels_as_one_credited_buffer_to_a_remote_channel(make_env:
     for expected in (1, 2):
         emit(expected, 0)
         partition.flush_all()
-        deadline = time.monotonic() + 10.0
-        while channel.queue_length() < expected and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda n=expected: channel.queue_length() >= n, f"slice {expected} to arrive")
         assert channel.queue_length() == expected
     with env.lock:
         assert partition.pool.used == 1  # both slices were copied out; the buffer stays open

@@ -16,6 +16,7 @@ from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.runtime.scheduler import NO_RESOURCE, TaskState
 from bpmon.scenario import parse_scenario
+from tests.waiting import wait_until
 
 StopJob = Callable[[Job], JobResult]
 
@@ -102,7 +103,11 @@ def test_a_job_stopped_while_spilling_removes_its_files_and_returns_every_buffer
     text = three_stages("blocking", 1).replace("records = 3000", "records = 10000000")
     job = Job(parse_scenario(text))
     job.start()
-    time.sleep(0.3)
+    outputs = [o.partition for t in job.tasks["source"] for o in t.outputs]
+    wait_until(
+        lambda: sum(p.spill_counters().written_bytes for p in outputs),
+        "the sources to write to their spill files",
+    )
     assert job.tasks["source"][0].state == TaskState.RUNNING
     assert job.tasks["sink"][0].state == TaskState.CREATED  # its input is not finished
     spill_dir = job.spill_dir
@@ -118,9 +123,10 @@ def test_a_pipelined_job_with_too_few_slots_waits_then_fails_with_flinks_message
     job = Job(parse_scenario(text))  # needs 3 slots, has 2
     try:
         job.start()
-        time.sleep(0.1)
-        assert {t.state for t in job.all_tasks()} == {TaskState.SCHEDULED}
         assert job.scheduler is not None
+        scheduler = job.scheduler
+        wait_until(scheduler.waiting, "the job's region to wait for slots")
+        assert {t.state for t in job.all_tasks()} == {TaskState.SCHEDULED}
         [(region, missing, _)] = job.scheduler.waiting()
         assert (region.index, missing) == (0, 1)
         assert job.wait(30)
@@ -172,7 +178,11 @@ inputs = [{ from = "b" }]
     try:
         job.start()
         start = counters(job.tasks)
-        time.sleep(0.3)
+        a_tasks = job.tasks["a"] + job.tasks["a-out"]
+        wait_until(
+            lambda: all(t.state == TaskState.RUNNING for t in a_tasks),
+            "pipeline a to run in its slots",
+        )
         states = {v: {t.state for t in ts} for v, ts in job.tasks.items()}
         assert states["a"] == states["a-out"] == {TaskState.RUNNING}
         assert states["b"] == states["b-out"] == {TaskState.SCHEDULED}
