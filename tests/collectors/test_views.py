@@ -13,10 +13,9 @@ from bpmon.model.signals import FLINK, PYSPY, RUNTIME, Signal, SourceBacklog, Sp
 from bpmon.model.values import Metrics, Report, SubtaskWindow
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
+from tests.tiny import TINY
 
 from ..rules.observations import observation, sub, vertex
-
-TINY = (Path(__file__).parents[1] / "tiny-job.toml").read_text()
 
 FULL = Metrics(
     busy_ratio=0.5,

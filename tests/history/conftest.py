@@ -21,37 +21,12 @@ from bpmon.history.store import HistoryStore
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
-
-
-def tiny(cost_us: int, name: str = "tiny") -> str:
-    """A source (2 x 200 records/s) feeding a sink of ``cost_us`` per record."""
-    return f"""
-name = "{name}"
-duration_s = 5
-
-[monitor]
-warmup_s = 0
-samples = 10
-interval_ms = 10
-settle_s = 0
-
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 200
-
-[[operators]]
-name = "out"
-kind = "sink"
-cost_us = {cost_us}
-inputs = [{{ from = "src", partitioner = "rebalance" }}]
-"""
+from tests.tiny import tiny
 
 
 def run_tiny(runs_dir: Path, cost_us: int, *, warmup_s: float = 0.0, bursts: int = 1) -> str:
     """Run the tiny scenario once (real runtime, real save path); its run id."""
-    text = tiny(cost_us).replace("warmup_s = 0", f"warmup_s = {warmup_s}")
+    text = tiny(cost_us=cost_us).replace("warmup_s = 0", f"warmup_s = {warmup_s}")
     ended = drain(
         run_scenario(
             parse_scenario(text), Settings(runs_dir=runs_dir), bursts=bursts, duration_s=0.3

@@ -26,8 +26,7 @@ from bpmon.model.values import Observation
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, WatchPlan, watch
 from bpmon.service.runloop import BACKOFF_MAX_S, REASONS_KEPT, BurstOverrunError, Setbacks
-
-TINY = (Path(__file__).parents[1] / "tiny-job.toml").read_text()
+from tests.tiny import TINY
 
 
 def settings(runs_dir: Path) -> Settings:

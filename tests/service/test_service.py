@@ -38,8 +38,8 @@ from bpmon.service.facade import (
 )
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from tests.collectors.pipelines import running_pipeline
+from tests.tiny import TINY
 
-TINY = (Path(__file__).parents[1] / "tiny-job.toml").read_text()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 

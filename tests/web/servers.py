@@ -15,38 +15,12 @@ import httpx
 
 from bpmon.service.watching import Watches
 from bpmon.web.server import BpmonServer
+from tests.tiny import tiny
 from tests.waiting import WAIT_S, wait_until
 
 __all__ = ["TOKEN", "WAIT_S", "ServeFactory", "Served", "task_threads", "tiny", "wait_until"]
 
-TINY = """
-name = "{name}"
-duration_s = 5
-
-[monitor]
-warmup_s = 0
-samples = 10
-interval_ms = 10
-settle_s = 0
-
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 200
-
-[[operators]]
-name = "out"
-kind = "sink"
-cost_us = 50
-inputs = [{{ from = "src", partitioner = "rebalance" }}]
-"""
 TOKEN = "a-test-token-0123456789abcdef"
-
-
-def tiny(name: str = "tiny") -> str:
-    """The text of a tiny scenario whose job is called ``name``."""
-    return TINY.format(name=name)
 
 
 def task_threads() -> list[str]:
