@@ -14,7 +14,6 @@ starts: until then nothing is sent to it, and its data waits in the producer's s
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
 from tests.runtime.jobs import StopJob
+from tests.waiting import wait_until
 
 WAITING = """
 name = "hybrid-waits"
@@ -75,8 +75,6 @@ QUEUED = 40
 """Buffers waiting for the consumer (in its remote channels and its local subpartitions) by
 which its gates' floating buffers are all taken and channels wait for more: the state the crash
 needs (about one second of this job)."""
-DEADLINE_S = 20.0
-"""How long the job may take to get there (a loaded machine is slow)."""
 
 
 def _remote_at_consumer(job: Job) -> list[RemoteInputChannel]:
@@ -94,9 +92,7 @@ def test_a_consumer_not_deployed_is_sent_nothing(stop_job: StopJob) -> None:
     while the data it will read piles up at the producers (its local channels' subpartitions)."""
     job = Job(parse_scenario(WAITING.format(duration=60)))
     job.start()
-    deadline = time.monotonic() + DEADLINE_S
-    while _queued_at_consumer(job) < QUEUED and time.monotonic() < deadline and not job.failed:
-        time.sleep(0.05)
+    _wait_for_the_queue(job)
     with job.env.lock:
         remote = _remote_at_consumer(job)
         sent = [(c.queued_buffers, c.sender.credit if c.sender else None) for c in remote]
@@ -113,12 +109,18 @@ def _queued_at_consumer(job: Job) -> int:
         return sum(gate.queue_length() for task in job.tasks["aggregate"] for gate in task.gates)
 
 
+def _wait_for_the_queue(job: Job) -> None:
+    """Until :data:`QUEUED` buffers wait for the consumer (or the job failed: the tests say so)."""
+    wait_until(
+        lambda: job.failed or _queued_at_consumer(job) >= QUEUED,
+        f"{QUEUED} buffers queued for the consumer",
+    )
+
+
 def test_a_job_stopped_before_its_hybrid_consumer_deploys_ends_cleanly(stop_job: StopJob) -> None:
     job = Job(parse_scenario(WAITING.format(duration=60)))
     job.start()
-    deadline = time.monotonic() + DEADLINE_S
-    while _queued_at_consumer(job) < QUEUED and time.monotonic() < deadline and not job.failed:
-        time.sleep(0.05)
+    _wait_for_the_queue(job)
     queued = _queued_at_consumer(job)
     waiting = [t for t in job.tasks["aggregate"] if not t.thread.is_alive()]
     result = stop_job(job)  # asserts no leak and no live thread

@@ -23,6 +23,7 @@ from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.subpartition import Event
 from bpmon.scenario import NetworkConfig, Scenario, parse_scenario
 from tests.runtime.conftest import read_all
+from tests.waiting import wait_until
 
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
 StartJob = Callable[[Scenario], Job]
@@ -32,20 +33,20 @@ LATENCY_S = 0.002
 
 
 def _arrived(env: NetworkEnvironment, gate: InputGate, drain: Drain, want: int) -> list[object]:
-    """Read the gate until ``want`` records came (the link timer delivers them), at most 5 s."""
+    """Read the gate until ``want`` more records came (the link timer delivers them)."""
     got: list[object] = []
-    deadline = time.monotonic() + 5.0
-    while len(got) < want and time.monotonic() < deadline:
-        got += drain(env, gate)[0]
-        time.sleep(0.002)
+
+    def enough() -> bool:
+        got.extend(drain(env, gate)[0])
+        return len(got) >= want
+
+    wait_until(enough, f"{want} record(s) over the link", poll_s=0.002)
     return got
 
 
-def _until(condition: Callable[[], bool]) -> None:
-    """Wait (at most 5 s) for the link timer to make ``condition`` true."""
-    deadline = time.monotonic() + 5.0
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.002)
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for the link timer to make ``condition`` true."""
+    wait_until(condition, what, poll_s=0.002)
 
 
 @pytest.fixture
@@ -86,17 +87,17 @@ def test_one_credit_and_2_ms_carry_one_buffer_per_4_ms(
     got: list[object] = []
     for k in range(5):
         clock.advance(LATENCY_S - 1e-4)  # just before buffer k arrives: nothing new yet
-        time.sleep(0.01)
+        time.sleep(0.01)  # no condition to wait on: a moment in which nothing may arrive
         got += drain(env, gate)[0]
         assert got == list(range(k)), f"buffer {k} arrived before its round trip"
         clock.advance(1e-4)
-        got += _arrived(env, gate, drain, k + 1)  # reading it announces its credit
+        got += _arrived(env, gate, drain, 1)  # reading it announces its credit
         assert got == list(range(k + 1))
         assert view.credit == 0  # the credit is on its way back for the latency
         clock.advance(LATENCY_S)  # the credit arrives: the next buffer goes
         if k < 4:
-            _until(lambda left=4 - k: queue.backlog < left)
-    _until(lambda: view.credit == 1)
+            _until(lambda left=4 - k: queue.backlog < left, f"buffer {k + 1} to be sent")
+    _until(lambda: view.credit == 1, "the last credit back at the sender")
     assert view.credit == 1 and queue.peek() is None
 
 
@@ -110,10 +111,10 @@ def test_credit_announcements_wait_for_the_latency(
     assert _arrived(env, gate, drain, 1) == [0]
     view = env.connections[ConnectionID(0, 1, 0)].views[0]
     clock.advance(LATENCY_S / 2)
-    time.sleep(0.01)
+    time.sleep(0.01)  # no condition to wait on: a moment in which nothing may arrive
     assert view.credit == 0, "the credit reached the sender in half the latency"
     clock.advance(LATENCY_S / 2)
-    _until(lambda: view.credit == 1)
+    _until(lambda: view.credit == 1, "the credit back at the sender")
     assert view.credit == 1
 
 
@@ -248,11 +249,13 @@ def test_credit_on_its_way_is_conserved_and_every_record_arrives_in_order(
                 assert view.credit >= 0
             if read:
                 got += read_all(env, gate)[0]
-        deadline = time.monotonic() + 5.0
-        while len(got) < sent and time.monotonic() < deadline:
+
+        def all_came() -> bool:
             clock.advance(latency_ms / 1000)
-            time.sleep(0.003)
-            got += read_all(env, gate)[0]
+            got.extend(read_all(env, gate)[0])
+            return len(got) >= sent
+
+        wait_until(all_came, "every record sent to arrive", poll_s=0.003)
         assert sent == buffers
         assert got == list(range(buffers))
     finally:

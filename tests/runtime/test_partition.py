@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -14,6 +13,7 @@ from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.subpartition import Event
+from tests.waiting import wait_until
 
 Env = Callable[..., NetworkEnvironment]
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
@@ -123,16 +123,16 @@ def test_zero_byte_records_are_rejected(make_env: Env) -> None:
         partition.writer(0)
 
 
-def _blocked_in(thread: threading.Thread, function: str, timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _blocked_in(thread: threading.Thread, function: str) -> bool:
+    def inside() -> bool:
         frame = sys._current_frames().get(thread.ident or -1)
         while frame is not None:
             if frame.f_code.co_name == function:
                 return True
             frame = frame.f_back
-        time.sleep(0.01)
-    return False
+        return False
+
+    return wait_until(inside, f"{thread.name} to block in {function}", poll_s=0.01)
 
 
 @pytest.mark.parametrize("overdraft", [5, 0])
