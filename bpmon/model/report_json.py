@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from bpmon.model.errors import HistoryError
 from bpmon.model.values import (
     REPORT_SCHEMA,
-    CauseKind,
+    CAUSE_KINDS,
     ChainShare,
     ChannelWindow,
     Edge,
@@ -46,17 +46,6 @@ SCHEMA_MAJOR = int(_MAJOR)
 LEVELS: tuple[Level, ...] = ("OK", "LOW", "HIGH")
 SOURCES: tuple[Source, ...] = ("runtime", "pyspy", "flink")
 LEVELS_FROM: tuple[LevelsFrom, ...] = ("samples", "time")
-CAUSE_KINDS: tuple[CauseKind, ...] = (
-    "slow-operator",
-    "data-skew",
-    "slow-subtask",
-    "slow-sink",
-    "network",
-    "resource-starved",
-    "spilling",
-    "stalled",
-    "source-limited",
-)
 
 _RATIO_DIGITS = 3
 _RATE_DIGITS = 1

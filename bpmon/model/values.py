@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from bpmon.model.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
 
@@ -30,6 +30,8 @@ CauseKind = Literal[
     "stalled",
     "source-limited",
 ]
+CAUSE_KINDS: tuple[CauseKind, ...] = get_args(CauseKind)
+"""Every kind of root cause a report may name (docs/report.md says what each means)."""
 
 REPORT_SCHEMA = "bpmon.report/1"
 

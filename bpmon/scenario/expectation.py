@@ -9,15 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast, get_args
+from typing import cast
 
-from bpmon.model.values import CauseKind
+from bpmon.model.values import CAUSE_KINDS, CauseKind
 from bpmon.scenario._table import Table, did_you_mean, quoted
 from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.loader import build_scenario, read_toml_file
 
 EXPECT_KEYS = ("root_cause", "kind", "subtasks")
-CAUSE_KINDS: tuple[str, ...] = get_args(CauseKind)
 
 
 @dataclass(frozen=True, slots=True)

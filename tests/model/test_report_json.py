@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from bpmon.model.report_json import (
     report_to_json,
 )
 from bpmon.model.values import (
+    CAUSE_KINDS,
     ChainShare,
     ChannelWindow,
     Edge,
@@ -394,6 +397,25 @@ def test_another_schema_is_rejected(schema: str, named: str) -> None:
         report_from_dict(doc)
     assert named in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+REPORT_DOC = Path(__file__).parents[2] / "docs" / "report.md"
+
+
+def _documented_cause_kinds() -> set[str]:
+    """The kinds in docs/report.md's "Root cause kinds" table."""
+    text = REPORT_DOC.read_text(encoding="utf-8").split("### Root cause kinds", 1)[1]
+    table = text.split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([a-z-]+)` \|", table, flags=re.MULTILINE))
+
+
+def test_the_report_reads_every_documented_cause_kind_and_the_diagnosis_has_no_other() -> None:
+    documented = _documented_cause_kinds()
+    assert documented == set(CAUSE_KINDS)
+    for kind in sorted(documented):
+        doc = json.loads(SMALL_JSON)
+        doc["root_causes"][0]["kind"] = kind
+        assert report_from_dict(doc).root_causes[0].kind == kind
 
 
 def _set(doc: dict[str, Any], path: str, value: Any) -> None:
