@@ -23,17 +23,24 @@ POLL_S = 0.02
 
 
 def wait_until(
-    check: Callable[[], T], what: str, timeout_s: float = WAIT_S, poll_s: float = POLL_S
+    check: Callable[[], T],
+    what: str,
+    timeout_s: float = WAIT_S,
+    poll_s: float = POLL_S,
+    *,
+    until: Callable[[T], object] = bool,
 ) -> T:
-    """Poll ``check`` until it returns something truthy and return that.
+    """Poll ``check`` until ``until`` of its value is true (by default: the value is truthy), and
+    return that value.
 
     Fails the test after ``timeout_s`` with ``what`` (the condition, as "waiting for ...") and the
-    last value ``check`` returned, so a failure says how far things got.
+    last value ``check`` returned, so a failure says how far things got: to see figures there,
+    let ``check`` read them and ``until`` judge them.
     """
     deadline = time.monotonic() + timeout_s
     while True:
         value = check()
-        if value:
+        if until(value):
             return value
         if time.monotonic() >= deadline:
             pytest.fail(f"gave up waiting for {what} after {timeout_s:g} s (last seen: {value!r})")

@@ -38,8 +38,9 @@ inputs = [{ from = "double", partitioner = "rebalance" }]
 def wait_until_finished(job: Job) -> None:
     """Wait until every task thread of ``job`` has returned (the mechanism, not a clock bound)."""
     wait_until(
-        lambda: not [t.name for t in job.all_tasks() if t.thread.is_alive()],
+        lambda: [t.name for t in job.all_tasks() if t.thread.is_alive()],
         f"every task thread of {job.name} to return",
+        until=lambda alive: not alive,
     )
 
 

@@ -29,6 +29,7 @@ from bpmon.runtime.gate import LocalInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
 from tests.runtime.jobs import DIAMOND, StartJob, StopJob, producer_of
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -241,15 +242,17 @@ inputs = [{ from = "explode" }]
 unlimited and with no overdraft buffers, block long before."""
 
 
-def _wait_for_states(job: Job, states: dict[str, State], timeout: float = 60.0) -> bool:
-    """Poll until every named subtask is in its state at once (or the job failed)."""
+def _wait_for_states(job: Job, states: dict[str, State]) -> bool:
+    """Poll until every named subtask is in its state at once (False: the job failed first)."""
     tasks = {t.name: t for t in job.all_tasks()}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not job.failed:
-        if all(tasks[name].account.state is state for name, state in states.items()):
-            return True
-        time.sleep(0.005)
-    return False
+
+    def now() -> dict[str, State]:
+        return {name: tasks[name].account.state for name in states}
+
+    seen = wait_until(
+        now, f"the states {states}", poll_s=0.005, until=lambda s: s == states or job.failed
+    )
+    return seen == states
 
 
 @pytest.mark.slow
@@ -273,10 +276,22 @@ def test_a_failure_while_everything_upstream_is_blocked(stop_job: StopJob) -> No
 
 CTRL_C = """
 import sys
+import threading
+import time
+from bpmon.runtime.accounting import State
 from bpmon.runtime.job import Job
 from bpmon.scenario import load_example
 
 job = Job(load_example("slow-sink"))
+
+
+def announce_backpressure():
+    while not any(t.account.state in (State.SOFT_BP, State.HARD_BP) for t in job.tasks["format"]):
+        time.sleep(0.02)
+    print("backpressured", flush=True)
+
+
+threading.Thread(target=announce_backpressure, daemon=True).start()
 print("running", flush=True)
 if sys.argv[1] == "catch":
     try:
@@ -304,7 +319,8 @@ def test_ctrl_c_stops_a_running_job(mode: str) -> None:
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "running"
-        time.sleep(1.5)  # the job is running, its pipeline backpressured
+        # the job is running, its pipeline backpressured (a job of 60 s bounds the read)
+        assert proc.stdout.readline().strip() == "backpressured"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=3)
     finally:
@@ -384,7 +400,7 @@ def test_aligned_and_unaligned_checkpoints_under_backpressure(
 
 def test_no_checkpoints_unless_configured(start_job: StartJob) -> None:
     job = start_job(parse_scenario(SMALL))
-    time.sleep(0.6)
+    time.sleep(0.6)  # no condition to wait for: none may be taken in this time
     assert job.checkpoints() == ()
     assert not any(t.name == "checkpoint-coordinator" for t in threading.enumerate())
 
@@ -410,14 +426,15 @@ def test_an_operator_reading_one_upstream_twice_gets_both_edges(start_job: Start
     job = start_job(parse_scenario(TWICE.format(timeout=20, rate=500)))
     (source,), (sink,) = job.tasks["source"], job.tasks["sink"]
     assert len(sink.gates) == 2
-    deadline = time.monotonic() + 30  # a guard against a hang only
-    received = emitted = 0.0
-    while time.monotonic() < deadline:
+
+    def read() -> tuple[float, float]:
         received = sink.records_in.total
         emitted = source.records_out.total  # read after: at least what one edge delivered
-        if received > emitted:
-            break
-        time.sleep(0.05)
+        return received, emitted
+
+    received, emitted = wait_until(
+        read, "the sink to receive more than the source emitted", until=lambda r: r[0] > r[1]
+    )
     # both edges deliver: the sink receives every record twice, more than the source emitted
     assert received > emitted > 0, (received, emitted)
     assert all(output.partition.subpartitions[0].reader is not None
