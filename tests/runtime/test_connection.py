@@ -11,11 +11,12 @@ import pytest
 from bpmon.model.clock import ManualClock
 from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.connection import ConnectionID
+from bpmon.runtime.connection import Connection, ConnectionID
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.scenario import NetworkConfig
+from tests.waiting import wait_until
 
 Env = Callable[..., NetworkEnvironment]
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
@@ -30,6 +31,32 @@ def _produce(partition: ResultPartition, stop: threading.Event) -> None:
             i += 1
     except WaitCancelledError:
         pass  # the environment shut down while the producer waited for a buffer
+
+
+def _until_full(
+    env: NetworkEnvironment,
+    connection: Connection,
+    stopped: ResultPartition,
+    shared_with: InputGate | None,
+) -> None:
+    """Until the receiver that never reads has all the buffers it will take.
+
+    Under ``credit`` its sender view is out of credit with data waiting; under ``tcp`` its
+    connection stalled and, where another gate shares it, what reached that gate before was read.
+    """
+
+    def full() -> bool:
+        with env.lock:
+            if connection.credit_based:
+                return any(
+                    v.subpartition is stopped.subpartitions[0]
+                    and v.credit == 0
+                    and v.subpartition.backlog > 0
+                    for v in connection.views
+                )
+            return connection.stalled and (shared_with is None or shared_with.queue_length() == 0)
+
+    wait_until(full, "the stopped receiver's buffers to fill")
 
 
 def _consume(
@@ -72,9 +99,9 @@ def test_flink_7282_one_stopped_receiver_and_a_shared_connection(
     ]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # long enough for the stopped receiver's buffers to fill
+    _until_full(env, env.connections[ConnectionID(0, 1, 0)], stopped_src, busy_gate)
     before = got[0]
-    time.sleep(0.5)
+    time.sleep(0.5)  # the window measured
     during = got[0] - before
     stalled = env.connections[ConnectionID(0, 1, 0)].stalled
     stop.set()
@@ -110,9 +137,9 @@ def test_under_tcp_a_stopped_receiver_of_one_result_does_not_stall_another_resul
     ]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # long enough for the stopped receiver's buffers to fill
+    _until_full(env, env.connections[ConnectionID(0, 1, 11)], stopped_src, None)
     before = got[0]
-    time.sleep(0.5)
+    time.sleep(0.5)  # the window measured
     during = got[0] - before
     stalled = env.connections[ConnectionID(0, 1, 11)].stalled
     stop.set()
@@ -178,10 +205,10 @@ def test_bandwidth_cap_limits_throughput(make_env: Env) -> None:
     ]
     for thread in threads:
         thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: got[0], "the first records over the link")
     began = time.monotonic()
     start = got[0]
-    time.sleep(1.0)
+    time.sleep(1.0)  # the window measured
     moved_bytes = (got[0] - start) * 100
     took = time.monotonic() - began
     stop.set()
@@ -216,11 +243,7 @@ def test_connections_between_the_same_task_managers_share_their_link_and_its_cap
         assert drain(env, first_gate)[0] == ["one"]
         assert drain(env, second_gate) == ([], [])  # its connection is idle, the link is not
         clock.advance(256 / 1000)  # the link is free again: the link timer sends it
-        deadline = time.monotonic() + 5.0
-        got: list[object] = []
-        while not got and time.monotonic() < deadline:
-            got = drain(env, second_gate)[0]
-            time.sleep(0.01)
+        got = wait_until(lambda: drain(env, second_gate)[0], "the second connection's buffer")
         assert got == ["two"]
     finally:
         env.shutdown()
