@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bpmon.runtime.connection import ConnectionID
+from bpmon.runtime.connection import ConnectionID, SenderView
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputChannel, LocalInputChannel
 from bpmon.runtime.subpartition import ResultSubpartition
@@ -118,8 +118,9 @@ def _reading(
     queued = 0
     if isinstance(channel, RemoteInputChannel):
         queued = channel.queue_length()
-        sender, link = channel.sender, channel.connection
-        if sender is not None and link is not None:
+        sender = channel.sender
+        if isinstance(sender, SenderView):  # the connection it comes over
+            link = sender.connection
             connection = link.id
             if link.credit_based:
                 credit = sender.credit

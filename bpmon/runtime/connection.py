@@ -36,13 +36,11 @@ import heapq
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from bpmon.runtime.buffers import Buffer
+from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.subpartition import Event, ResultSubpartition
-
-if TYPE_CHECKING:
-    from bpmon.runtime.credit import RemoteInputChannel
 
 
 class ConnectionID(NamedTuple):
@@ -92,8 +90,15 @@ class SenderView:
         self.requested = requested  # the consumer asked for the subpartition: a reader exists
         self.queued = False
         subpartition.connect(self)
-        channel.connection = connection
         channel.sender = self
+
+    def request(self) -> None:
+        """The consumer asks for the subpartition (lock held)."""
+        self.connection.request(self)
+
+    def announce_credit(self, credit: int) -> None:
+        """The channel announced ``credit`` more buffers (lock held)."""
+        self.connection.add_credit(self, credit)
 
     def notify_data_available(self, priority: bool = False) -> None:
         """The subpartition has something: try to send it."""

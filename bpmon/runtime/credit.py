@@ -19,15 +19,43 @@ takes a segment of the gate's pool, and when there is none the whole connection 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bpmon.runtime.buffers import Buffer, Recycler
 from bpmon.runtime.gate import InputChannel, InputGate
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.subpartition import Event
+from bpmon.runtime.subpartition import Event, ResultSubpartition
 
-if TYPE_CHECKING:
-    from bpmon.runtime.connection import Connection, SenderView
+
+class ChannelSender(Protocol):
+    """The producer's end of a remote channel, as the channel and its metrics see it.
+
+    A connection's ``SenderView`` (``connection.py``) is the one: it sends ``subpartition`` over
+    the connection against the credit the channel announces.
+    """
+
+    @property
+    def requested(self) -> bool:
+        """Whether the consumer asked for the subpartition yet (nothing is sent before)."""
+        ...
+
+    @property
+    def credit(self) -> int:
+        """The credit the sender holds: buffers it may still send."""
+        ...
+
+    @property
+    def subpartition(self) -> ResultSubpartition:
+        """The producer's subpartition it sends."""
+        ...
+
+    def request(self) -> None:
+        """The consumer asks for the subpartition, with the channel's initial credit."""
+        ...
+
+    def announce_credit(self, credit: int) -> None:
+        """The channel has ``credit`` more free buffers for the sender."""
+        ...
 
 
 class RemoteInputChannel(InputChannel):
@@ -54,15 +82,14 @@ class RemoteInputChannel(InputChannel):
         self._queue: deque[Buffer | Event] = deque()
         self.queued_bytes = 0
         self.queued_buffers = 0  # kept as a count: other threads read it while data arrives
-        self.connection: Connection | None = None
-        self.sender: SenderView | None = None
+        self.sender: ChannelSender | None = None  # bound by the connection that feeds it
         self.released = False
 
     def request_subpartition(self) -> None:
         """The partition request: the sender may send from now on, against the initial credit
         (it travels as the request does: after the link's latency)."""
-        if self.connection is not None and self.sender is not None and not self.sender.requested:
-            self.connection.request(self.sender)
+        if self.sender is not None and not self.sender.requested:
+            self.sender.request()
 
     # -- buffers held -----------------------------------------------------------------------
 
@@ -158,10 +185,9 @@ class RemoteInputChannel(InputChannel):
         if credit <= 0:
             return
         self.unannounced_credit += credit
-        if self.unannounced_credit == credit and self.connection is not None:
-            assert self.sender is not None
+        if self.unannounced_credit == credit and self.sender is not None:
             announced, self.unannounced_credit = self.unannounced_credit, 0
-            self.connection.add_credit(self.sender, announced)
+            self.sender.announce_credit(announced)
 
     # -- reading (the consuming task) -------------------------------------------------------
 

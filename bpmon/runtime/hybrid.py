@@ -181,6 +181,8 @@ class HybridSubpartition(ResultSubpartition):
         spill: this subpartition's file.
     """
 
+    partition: ResultPartition
+
     __slots__ = (
         "_head",
         "_items",

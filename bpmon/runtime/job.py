@@ -93,7 +93,7 @@ class Job:
         self._job_error: str | None = None
         self._failed = threading.Event()
         self._ended = threading.Event()
-        self.scheduler: RegionScheduler | None = None
+        self.scheduler: RegionScheduler[Task] | None = None
         self.tasks: dict[str, list[Task]] = {}
         self._coordinator: CheckpointCoordinator | None = None
         self._started_at: float | None = None

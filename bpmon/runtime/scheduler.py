@@ -24,12 +24,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
+from bpmon.scenario import OperatorSpec
 from bpmon.scenario.compiled import JobPlan, Region
-
-if TYPE_CHECKING:
-    from bpmon.runtime.task import Task
 
 NO_RESOURCE = (
     "NoResourceAvailableException: Slot request bulk is not fulfillable! Could not allocate the "
@@ -74,10 +72,32 @@ class SlotWait:
     free: int = 0
 
 
-class _Bulk:
+class ScheduledTask(Protocol):
+    """A subtask as the scheduler sees it (a ``task.Task``): where it goes, what state it is in."""
+
+    @property
+    def spec(self) -> OperatorSpec:
+        """Its operator (the vertex, by name)."""
+        ...
+
+    @property
+    def index(self) -> int:
+        """Its subtask index."""
+        ...
+
+    state: TaskState
+    """Set to SCHEDULED and DEPLOYING here; FINISHED is read here."""
+    slot_wait: SlotWait | None
+    """Why it waits for slots while SCHEDULED."""
+
+
+T = TypeVar("T", bound=ScheduledTask)
+
+
+class _Bulk(Generic[T]):
     """One region being scheduled: its tasks, the slot each needs, and how long it has waited."""
 
-    def __init__(self, region: Region, tasks: list[Task], slots: dict[Task, tuple[int, str]]):
+    def __init__(self, region: Region, tasks: list[T], slots: dict[T, tuple[int, str]]):
         self.region = region
         self.tasks = tasks
         self.slots = slots  # task -> (physical slot, logical slot "group/index")
@@ -87,7 +107,7 @@ class _Bulk:
         self.bounded = True
 
 
-class RegionScheduler:
+class RegionScheduler(Generic[T]):
     """Schedules a job's regions as bulks of slots and frees slots as tasks finish.
 
     Args:
@@ -104,17 +124,17 @@ class RegionScheduler:
     def __init__(
         self,
         job: JobPlan,
-        tasks: Mapping[str, Sequence[Task]],
+        tasks: Mapping[str, Sequence[T]],
         slots: Mapping[str, Sequence[int]],
         bounded: set[str],
         *,
         timeout_s: float,
-        deploy: Callable[[Task], None],
+        deploy: Callable[[T], None],
         fail: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         groups = {op.name: op.group for op in job.operators}
-        self._bulks: list[_Bulk] = []
+        self._bulks: list[_Bulk[T]] = []
         for region in job.regions:
             members = [t for v in region.vertices for t in tasks[v]]
             placed = {
@@ -127,7 +147,7 @@ class RegionScheduler:
         self._region_of = {t: b for b in self._bulks for t in b.tasks}
         self._total = job.slots
         self._holder: dict[int, str] = {}  # physical slot -> the logical slot in it
-        self._users: dict[int, set[Task]] = {}  # physical slot -> tasks deployed and unfinished
+        self._users: dict[int, set[T]] = {}  # physical slot -> tasks deployed and unfinished
         self.peak_slots = 0
         """The most slots in use at once so far."""
         self.deployed: list[tuple[int, tuple[str, ...]]] = []
@@ -160,7 +180,7 @@ class RegionScheduler:
         """Whether the checker thread still runs."""
         return self._checker.is_alive()
 
-    def task_finished(self, task: Task) -> None:
+    def task_finished(self, task: T) -> None:
         """``task`` finished: free its slot if it was the last one in it, schedule what can go."""
         with self._lock:
             slot, _ = self._region_of[task].slots[task]
@@ -214,7 +234,7 @@ class RegionScheduler:
         if waiting and self._checker.ident is None:
             self._checker.start()
 
-    def _mark_waiting(self, bulk: _Bulk) -> None:
+    def _mark_waiting(self, bulk: _Bulk[T]) -> None:
         """Tell the bulk's tasks what they wait for (the metrics read it)."""
         wait = SlotWait(
             bulk.region.index,
@@ -232,7 +252,7 @@ class RegionScheduler:
         running = all(self._bulks[i].state in ("running", "finished") for i in region.hybrid_inputs)
         return done and running
 
-    def _missing(self, bulk: _Bulk) -> int:
+    def _missing(self, bulk: _Bulk[T]) -> int:
         """Slots of ``bulk`` it cannot have now (0: it can be deployed).
 
         A slot is lacking when another logical slot holds its physical slot, or when two
@@ -246,7 +266,7 @@ class RegionScheduler:
                 lacking.add(logical)
         return len(lacking)
 
-    def _allocate(self, bulk: _Bulk) -> None:
+    def _allocate(self, bulk: _Bulk[T]) -> None:
         bulk.state = "running"
         bulk.unfulfillable_since = None
         for task, (slot, logical) in bulk.slots.items():
@@ -290,7 +310,7 @@ class RegionScheduler:
                 )
         return None
 
-    def _fulfillable(self, bulk: _Bulk) -> bool:
+    def _fulfillable(self, bulk: _Bulk[T]) -> bool:
         """Whether every slot the bulk needs is free or will be freed (held by bounded tasks)."""
         wanted: dict[int, str] = {}
         for slot, logical in bulk.slots.values():

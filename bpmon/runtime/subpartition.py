@@ -13,13 +13,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.spill import SpillCounters
-
-if TYPE_CHECKING:
-    from bpmon.runtime.partition import ResultPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +32,15 @@ class Event:
 
 
 END_OF_PARTITION = Event("end-of-partition")
+
+
+class OwningPartition(Protocol):
+    """The result partition a subpartition belongs to, as the subpartition's readers know it."""
+
+    @property
+    def name(self) -> str:
+        """The partition's name, shown in errors and metrics."""
+        ...
 
 
 class SubpartitionReader(Protocol):
@@ -67,7 +73,7 @@ class ResultSubpartition(ABC):
     __slots__ = ()
 
     index: int
-    partition: ResultPartition
+    partition: OwningPartition
     reader: SubpartitionReader | None
     backlog: int
     queued_bytes: int
@@ -117,7 +123,7 @@ class PipelinedSubpartition(ResultSubpartition):
 
     __slots__ = ("_queue", "backlog", "index", "partition", "queued_bytes", "reader")
 
-    def __init__(self, partition: ResultPartition, index: int) -> None:
+    def __init__(self, partition: OwningPartition, index: int) -> None:
         self.partition = partition
         self.index = index
         self._queue: deque[Buffer | Event] = deque()

@@ -17,12 +17,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from bpmon.scenario._table import Table, quoted, show
-
-if TYPE_CHECKING:
-    from bpmon.scenario.spec import OperatorSpec
 
 SHAPES = ("burst", "ramp", "sine")
 SHAPE_KEYS = {
@@ -185,14 +182,33 @@ class SourceRates:
     """The profile as written (a list of steps or a table), for ``whatif`` to rescale."""
 
 
-def base_rate(spec: OperatorSpec, index: int) -> float:
+class RatedSource(Protocol):
+    """What the functions below read of a source operator (an ``OperatorSpec``)."""
+
+    @property
+    def parallelism(self) -> int:
+        """Number of subtasks."""
+        ...
+
+    @property
+    def rate(self) -> float | None:
+        """Records per second per subtask; 0 or ``None``: as fast as possible."""
+        ...
+
+    @property
+    def source_rates(self) -> SourceRates | None:
+        """The profile, the uneven subtasks and the backlog; ``None``: a constant rate."""
+        ...
+
+
+def base_rate(spec: RatedSource, index: int) -> float:
     """Subtask ``index``'s base rate: its ``subtask_rates`` entry, else ``rate`` (0: none)."""
     rate = spec.rate or 0.0
     rates = spec.source_rates
     return rate if rates is None else rates.subtask_rates.get(index, rate)
 
 
-def curve_of(spec: OperatorSpec, index: int) -> RateCurve | None:
+def curve_of(spec: RatedSource, index: int) -> RateCurve | None:
     """Subtask ``index``'s curve, the profile scaled to its base; ``None`` for a constant rate."""
     rates = spec.source_rates
     if rates is None or rates.profile is None or not spec.rate:
@@ -200,7 +216,7 @@ def curve_of(spec: OperatorSpec, index: int) -> RateCurve | None:
     return rates.profile.scaled(base_rate(spec, index) / spec.rate)
 
 
-def mean_rate(spec: OperatorSpec, index: int, horizon_s: float) -> float:
+def mean_rate(spec: RatedSource, index: int, horizon_s: float) -> float:
     """Subtask ``index``'s mean records/s over its first ``horizon_s`` seconds."""
     curve = curve_of(spec, index)
     if curve is None or horizon_s <= 0:
@@ -208,7 +224,7 @@ def mean_rate(spec: OperatorSpec, index: int, horizon_s: float) -> float:
     return curve.due(horizon_s) / horizon_s
 
 
-def offered_total(spec: OperatorSpec, horizon_s: float) -> float:
+def offered_total(spec: RatedSource, horizon_s: float) -> float:
     """Records/s all subtasks of a source are offered on average over ``horizon_s``."""
     return sum(mean_rate(spec, i, horizon_s) for i in range(spec.parallelism))
 
