@@ -8,15 +8,15 @@ one sample in ``stride`` (20 a burst at most): the picture is the one every samp
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from bpmon.collectors.channels import CHANNELS_PER_READING, READINGS_PER_BURST, ChannelTally
 from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.sampler import StackSampler
 from bpmon.model.values import ChannelWindow
+from bpmon.runtime.channelmetrics import channel_readings
 from bpmon.scenario import parse_scenario
+from tests.waiting import wait_until
 
 SLOW_INSTANCE = """
 name = "slow-instance-channels"
@@ -39,11 +39,27 @@ inputs = [{ from = "src", partitioner = "rebalance" }]
 """
 
 
+FILLED = 5
+"""Buffers each channel into work[1] holds before a burst: over twice the 2 the tests ask of
+the burst's average, and only growing (work[1] takes a sixth of what it is sent)."""
+
+
+def wait_until_filled(target: RuntimeTarget) -> None:
+    """Until every channel into the slow work[1] holds :data:`FILLED` buffers (sender's backlog
+    and consumer's queue)."""
+
+    def held() -> list[int]:
+        readings = channel_readings(target.runtime.tasks)
+        return [r.backlog + r.queued_at_consumer for r in readings if r.consumer_index == 1]
+
+    wait_until(held, "work[1]'s channels to fill", until=lambda h: bool(h) and min(h) >= FILLED)
+
+
 def test_the_channels_into_the_slow_subtask_hold_the_backlog() -> None:
     target = RuntimeTarget(parse_scenario(SLOW_INSTANCE))
     target.start()
     try:
-        time.sleep(1.5)  # 1,000-byte records fill work[1]'s channels well within this
+        wait_until_filled(target)
         obs = target.observe(samples=20, interval_ms=25)
     finally:
         ending = target.stop()
@@ -76,7 +92,7 @@ def test_one_reading_in_five_shows_what_every_sample_showed() -> None:
 
     target.start()
     try:
-        time.sleep(1.5)
+        wait_until_filled(target)
         StackSampler(target.profile).burst(100, 10.0, progress=after)
     finally:
         assert not target.stop().leaks
@@ -114,7 +130,8 @@ def readings_per_channel(parallelism: int, samples: int, **kw: int) -> tuple[int
     target = RuntimeTarget(parse_scenario(WIDE.format(p=parallelism)))
     target.start()
     try:
-        time.sleep(0.5)
+        sinks = target.runtime.tasks["sink"]
+        wait_until(lambda: all(t.records_in.total for t in sinks), "records at every sink")
         tally = ChannelTally(target.runtime.tasks, **kw)
         for done in range(1, samples + 1):
             tally.after_sample(done, samples)

@@ -7,10 +7,9 @@ count its own job's threads only: the other job's ``sink (1/1)`` is not a second
 
 from __future__ import annotations
 
-import time
-
 from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.scenario import load_example
+from tests.waiting import wait_until
 
 
 def test_a_job_beside_another_with_the_same_vertex_names_sees_only_its_own_threads() -> None:
@@ -20,7 +19,12 @@ def test_a_job_beside_another_with_the_same_vertex_names_sees_only_its_own_threa
     demo.start()
     fan_in.start()
     try:
-        time.sleep(1.0)
+        tasks = [*demo.runtime.all_tasks(), *fan_in.runtime.all_tasks()]
+        wait_until(
+            lambda: [t.name for t in tasks if not t.thread.is_alive()],
+            "every task of both jobs to run",
+            until=lambda waiting: not waiting,
+        )
         observed = demo.observe(samples=10, interval_ms=20)
     finally:
         assert not demo.stop().leaks
