@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -11,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+
+from tests.optional import tool_missing
 
 
 @pytest.fixture(scope="session")
@@ -26,9 +27,7 @@ def _prometheus_tool(name: str) -> Path:
     found = shutil.which(name)
     if found is None:
         reason = f"{name} is not installed: scripts/setup --test installs it (Debian's prometheus)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must run the Prometheus tests", pytrace=False)
-        pytest.skip(reason)
+        tool_missing(reason, "the Prometheus tests")
     return Path(found)
 
 

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from bpmon.history.spark import java_missing
 from bpmon.history.store import HistoryStore
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
+from tests.optional import tool_missing
 from tests.tiny import tiny
 
 
@@ -63,7 +65,17 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> RealRuns:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def java() -> None:
+    """Java for Spark, found as bpmon finds it (``JAVA_HOME``, then ``PATH``): the Spark tests
+    skip where it is missing, with the reason, and fail in CI."""
+    problem = java_missing()
+    if problem is not None:
+        reason = f"Spark needs a Java 17 runtime ({problem}): scripts/setup --spark installs one"
+        tool_missing(reason, "the Spark tests")
+
+
+@pytest.fixture(scope="session")
+def spark(java: None) -> Iterator[Any]:
     """The one local Spark session of the test session (local[2], quiet, UI off)."""
     from bpmon.history.spark import spark_session
 

@@ -68,7 +68,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def cluster(java: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """``(master URL, the worker's work folder)`` of a running master and worker."""
     root = tmp_path_factory.mktemp("cluster")
     work = root / "work"
