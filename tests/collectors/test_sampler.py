@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,12 +16,13 @@ from bpmon.collectors.profile import load_profile
 from bpmon.collectors.sampler import Burst, Snapshot, StackSampler, record_burst
 from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.network_pool import NetworkBufferPool
+from tests.waiting import WAIT_S, wait_until
 
 SAMPLES, INTERVAL_MS = 20, 10.0
 
 
 def start(name: str, target: Callable[[], object]) -> threading.Thread:
-    """Start a daemon thread that sets an event right before calling ``target``."""
+    """Start a daemon thread running ``target``; return once it is inside it."""
     ready = threading.Event()
 
     def run() -> None:
@@ -29,8 +31,17 @@ def start(name: str, target: Callable[[], object]) -> threading.Thread:
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
-    assert ready.wait(2.0)
-    time.sleep(0.02)  # let it reach the blocking call
+    assert ready.wait(WAIT_S)
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+
+    def inside_target() -> bool:  # on its way to the blocking call, or done
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None and frame.f_code is not code:
+            frame = frame.f_back
+        return frame is not None or not thread.is_alive()
+
+    if code is not None:
+        wait_until(inside_target, f"{name} to call its target")
     return thread
 
 
