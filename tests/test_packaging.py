@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+OFFLINE = ("--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check")
+"""pip downloads nothing: no dependencies, no build environment, no index, no version check."""
 CHECK = """
 import json
 import bpmon
@@ -50,9 +52,13 @@ def _run(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel built from this checkout (the data folders reach it through bpmon/data/*)."""
+    """A wheel built from this checkout (the data folders reach it through bpmon/data/*).
+
+    Built offline: no build isolation, so pip downloads nothing and builds with the setuptools
+    of this environment (the ``test`` extra requires the one ``[build-system]`` names).
+    """
     out = tmp_path_factory.mktemp("wheels")
-    _run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out)])
+    _run([sys.executable, "-m", "pip", "wheel", str(REPO), *OFFLINE, "-q", "-w", str(out)])
     (built,) = out.glob("bpmon-*.whl")
     return built
 
@@ -79,7 +85,7 @@ def test_a_wheel_in_a_fresh_venv_carries_the_data_files(wheel: Path, tmp_path: P
     env_dir = tmp_path / "env"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
+    _run([str(python), "-m", "pip", "install", "-q", *OFFLINE, str(wheel)])
     out = _check(python, env_dir, tmp_path, _clean_env())
     assert out[1].endswith("/bpmon/data/rules/backpressure.toml")
     assert out[4] == "bpmon-runtime 0.1 demo"
@@ -100,7 +106,7 @@ def test_a_user_install_finds_the_data_and_honours_bpmon_data_dir(
     user_base = tmp_path / "user"
     env = _clean_env(PYTHONUSERBASE=str(user_base))
     _run(
-        [str(python), "-m", "pip", "install", "-q", "--user", "--no-deps",
+        [str(python), "-m", "pip", "install", "-q", "--user", *OFFLINE,
          "--no-warn-script-location", str(wheel)],
         env=env,
     )  # fmt: skip
