@@ -10,15 +10,13 @@ error says), never how fast; every job ends through ``stop_job``, which proves n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.runtime.scheduler import NO_RESOURCE, TaskState
 from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StopJob
 from tests.waiting import wait_until
-
-StopJob = Callable[[Job], JobResult]
 
 
 def three_stages(exchange: str, slots: int, *, mode: str = "batch", timeout: float = 0.6) -> str:
