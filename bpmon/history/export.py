@@ -10,12 +10,11 @@ May import: the model layer, bpmon.history.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from bpmon.history.atomic import atomic_write
 from bpmon.history.store import require_pyarrow
 from bpmon.model.analysis import (
     Analysis,
@@ -64,10 +63,8 @@ def write_aggregates(analysis: Analysis, folder: Path) -> list[Path]:
     written = []
     for name in TABLES:
         target = folder / f"{name}.parquet"
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as out:
+        with atomic_write(target) as out:
             pq.write_table(tables[name], out)
-        os.replace(temp, target)
         written.append(target)
     return written
 

@@ -25,7 +25,7 @@ The report files stay the truth; the manifest is an index over them, kept right 
 Duplicate lines of one burst (a reader's repair racing a late writer) are harmless: the last
 one read wins.
 
-May import: the model layer (stdlib only here).
+May import: the model layer, bpmon.history.atomic (stdlib only here).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from bpmon.history.atomic import atomic_write
 from bpmon.model.errors import HistoryError
 from bpmon.model.report_json import (
     LEVELS,
@@ -170,9 +171,8 @@ def rewrite(run_dir: Path, keep: Callable[[int], bool]) -> int:
     path = run_dir / MANIFEST_FILE
     if not path.is_file():
         return 0
-    temp = path.with_name(f".{MANIFEST_FILE}.rewrite.tmp")
     dropped = 0
-    with _locked(path) as held, open(temp, "wb") as out:
+    with _locked(path) as held, atomic_write(path) as out:
         held.seek(0)
         for line in held:
             burst = line_burst(line)
@@ -180,8 +180,6 @@ def rewrite(run_dir: Path, keep: Callable[[int], bool]) -> int:
                 out.write(line)
             else:
                 dropped += 1
-        out.flush()
-        os.replace(temp, path)
     return dropped
 
 

@@ -20,10 +20,7 @@ May import: the model layer, bpmon.history.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from bpmon.history.runs import sync_folder
+from bpmon.history.atomic import atomic_write, sync_folder
 from bpmon.history.schema import (
     COMPACTED_KEY,
     MAJOR,
@@ -145,20 +142,12 @@ def write_stream(
     meta = {**(schema.metadata or {}), WINDOWS_KEY: windows.encode()}
     if compacted:
         meta[COMPACTED_KEY] = b"true"
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            with pq.ParquetWriter(out, schema.with_metadata(meta), compression="zstd") as writer:
-                for data in _row_groups_of(tables, schema, table):
-                    writer.write_table(data, row_group_size=ROW_GROUP)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    sync_folder(target.parent)
+    with (
+        atomic_write(target) as out,
+        pq.ParquetWriter(out, schema.with_metadata(meta), compression="zstd") as writer,
+    ):
+        for data in _row_groups_of(tables, schema, table):
+            writer.write_table(data, row_group_size=ROW_GROUP)
     return target
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from bpmon.history.atomic import sync_folder
 from bpmon.history.folders import TRASH, JobDay, entries, walk
 from bpmon.history.locks import COMPACTION_LOCK, READERS_LOCK, held
-from bpmon.history.runs import sync_folder
 from bpmon.history.schema import TABLES
 
 WAIT_S = 30.0

@@ -8,11 +8,12 @@ Layout (``spec/report.md`` documents the JSON)::
             report-1.json      burst 1 (a monitor that took several bursts)
             bursts.jsonl       one line per burst: the manifest (:mod:`bpmon.history.manifest`)
 
-Writes are atomic and exclusive: a report is written to a temporary file in the same folder,
-synced, then *linked* to its name, which fails if the name exists — so a reader never sees half
-a report, a crash leaves no torn file, and of two writers of the same burst exactly one wins
-(the other is told, and its file is left as it is). A corrupt file is reported with its path
-and left exactly as it is. Runs are listed from their manifests, not by reading every report.
+Writes are atomic and exclusive (``atomic.py``): a report is written to a temporary file in the
+same folder, synced, then *linked* to its name, which fails if the name exists — so a reader
+never sees half a report, a crash leaves no torn file, and of two writers of the same burst
+exactly one wins (the other is told, and its file is left as it is). A corrupt file is reported
+with its path and left exactly as it is. Runs are listed from their manifests, not by reading
+every report.
 
 Retention (:meth:`RunStore.prune`) removes the bursts whose window ended before a cutoff, and a
 run folder once all its bursts are gone; temporary files a crash left behind are removed once
@@ -22,7 +23,6 @@ they are an hour old (:meth:`RunStore.remove_stale_temp`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import random
@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bpmon.history import manifest
+from bpmon.history.atomic import atomic_write
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
 from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
 from bpmon.model.report_json import report_from_json, report_to_json
@@ -376,48 +377,13 @@ def _checked_run_id(run_id: str) -> str:
 
 
 def _create_exclusively(target: Path, text: str) -> bool:
-    """Write ``text`` as ``target`` unless it exists; False (nothing written) when it does.
-
-    The text goes to a temporary file beside ``target``, synced, then linked to the name: the
-    link fails if the name exists, so two writers cannot replace each other's file and a
-    reader never sees a half-written one. Where links are not supported, an existence check
-    and a rename do the same, without the guarantee against a concurrent writer.
-    """
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    """Write ``text`` as ``target`` unless it exists; False (nothing written) when it does."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temp_name, target)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                raise
-            if target.exists():
-                return False
-            os.replace(temp_name, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-    sync_folder(target.parent)
+        with atomic_write(target, exclusive=True) as out:
+            out.write(text.encode("utf-8"))
+    except FileExistsError:
+        return False
     return True
-
-
-def sync_folder(folder: Path) -> None:
-    """Make the rename durable (best effort: not every platform can sync a folder)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _reason(exc: BaseException) -> str:
