@@ -28,36 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.prometheus import exposition, make_registry
-from bpmon.scenario import parse_scenario
-from bpmon.service.facade import Settings, drain, run_scenario
 
 END = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-BOTTLENECK = """
-name = "slowjob"
-[monitor]
-warmup_s = 0.5
-samples = 20
-interval_ms = 10
-[network]
-segment_size = 1024
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 2000
-[[operators]]
-name = "work"
-kind = "map"
-parallelism = 2
-cost_us = 5000
-inputs = [{ from = "src", partitioner = "rebalance" }]
-[[operators]]
-name = "out"
-kind = "sink"
-inputs = [{ from = "work" }]
-"""
-"""Two sources offering 4,000 records/s to a map that does 400: src HIGH, work the root cause."""
-
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -199,28 +171,22 @@ def test_the_registry_is_private_and_each_one_stands_alone() -> None:
     assert 'job="one"' not in generate_latest(two).decode()
 
 
-@pytest.fixture(scope="module")
-def real_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """The report of one burst of BOTTLENECK on bpmon's runtime (about a second)."""
-    settings = Settings(runs_dir=tmp_path_factory.mktemp("runs"))
-    ended = drain(run_scenario(parse_scenario(BOTTLENECK), settings, bursts=1, duration_s=1.0))
-    return ended.reports[-1]
-
-
-def test_a_real_report_exposes_its_diagnosis(real_report: Report) -> None:
-    series = _scrape([real_report])
+def test_a_real_report_exposes_its_diagnosis(bottleneck_report: Report) -> None:
+    series = _scrape([bottleneck_report])
     assert _value(series, "bpmon_backpressure_severity", job="slowjob", vertex="src") == 2.0
     cause = {"job": "slowjob", "vertex": "work", "kind": "slow-operator"}
     assert _value(series, "bpmon_root_cause_confidence_ratio", **cause) is not None
-    subtasks = sum(v.parallelism for v in real_report.vertices)
+    subtasks = sum(v.parallelism for v in bottleneck_report.vertices)
     busy = [k for k in series if k[0] == "bpmon_subtask_busy_time_ratio"]
     assert len(busy) == subtasks == 5
 
 
 def test_promtool_finds_nothing_to_fix_in_the_exposition(
-    real_report: Report, promtool: Path
+    bottleneck_report: Report, promtool: Path
 ) -> None:
-    registry = make_registry(lambda: [real_report, _report()], lambda: {"bursts": 1, "errors": 0})
+    registry = make_registry(
+        lambda: [bottleneck_report, _report()], lambda: {"bursts": 1, "errors": 0}
+    )
     done = subprocess.run(
         [promtool, "check", "metrics"],
         input=generate_latest(registry),
@@ -232,10 +198,10 @@ def test_promtool_finds_nothing_to_fix_in_the_exposition(
 
 
 def test_exposition_writes_what_prometheus_client_writes_byte_for_byte(
-    real_report: Report,
+    bottleneck_report: Report,
 ) -> None:
     odd = replace(_report('we"ird\\job\nname-é'), run_id='run "1"')
-    for reports in ([], [real_report], [real_report, _report(), odd]):
+    for reports in ([], [bottleneck_report], [bottleneck_report, _report(), odd]):
         registry = make_registry(partial(list, reports), lambda: {"bursts": 3}, now=lambda: END)
         assert exposition(registry) == generate_latest(registry)
 

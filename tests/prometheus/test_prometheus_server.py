@@ -34,40 +34,13 @@ from prometheus_client import make_wsgi_app
 from bpmon.model.datafiles import data_file
 from bpmon.model.values import Report
 from bpmon.prometheus import make_registry
-from bpmon.scenario import parse_scenario
-from bpmon.service.facade import Settings, drain, run_scenario
+from tests.prometheus.bottleneck import BOTTLENECK
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "dashboards" / "bpmon-overview.json"
 ALERT_RULES = REPO / "rules" / "prometheus-alerts.yml"
 WAIT_S = 60.0
 """The longest any wait here lasts before the test fails (Prometheus scrapes every second)."""
-
-BOTTLENECK = """
-name = "slowjob"
-[monitor]
-warmup_s = 0.5
-samples = 20
-interval_ms = 10
-[network]
-segment_size = 1024
-[[operators]]
-name = "src"
-kind = "source"
-parallelism = 2
-rate = 2000
-[[operators]]
-name = "work"
-kind = "map"
-parallelism = 2
-cost_us = 5000
-inputs = [{ from = "src", partitioner = "rebalance" }]
-[[operators]]
-name = "out"
-kind = "sink"
-inputs = [{ from = "work" }]
-"""
-"""Two sources offering 4,000 records/s to a map that does 400: src HIGH, work the root cause."""
 
 CONFIG = """
 global:
@@ -131,18 +104,10 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """The report of one burst of BOTTLENECK on bpmon's runtime (about a second)."""
-    settings = Settings(runs_dir=tmp_path_factory.mktemp("runs"))
-    ended = drain(run_scenario(parse_scenario(BOTTLENECK), settings, bursts=1, duration_s=1.0))
-    return ended.reports[-1]
-
-
-@pytest.fixture(scope="module")
-def metrics_target(report: Report) -> Iterator[str]:
+def metrics_target(bottleneck_report: Report) -> Iterator[str]:
     """``host:port`` of a WSGI server answering /metrics from the collector's registry."""
     counters = {"bursts_total": 1.0, "diagnoses_total": 1.0, "errors_total": 0.0}
-    registry = make_registry(lambda: [report], lambda: counters)
+    registry = make_registry(lambda: [bottleneck_report], lambda: counters)
     server: WSGIServer = make_server(
         "127.0.0.1", 0, make_wsgi_app(registry), handler_class=_QuietHandler
     )
@@ -258,10 +223,10 @@ def _substitute(expr: str, variables: dict[str, str]) -> str:
 
 @pytest.mark.slow
 def test_every_dashboard_query_is_valid_promql_and_returns_data(
-    prometheus: Prometheus, report: Report
+    prometheus: Prometheus, bottleneck_report: Report
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
-    vertices = "|".join(v.name for v in report.vertices)  # Grafana's multi-value form
+    vertices = "|".join(v.name for v in bottleneck_report.vertices)  # Grafana's multi-value form
     variables = {"job": "slowjob", "vertex": vertices, "__rate_interval": "10s"}
     queries = [
         (panel["title"], _substitute(target["expr"], variables))
@@ -281,7 +246,7 @@ def test_every_dashboard_query_is_valid_promql_and_returns_data(
 
 @pytest.mark.slow
 def test_the_dashboard_variables_list_the_job_and_its_vertices(
-    prometheus: Prometheus, report: Report
+    prometheus: Prometheus, bottleneck_report: Report
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
     found = {v["name"]: v for v in dashboard["templating"]["list"]}
@@ -294,7 +259,7 @@ def test_the_dashboard_variables_list_the_job_and_its_vertices(
         assert label == name
         series = prometheus.api("series", **{"match[]": _substitute(selector, {"job": "slowjob"})})
         listed[name] = {s[label] for s in series}
-    assert listed == {"job": {"slowjob"}, "vertex": {v.name for v in report.vertices}}
+    assert listed == {"job": {"slowjob"}, "vertex": {v.name for v in bottleneck_report.vertices}}
 
 
 def test_every_panel_reads_the_chosen_datasource_and_the_dashboard_ships() -> None:
