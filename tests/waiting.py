@@ -43,5 +43,13 @@ def wait_until(
         if until(value):
             return value
         if time.monotonic() >= deadline:
-            pytest.fail(f"gave up waiting for {what} after {timeout_s:g} s (last seen: {value!r})")
+            pytest.fail(
+                f"gave up waiting for {what} after {timeout_s:g} s (last seen: {_tail(value)})"
+            )
         time.sleep(poll_s)
+
+
+def _tail(value: object, keep: int = 2000) -> str:
+    """``value``'s repr, cut to its last ``keep`` characters (a log's end says the most)."""
+    shown = repr(value)
+    return shown if len(shown) <= keep else "..." + shown[-keep:]

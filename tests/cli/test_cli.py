@@ -39,6 +39,7 @@ from bpmon.scenario.plan_text import plan_lines
 from bpmon.service.facade import load_report
 from bpmon.service.scenarios import job_plan
 from tests.collectors import pipelines
+from tests.waiting import wait_until
 
 SPEC_LEVELS = (("OK", 0.10), ("LOW", 0.50), ("HIGH", 1.0))  # spec/report.md, upper bounds
 LEVEL_RANK = {"OK": 0, "LOW": 1, "HIGH": 2}
@@ -460,9 +461,9 @@ def test_a_report_that_cannot_be_saved_is_printed_and_the_exit_code_says_so(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "runs").is_dir() and time.monotonic() < deadline:
-        time.sleep(0.01)  # checked writable and created before the job starts...
+    # created and checked writable before the job starts...
+    wait_until((tmp_path / "runs").is_dir, "bpmon run to create its runs folder", poll_s=0.01)
+    time.sleep(1.0)  # the write check after the mkdir shows no end: a margin, well in the warm-up
     (tmp_path / "runs").rename(tmp_path / "moved")  # ...then taken away under it
     (tmp_path / "runs").write_text("not a folder any more")
     stdout, stderr = run.communicate(timeout=120)
@@ -756,7 +757,8 @@ def test_ctrl_c_stops_a_run_cleanly_with_exit_code_130(bpmon_bin: Path, tmp_path
         preexec_fn=_default_sigint,  # noqa: PLW1509 (the test process starts no threads)
     ) as proc:
         try:
-            time.sleep(3)  # past the 2 s warm-up: sampling
+            # past the 2 s warm-up: sampling (a sleep: the command shows no sign of it)
+            time.sleep(3)
             assert proc.poll() is None, proc.communicate()
             proc.send_signal(signal.SIGINT)
             # the timeout only guards against a hang: that the job's threads stop within its

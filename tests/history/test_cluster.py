@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 
 from bpmon.history.store import HistoryStore
 from bpmon.history.synth import SynthPlan, planted_bottleneck, regression_run, run_id, synthesize
+from tests.waiting import wait_until
 
 SPARK_HOME = Path(pyspark.__file__).parent
 PLAN = SynthPlan(runs=4, jobs=1, start=datetime(2026, 1, 1, tzinfo=UTC), parallelism=3)
@@ -37,13 +37,15 @@ def free_port() -> int:
 
 def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], seconds: float) -> None:
     """Until ``text`` is in ``log`` (a bound against a hang only; the process must stay up)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if text in log.read_text(errors="replace"):
-            return
-        assert process.poll() is None, log.read_text(errors="replace")[-2000:]
-        time.sleep(0.5)
-    raise AssertionError(f"no {text!r} in {log}: {log.read_text(errors='replace')[-2000:]}")
+
+    def read() -> str:
+        written = log.read_text(errors="replace")
+        assert text in written or process.poll() is None, written[-2000:]
+        return written
+
+    wait_until(
+        read, f"{text!r} in {log}", seconds, poll_s=0.1, until=lambda written: text in written
+    )
 
 
 def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
