@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,10 @@ import pytest
 
 from bpmon.history.spark import java_missing
 from bpmon.history.store import HistoryStore
-from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import Report
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
+from tests.history.reports import ROWS_PER_WINDOW, window_report
 from tests.optional import tool_missing
 from tests.tiny import tiny
 
@@ -81,45 +81,6 @@ def spark(java: None) -> Iterator[Any]:
 
     with spark_session("local[2]") as session:
         yield session
-
-
-T0 = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
-RUN = "20261122T101500Z-enrich-0001"
-
-
-def window_report(
-    burst: int,
-    *,
-    run_id: str = RUN,
-    job: str = "enrich/eu",
-    start: datetime = T0,
-    every: timedelta = timedelta(seconds=1),
-) -> Report:
-    """Burst ``burst`` of a watch: three subtask rows (a source of two subtasks, a sink as a
-    whole), and one root cause in odd bursts only (even ones are healthy: no cause row)."""
-    begin = start + burst * every
-    causes = (RootCause("sink", "slow-sink", (0,), 0.9, ("busy",), "Scale.", 990.0),)
-    return Report(
-        run_id=run_id,
-        job=job,
-        source="runtime",
-        window=Window(begin, begin + timedelta(seconds=1), samples=10, interval_ms=50.0),
-        vertices=(
-            VertexStatus(
-                "source",
-                2,
-                "HIGH",
-                0.9,
-                subtasks=(SubtaskStatus(0, "HIGH", 0.9), SubtaskStatus(1, "LOW", 0.3)),
-            ),
-            VertexStatus("sink", 1, "OK", 0.0, Metrics(busy_ratio=1.0, records_in_per_s=990.0)),
-        ),
-        root_causes=causes if burst % 2 else (),
-    )
-
-
-ROWS_PER_WINDOW = 3
-"""Subtask rows of a :func:`window_report` (two source subtasks and the sink)."""
 
 
 @pytest.fixture(scope="session")

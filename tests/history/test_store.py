@@ -10,7 +10,6 @@ import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,32 +21,15 @@ from bpmon.history.runs import RunStore
 from bpmon.history.schema import SCHEMA_KEY, TABLES, arrow_schema
 from bpmon.history.store import HistoryStore, keep_in_history
 from bpmon.model.report_json import report_to_json
-from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import Report, VertexStatus
 from bpmon.service.facade import save_report
+from tests.history.reports import RUN, window_report
 
-T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 
-
-def report(run_id: str = "20261122T101500Z-enrich-0001", job: str = "slow enrich/eu") -> Report:
-    """A diagnosed report: a two-subtask source, a sink without subtask detail, one cause."""
-    busy = Metrics(busy_ratio=1.0, records_in_per_s=990.0)
-    return Report(
-        run_id=run_id,
-        job=job,
-        source="runtime",
-        window=Window(T0, T0 + timedelta(seconds=5), samples=100, interval_ms=50.0),
-        vertices=(
-            VertexStatus(
-                "source",
-                2,
-                "HIGH",
-                0.9,
-                subtasks=(SubtaskStatus(0, "HIGH", 0.9), SubtaskStatus(1, "LOW", 0.3)),
-            ),
-            VertexStatus("sink", 1, "OK", 0.0, busy),
-        ),
-        root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, ("busy",), "Scale.", 990.0),),
-    )
+def report(run_id: str = RUN, job: str = "slow enrich/eu") -> Report:
+    """A diagnosed report (burst 1 of a watch): a two-subtask source, a sink without subtask
+    detail, one cause."""
+    return window_report(1, run_id=run_id, job=job)
 
 
 def test_a_report_becomes_one_row_per_subtask_and_one_per_cause(tmp_path: Path) -> None:
