@@ -17,10 +17,12 @@ import pytest
 
 from bpmon.collectors.inprocess import metrics_of
 from bpmon.model.errors import ScenarioError
+from bpmon.runtime.accounting import State
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import Scenario, parse_scenario
 from tests.runtime.jobs import StartJob, StopJob
+from tests.waiting import wait_until
 
 JOB = """
 name = "{name}"
@@ -55,9 +57,14 @@ def sources(start_module_job: StartJob) -> dict[tuple[str, str], TaskMetrics]:
         for api in ("flip-27", "legacy")
         for load in ("slow", "light")
     }
-    time.sleep(2.0)  # 1 KiB buffers: the slow jobs are backpressured long before
+    slow = [job.tasks["source"][0] for (_, load), job in jobs.items() if load == "slow"]
+    wait_until(  # 1 KiB buffers: within a tenth of a second
+        lambda: [t.name for t in slow if t.account.state not in (State.SOFT_BP, State.HARD_BP)],
+        "the slow jobs' sources to be backpressured",
+        until=lambda free: not free,
+    )
     start = {key: counters(job.tasks) for key, job in jobs.items()}
-    time.sleep(1.0)
+    time.sleep(1.0)  # the window measured
     return {
         key: window_metrics(start[key], counters(job.tasks))["source"][0]
         for key, job in jobs.items()
