@@ -20,7 +20,7 @@ from rich.console import Console
 import bpmon
 from bpmon.cli.help import PlainGroup, use_plain_help
 from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
-from bpmon.model.events import Event, JobEnded, JobFailed, LiveSnapshot
+from bpmon.model.events import JobEnded, JobFailed, LiveSnapshot, WatchEvent
 from bpmon.model.report_json import comparison_to_json, reports_to_json
 from bpmon.model.values import Report
 from bpmon.render.listing import examples_json, examples_table
@@ -53,7 +53,7 @@ from bpmon.service.scenarios import (
 )
 from bpmon.service.watching import STUCK_AFTER_S
 from bpmon.service.whatif import (
-    Change,
+    SettingChange,
     changed,
     parse_change,
     recommended_changes,
@@ -318,7 +318,7 @@ def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
 
 
 def _show_comparison(
-    before: Report, after: Report, changes: list[Change], json_out: bool, view: Console
+    before: Report, after: Report, changes: list[SettingChange], json_out: bool, view: Console
 ) -> None:
     result = verdict(before, after, changes)
     if json_out:
@@ -395,7 +395,7 @@ def monitor(
             if topology is not None or pause:
                 raise ConfigError("--topology and --pause are for --pid; a Flink job has its own")
 
-            def watched(which: str | None) -> Iterator[Event]:
+            def watched(which: str | None) -> Iterator[WatchEvent]:
                 return monitor_flink(
                     flink,
                     job=which,
@@ -559,7 +559,7 @@ def _serve(**flags: Any) -> None:
 # -- watching -----------------------------------------------------------------------------------
 
 
-def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
+def _show_watch(events: Iterator[WatchEvent], title: str, json_out: bool) -> None:
     """Consume a watch's events: a live view on the terminal, then the reports."""
     view = Console(stderr=json_out)
     ended = _watched(events, title, view)
@@ -574,7 +574,7 @@ def _show_watch(events: Iterator[Event], title: str, json_out: bool) -> None:
 def _verify_flink(
     url: str,
     job: str | None,
-    watched: Callable[[str | None], Iterator[Event]],
+    watched: Callable[[str | None], Iterator[WatchEvent]],
     timeout_s: float,
     json_out: bool,
 ) -> None:
@@ -594,7 +594,7 @@ def _verify_flink(
     _show_comparison(before, second.reports[-1], changes, json_out, view)
 
 
-def _watched(events: Iterator[Event], title: str, view: Console) -> JobEnded:
+def _watched(events: Iterator[WatchEvent], title: str, view: Console) -> JobEnded:
     """Run a watch to its end under a live view; JobError if the job failed."""
     live = LiveView(view, title)
     ended: JobEnded | None = None

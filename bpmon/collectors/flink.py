@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
-from bpmon.collectors.flink_config import ClusterConfig, read_config
+from bpmon.collectors.flink_config import FlinkClusterConfig, read_config
 from bpmon.collectors.flink_job import WatchedJob
 from bpmon.collectors.flink_metrics import (
     query_chunks,
@@ -75,7 +75,7 @@ from bpmon.collectors.flink_plan import (
 )
 from bpmon.collectors.flink_readings import VertexValues
 from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
-from bpmon.collectors.flink_sampling import Sampling, sampling_note
+from bpmon.collectors.flink_sampling import FlinkSampling, sampling_note
 from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally
 from bpmon.collectors.flink_window import (
@@ -150,10 +150,10 @@ class FlinkTarget:
         plan = None if plan_of(details) else self.rest.get(f"/jobs/{ref.id}/plan", retry=False)
         graph = graph_of(ref, details, plan)
         self.watched = WatchedJob(self.rest, graph, clock, sleep, self.version)
-        self.config: ClusterConfig = read_config(self.rest)
+        self.config: FlinkClusterConfig = read_config(self.rest)
         off = flame_reason(self.config, self.version, sampler)
         self.bursts = Bursts(self.rest, self.config, ref.id, self._read_all, off, clock, sleep)
-        self.last_sampling: Sampling | None = None
+        self.last_sampling: FlinkSampling | None = None
         self._slots: Slots = (None, None)
         self._snapshot: tuple[float, Observation | None] | None = None
         self._rescales: list[Finding] = []

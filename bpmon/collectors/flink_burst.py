@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bpmon.collectors.flink_config import ClusterConfig
+from bpmon.collectors.flink_config import FlinkClusterConfig
 from bpmon.collectors.flink_placement import JobPlacement
 from bpmon.collectors.flink_readings import QUIET_FROM_S, Reading, Readings, VertexValues
 from bpmon.collectors.flink_rest import FlinkRest
@@ -22,7 +22,7 @@ from bpmon.collectors.flink_sampling import (
     MIN_VERSION,
     FlameSampler,
     FlameUnavailableError,
-    Sampling,
+    FlinkSampling,
     dump_sample,
     flame_window,
     version_tuple,
@@ -42,17 +42,17 @@ Span = tuple[Reading, Reading]
 
 
 @dataclass(frozen=True, slots=True)
-class Burst:
+class FlinkBurst:
     """One window as taken: its samples (in ``tally``), the window, the span of its rates, and
     how it was sampled."""
 
     tally: Tally
     window: Window
     span: Span
-    sampling: Sampling
+    sampling: FlinkSampling
 
 
-def flame_reason(config: ClusterConfig, version: str, sampler: Sampler) -> str | None:
+def flame_reason(config: FlinkClusterConfig, version: str, sampler: Sampler) -> str | None:
     """Why Flink's own sampler is not used for a watch (None: it is)."""
     if sampler == "thread-dumps":
         return "thread dumps asked for"
@@ -80,7 +80,7 @@ class Bursts:
     def __init__(
         self,
         rest: FlinkRest,
-        config: ClusterConfig,
+        config: FlinkClusterConfig,
         job_id: str,
         read_all: Callable[[], VertexValues],
         flame_off: str | None,
@@ -102,18 +102,20 @@ class Bursts:
         interval_ms: float,
         progress: Progress | None = None,
         stop: StopSignal | None = None,
-    ) -> Burst:
+    ) -> FlinkBurst:
         """One window: by Flink's sampler where it can, else by thread dumps (``samples`` at
         ``interval_ms``) with the reason it could not; no samples when no task runs (the job
         waits for slots)."""
         if not placement.where:
             return self._nothing(new_tally())
         flamed = self._flame(placement, new_tally(), stop)
-        if isinstance(flamed, Burst):
+        if isinstance(flamed, FlinkBurst):
             return flamed
         return self._dumps(placement, new_tally(), samples, interval_ms, flamed, progress, stop)
 
-    def _flame(self, placement: JobPlacement, tally: Tally, stop: StopSignal | None) -> Burst | str:
+    def _flame(
+        self, placement: JobPlacement, tally: Tally, stop: StopSignal | None
+    ) -> FlinkBurst | str:
         """The window by Flink's own sampler, or why it cannot be taken so."""
         if self.flame_off is not None:
             return self.flame_off
@@ -135,8 +137,10 @@ class Bursts:
         planned = self.config.flame_samples * sum(len(p.subtasks) for p in pending)
         seconds = span[1].at - span[0].at
         where = f"over the {seconds:.1f} s sampled, which Flink's sampler barely slows"
-        sampling = Sampling("flame-graph", sum(taken.values()), planned, len(taken), span=where)
-        return Burst(tally, window, span, sampling)
+        sampling = FlinkSampling(
+            "flame-graph", sum(taken.values()), planned, len(taken), span=where
+        )
+        return FlinkBurst(tally, window, span, sampling)
 
     def _dumps(
         self,
@@ -147,7 +151,7 @@ class Bursts:
         reason: str,
         progress: Progress | None,
         stop: StopSignal | None,
-    ) -> Burst:
+    ) -> FlinkBurst:
         """The window by thread dumps. A burst of :data:`QUIET_FROM_S` or longer has its rates
         over an unsampled span before it (dumps slow the job: rates read while they run
         understate its capacity)."""
@@ -162,7 +166,7 @@ class Bursts:
         else:
             span = (before, self._previous)
             where = f"over the {window.seconds:.1f} s of dumps"
-        sampling = Sampling(
+        sampling = FlinkSampling(
             "thread-dumps",
             window.samples,
             window.planned_samples or samples,
@@ -171,15 +175,15 @@ class Bursts:
             dump_cost(costs),
             where,
         )
-        return Burst(tally, window, span, sampling)
+        return FlinkBurst(tally, window, span, sampling)
 
-    def _nothing(self, tally: Tally) -> Burst:
+    def _nothing(self, tally: Tally) -> FlinkBurst:
         """A window of a job none of whose tasks runs: its state now, nothing to sample."""
         reading = self.readings.read()
         now = utc_now()
         window = Window(start=now, end=now, samples=0, interval_ms=0.0)
-        sampling = Sampling("none", 0, 0, 0, "no task of the job runs", span="not read")
-        return Burst(tally, window, (reading, reading), sampling)
+        sampling = FlinkSampling("none", 0, 0, 0, "no task of the job runs", span="not read")
+        return FlinkBurst(tally, window, (reading, reading), sampling)
 
     def fresh_note(self, span: Span) -> str:
         """How fresh a window's two metric readings were."""

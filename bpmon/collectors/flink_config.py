@@ -88,7 +88,7 @@ def duration_ms(text: str) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterConfig:
+class FlinkClusterConfig:
     """The settings of one cluster that bpmon's sampling depends on (Flink's defaults where the
     cluster sets nothing).
 
@@ -116,20 +116,20 @@ class ClusterConfig:
         return self.flame_samples * self.flame_delay_ms / 1000
 
 
-DEFAULTS = ClusterConfig()
+DEFAULTS = FlinkClusterConfig()
 """Flink's own defaults (a cluster whose ``config.yaml`` sets none of these)."""
 
 
-def config_of(answer: Any) -> ClusterConfig:
+def config_of(answer: Any) -> FlinkClusterConfig:
     """The settings in a ``/jobmanager/config`` answer (a list of ``{"key", "value"}``)."""
     if not isinstance(answer, list):
-        return ClusterConfig(read=False)
+        return FlinkClusterConfig(read=False)
     values = {
         str(item.get("key")): str(item.get("value"))
         for item in answer
         if isinstance(item, dict) and "key" in item
     }
-    return ClusterConfig(
+    return FlinkClusterConfig(
         flamegraph=values.get("rest.flamegraph.enabled", "").strip().lower() == "true",
         flame_samples=_int(values, "rest.flamegraph.num-samples", DEFAULTS.flame_samples),
         flame_delay_ms=_ms(
@@ -141,13 +141,13 @@ def config_of(answer: Any) -> ClusterConfig:
     )
 
 
-def read_config(rest: FlinkRest) -> ClusterConfig:
+def read_config(rest: FlinkRest) -> FlinkClusterConfig:
     """The cluster's settings; Flink's defaults with ``read=False`` when the JobManager does not
     show its configuration (a proxy that hides it, an error)."""
     try:
         return config_of(rest.get("/jobmanager/config"))
     except BpmonError:
-        return ClusterConfig(read=False)
+        return FlinkClusterConfig(read=False)
 
 
 def _int(values: Mapping[str, str], key: str, default: int) -> int:

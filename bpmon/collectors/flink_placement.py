@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bpmon.collectors.flink_metrics import flink_level
-from bpmon.collectors.flink_plan import FlinkGraph, Placement, placements_of
+from bpmon.collectors.flink_plan import FlinkGraph, SubtaskPlacement, placements_of
 from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_status import TASKS_OK
 from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
@@ -54,9 +54,9 @@ class JobPlacement:
     while a subtask waits)."""
 
     graph: FlinkGraph
-    where: Mapping[SubtaskKey, Placement]
+    where: Mapping[SubtaskKey, SubtaskPlacement]
     finished: frozenset[SubtaskKey] = frozenset()
-    waiting: Mapping[SubtaskKey, Placement] = field(default_factory=dict)
+    waiting: Mapping[SubtaskKey, SubtaskPlacement] = field(default_factory=dict)
     slot_failures: int = 0
 
     @property
@@ -81,11 +81,11 @@ class JobPlacement:
             by_tm.setdefault(place.task_manager, {})[key] = thread
         return by_tm
 
-    def of(self, vertex_id: str, index: int) -> Placement | None:
+    def of(self, vertex_id: str, index: int) -> SubtaskPlacement | None:
         """The placement of subtask ``index`` of vertex ``vertex_id``, None if unknown."""
         return self.where.get((vertex_id, index))
 
-    def index_of(self, place: Placement | None) -> int | None:
+    def index_of(self, place: SubtaskPlacement | None) -> int | None:
         """The task manager's number (0, 1, ... in id order), as the model numbers them."""
         managers = self.task_managers
         if place is None or place.task_manager not in managers:
@@ -105,10 +105,10 @@ def read_placement(
             (:func:`starving`), or a vertex shows another number of subtasks than its
             parallelism (the job is restarting or rescaling).
     """
-    where: dict[SubtaskKey, Placement] = {}
+    where: dict[SubtaskKey, SubtaskPlacement] = {}
     over = [v for v in graph.vertices if v.id in done]
     finished: set[SubtaskKey] = {(v.id, i) for v in over for i in range(v.parallelism)}
-    starved: dict[SubtaskKey, Placement] = {}
+    starved: dict[SubtaskKey, SubtaskPlacement] = {}
     waiting: list[str] = []
     read = [
         (v, placements_of(rest.get(f"/jobs/{graph.job.id}/vertices/{v.id}")))
@@ -173,7 +173,7 @@ def _names_no_resource(failure: Mapping[str, object]) -> bool:
     return any(isinstance(text, str) and NO_RESOURCE in text for text in (name, trace))
 
 
-def starving(place: Placement) -> bool:
+def starving(place: SubtaskPlacement) -> bool:
     """Whether a subtask has waited to be deployed :data:`STARVED_AFTER_S` or longer."""
     waited = place.in_status_s
     return place.status in WAITING_STATES and waited is not None and waited >= STARVED_AFTER_S
@@ -242,7 +242,7 @@ def held_by_others(rest: FlinkRest, job: str) -> int | None:
 
 
 def scheduling_of(
-    place: Placement | None, slots: Slots, slot_failures: int = 0
+    place: SubtaskPlacement | None, slots: Slots, slot_failures: int = 0
 ) -> TaskScheduling | None:
     """A subtask's state (as Flink reports it; how long it has waited, if it waits), the
     cluster's slots, and how often the job failed for want of slots (:func:`slot_failures`)."""

@@ -266,7 +266,7 @@ def chained_operators(description: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class SubtaskPlacement:
     """Where one subtask runs: the task manager's id and the attempt (thread name's ``#n``),
     its status, for how long it has been running and how long in its status now (seconds; None
     if not known: Flink's ``status-duration``)."""
@@ -278,10 +278,10 @@ class Placement:
     in_status_s: float | None = None
 
 
-def placements_of(vertex_details: Mapping[str, Any]) -> dict[int, Placement]:
+def placements_of(vertex_details: Mapping[str, Any]) -> dict[int, SubtaskPlacement]:
     """Subtask index -> placement, from ``GET /jobs/{id}/vertices/{vertex}``."""
     return {
-        int(s["subtask"]): Placement(
+        int(s["subtask"]): SubtaskPlacement(
             str(s.get("taskmanager-id", "")),
             int(s.get("attempt") or 0),
             str(s.get("status", "")),

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bpmon.collectors.flink_config import ClusterConfig
+from bpmon.collectors.flink_config import FlinkClusterConfig
 from bpmon.collectors.flink_flame import FlameGraph, flame_graph
 from bpmon.collectors.flink_placement import JobPlacement
 from bpmon.collectors.flink_rest import Cost, FlinkRest
@@ -56,7 +56,7 @@ MIN_VERSION = (1, 17)
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
+class FlinkSampling:
     """How a window's samples were taken.
 
     Attributes:
@@ -128,7 +128,7 @@ class FlameSampler:
     def __init__(
         self,
         rest: FlinkRest,
-        config: ClusterConfig,
+        config: FlinkClusterConfig,
         job_id: str,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -274,7 +274,7 @@ class FlameSampler:
 
 
 def flame_window(
-    began: datetime, seconds: float, taken: Mapping[SubtaskKey, int], config: ClusterConfig
+    began: datetime, seconds: float, taken: Mapping[SubtaskKey, int], config: FlinkClusterConfig
 ) -> Window:
     """The window Flink's sampler took: ``seconds`` from the first request to the last graph
     read; its samples the median per subtask, Flink's planned count and delay."""
@@ -310,7 +310,7 @@ def dump_sample(rest: FlinkRest, placement: JobPlacement, tally: Tally) -> list[
 
 
 def sampling_note(
-    job: str, window: Window, sampling: Sampling, cost: Cost, managers: int, fresh: str
+    job: str, window: Window, sampling: FlinkSampling, cost: Cost, managers: int, fresh: str
 ) -> Finding:
     """The ``sampling`` finding: the sampler used (and why), samples taken of those planned,
     what the window cost, what its rates span and how ``fresh`` they are."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from bpmon.collectors.flink_metrics import MetricNames, pool_means, window_accounting, young_rate
-from bpmon.collectors.flink_plan import Placement
+from bpmon.collectors.flink_plan import SubtaskPlacement
 from bpmon.collectors.flink_rest import Cost
 from bpmon.collectors.sampler import Progress, StopSignal, ThreadCounts
 from bpmon.model.clock import utc_now
@@ -30,7 +30,7 @@ class DumpCost:
     median_bytes: int
 
 
-def young(m: Metrics, place: Placement | None) -> Metrics:
+def young(m: Metrics, place: SubtaskPlacement | None) -> Metrics:
     """Record rates corrected for a task younger than Flink's 60 s meters."""
     running = place.running_s if place is not None else None
     return replace(

@@ -26,7 +26,7 @@ from bpmon.collectors.observe import (
     observation_from_burst,
 )
 from bpmon.collectors.profile import Profile, load_profile
-from bpmon.collectors.sampler import Burst, Progress, StackSampler, StopSignal, ThreadCounts
+from bpmon.collectors.sampler import Progress, StackBurst, StackSampler, StopSignal, ThreadCounts
 from bpmon.collectors.target import Ending, Sampler
 from bpmon.collectors.views import observed_as
 from bpmon.model.clock import utc_now
@@ -43,7 +43,7 @@ from bpmon.model.values import (
 )
 from bpmon.model.values import RuntimeLoad as ModelLoad
 from bpmon.runtime.job import Job
-from bpmon.runtime.load import RuntimeLoad
+from bpmon.runtime.load import WindowLoad
 from bpmon.runtime.metrics import TaskMetrics, counters, job_metrics, window_metrics
 from bpmon.runtime.scheduler import TaskState
 from bpmon.scenario import Scenario
@@ -54,7 +54,7 @@ paced work repeats exactly (a chain's members in turn, a few ms a cycle), and sa
 grid would see it at one phase (``sampler.record_burst``)."""
 
 
-def model_load(load: RuntimeLoad) -> ModelLoad:
+def model_load(load: WindowLoad) -> ModelLoad:
     """The runtime's own load over a window, as the model carries it to the rules."""
     return ModelLoad(
         cpu_cores_used=load.cpu_cores_used,
@@ -203,7 +203,7 @@ class RuntimeTarget:
             t.thread.ident: t.name for t in self.runtime.all_tasks() if t.thread.ident is not None
         }
 
-    def _with_idle_tasks(self, burst: Burst) -> Burst:
+    def _with_idle_tasks(self, burst: StackBurst) -> StackBurst:
         """The burst with every task of the job: one without a thread (waiting for a slot or for
         its inputs to finish, or finished) is a subtask with no samples and its state in its
         metrics (``bpmon_taskState``), so the diagnosis sees what does not run."""
@@ -274,7 +274,9 @@ class RuntimeTarget:
         placement = {v: {m.index: m.task_manager for m in group} for v, group in snapshot.items()}
         return metrics, placement
 
-    def _observation(self, burst: Burst, snapshot: dict[str, list[TaskMetrics]]) -> Observation:
+    def _observation(
+        self, burst: StackBurst, snapshot: dict[str, list[TaskMetrics]]
+    ) -> Observation:
         metrics, placement = self._readings(snapshot)
         observation = observation_from_burst(
             burst,

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from bpmon.collectors.profile import Profile
-from bpmon.collectors.sampler import Burst, ThreadCounts
+from bpmon.collectors.sampler import StackBurst, ThreadCounts
 from bpmon.model.errors import ConfigError
 from bpmon.model.signals import VIEWS
 from bpmon.model.values import (
@@ -54,7 +54,7 @@ _Readings = tuple[MetricsByVertex, PlacementByVertex]
 
 
 def observation_from_burst(
-    burst: Burst,
+    burst: StackBurst,
     topology: Scenario | None,
     profile: Profile,
     job: str,

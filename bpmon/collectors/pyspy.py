@@ -32,9 +32,9 @@ from pathlib import Path
 from bpmon.collectors.profile import Profile, StackClassifier
 from bpmon.collectors.ptrace import ptrace_denied_message, read_ptrace_context
 from bpmon.collectors.sampler import (
-    Burst,
     Progress,
     Snapshot,
+    StackBurst,
     StopSignal,
     ThreadState,
     record_burst,
@@ -110,7 +110,7 @@ class PySpySampler:
         interval_ms: float = 50.0,
         progress: Progress | None = None,
         stop: StopSignal | None = None,
-    ) -> Burst:
+    ) -> StackBurst:
         """Take ``samples`` samples of every thread ``interval_ms`` apart.
 
         One dump before the first deadline checks the target and warms py-spy up; it is not

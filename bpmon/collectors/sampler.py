@@ -85,7 +85,7 @@ class ThreadCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class Burst:
+class StackBurst:
     """One window of stack samples, classified per thread.
 
     Attributes:
@@ -137,7 +137,7 @@ def record_burst(
     progress: Progress | None = None,
     stop: StopSignal | None = None,
     dither: float = 0.0,
-) -> Burst:
+) -> StackBurst:
     """Call ``take`` at ``samples`` absolute deadlines ``interval_ms`` apart and tally the result.
 
     ``take`` returns a :class:`Snapshot`, or None when the target could not be read this time (a
@@ -180,7 +180,7 @@ def record_burst(
             progress(k + 1, samples)
     if not (stop is not None and stop.is_set()):
         _sleep_until(t0 + samples * interval_s, clock, sleep)
-    return Burst(
+    return StackBurst(
         start=wall0,
         end=wall0 + timedelta(seconds=clock() - t0),
         samples=len(lateness),
@@ -248,7 +248,7 @@ class StackSampler:
         interval_ms: float = 50.0,
         progress: Progress | None = None,
         stop: StopSignal | None = None,
-    ) -> Burst:
+    ) -> StackBurst:
         """Take ``samples`` samples ``interval_ms`` apart (Flink's default: 100 x 50 ms)."""
         try:
             return record_burst(

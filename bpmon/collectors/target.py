@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from bpmon.collectors.sampler import Burst, Progress, StopSignal
+from bpmon.collectors.sampler import Progress, StackBurst, StopSignal
 from bpmon.model.values import Observation, Source
 
 
@@ -25,7 +25,7 @@ class Sampler(Protocol):
         interval_ms: float = 50.0,
         progress: Progress | None = None,
         stop: StopSignal | None = None,
-    ) -> Burst:
+    ) -> StackBurst:
         """Take ``samples`` samples of every thread, ``interval_ms`` apart."""
         ...
 

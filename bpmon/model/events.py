@@ -29,7 +29,7 @@ class JobStarted:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
+class SamplingProgress:
     """How far the burst in progress got: ``done`` of ``samples`` samples of burst ``burst``."""
 
     burst: int
@@ -55,7 +55,7 @@ class LiveSnapshot:
     elapsed_s: float
     phase: str
     vertices: tuple[VertexStatus, ...]
-    sampling: Sampling | None = None
+    sampling: SamplingProgress | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +133,6 @@ class JobFailed(JobEnded):
     error: str = ""
 
 
-Event = JobStarted | LiveSnapshot | BurstSampled | ReportReady | Trouble | JobEnded
+WatchEvent = JobStarted | LiveSnapshot | BurstSampled | ReportReady | Trouble | JobEnded
 """Anything :func:`bpmon.service.facade.watch` yields (:class:`JobFailed` is a
 :class:`JobEnded`)."""

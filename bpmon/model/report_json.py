@@ -21,8 +21,8 @@ from typing import Any, TypeVar, cast
 
 from bpmon.model.errors import HistoryError
 from bpmon.model.values import (
-    REPORT_SCHEMA,
     CAUSE_KINDS,
+    REPORT_SCHEMA,
     ChainShare,
     ChannelWindow,
     Edge,

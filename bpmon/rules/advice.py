@@ -40,7 +40,7 @@ from bpmon.rules.graph import JobGraph, Suspect
 from bpmon.rules.levels import backpressure_ratio, busy_ratio
 
 
-def capacity_per_subtask(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
+def capacity_of_windows(subs: Sequence[SubtaskWindow], min_busy: float) -> float | None:
     """Records/s per subtask at 100% busy of ``subs`` (:mod:`bpmon.model.capacity`), their busy read
     as the report shows it; None without rates or busy subtasks."""
     figures = (
@@ -227,7 +227,7 @@ def _scale(
     named = [s for s in vertex.subtasks if s.index in cls.subtasks]
     subset = bool(named) and len(named) < len(vertex.subtasks)
     cap = whole_rate(
-        capacity_per_subtask(named if subset else vertex.subtasks, rules.capacity.min_busy)
+        capacity_of_windows(named if subset else vertex.subtasks, rules.capacity.min_busy)
     )
     target = rules.capacity.utilisation_target
     n, name = vertex.parallelism, vertex.name
@@ -373,7 +373,7 @@ def _skew(
     edges = [e for e in vertex.inputs if e.partitioner == "hash"] or list(vertex.inputs)
     exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
     lines: list[str] = []
-    cap = whole_rate(capacity_per_subtask(hot, rules.capacity.min_busy))
+    cap = whole_rate(capacity_of_windows(hot, rules.capacity.min_busy))
     total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     if cap is not None and demand and total > 0:
         share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
@@ -398,8 +398,8 @@ def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesC
     tms = sorted({s.task_manager for s in hot if s.task_manager is not None})
     where = f" (task manager {', '.join(str(t) for t in tms)})" if tms else ""
     lines: list[str] = []
-    cap_hot = whole_rate(capacity_per_subtask(hot, rules.capacity.min_busy))
-    cap_rest = whole_rate(capacity_per_subtask(rest, rules.capacity.min_busy))
+    cap_hot = whole_rate(capacity_of_windows(hot, rules.capacity.min_busy))
+    cap_rest = whole_rate(capacity_of_windows(rest, rules.capacity.min_busy))
     if cap_hot is not None and cap_rest is not None:
         lines.append(
             f"{who} handles ~{cap_hot:,.0f} records/s per subtask at 100% busy, "

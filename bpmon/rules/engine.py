@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
-from bpmon.rules.advice import advise, capacity_per_subtask, offered_rates
+from bpmon.rules.advice import advise, capacity_of_windows, offered_rates
 from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.classify import Classification, classify, name_subtasks
 from bpmon.rules.config import RulesConfig, load_rules
@@ -116,7 +116,7 @@ def _has_headroom(
     vertex = obs.vertex(suspect.vertex)
     busiest = max((blended_busy(s) or 0.0 for s in vertex.subtasks), default=0.0)
     demand = offered.get(suspect.vertex)
-    cap = capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy)
+    cap = capacity_of_windows(vertex.subtasks, rules.capacity.min_busy)
     if busiest >= rules.bottleneck.saturated_busy or not demand or not cap:
         return False
     return cap * vertex.parallelism >= demand

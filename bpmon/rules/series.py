@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 
 from bpmon.model.values import NextInSeries, Observation
-from bpmon.rules.advice import capacity_per_subtask, whole_rate
+from bpmon.rules.advice import capacity_of_windows, whole_rate
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph
 
@@ -78,7 +78,7 @@ def next_in_series(
         if vertex_name not in after | held or vertex_name in named:
             continue
         vertex = obs.vertex(vertex_name)
-        cap = whole_rate(capacity_per_subtask(vertex.subtasks, rules.capacity.min_busy))
+        cap = whole_rate(capacity_of_windows(vertex.subtasks, rules.capacity.min_busy))
         demand = whole_rate(offered.get(vertex_name))
         if cap is None or demand is None or cap * vertex.parallelism >= demand:
             continue

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from bpmon.model.values import Observation, RootCause, SubtaskWindow, VertexObservation
-from bpmon.rules.advice import capacity_per_subtask
+from bpmon.rules.advice import capacity_of_windows
 from bpmon.rules.classify import busy_span
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.lag import MIN_GROWTH_SHARE
@@ -68,7 +68,7 @@ def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
     if out <= 0 or growth < MIN_GROWTH_SHARE * out:
         return None
     offered = round(out + growth)
-    measured = capacity_per_subtask(subs, rules.capacity.min_busy)
+    measured = capacity_of_windows(subs, rules.capacity.min_busy)
     cap = round(measured) if measured is not None else None
     target = rules.capacity.utilisation_target
     wanted = math.ceil(offered / (cap * target)) if cap else None

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputGate
-from bpmon.runtime.subpartition import Event
+from bpmon.runtime.subpartition import ChannelEvent
 
 Forward = Callable[[int], int]
 """``forward(checkpoint_id)``: the barrier into every output; returns the bytes it overtook."""
@@ -67,11 +67,11 @@ class BarrierHandler:
         self._started = 0.0
         self._in_flight = 0
 
-    def barrier(self, checkpoint_id: int) -> Event:
+    def barrier(self, checkpoint_id: int) -> ChannelEvent:
         """The barrier this task sends for ``checkpoint_id``: a priority event when unaligned."""
-        return Event("barrier", checkpoint_id, priority=not self.aligned)
+        return ChannelEvent("barrier", checkpoint_id, priority=not self.aligned)
 
-    def on_event(self, event: Event, gate_index: int, channel: int) -> None:
+    def on_event(self, event: ChannelEvent, gate_index: int, channel: int) -> None:
         """An event other than end-of-partition was read from ``channel`` of gate ``gate_index``."""
         if event.kind != "barrier":
             return
@@ -89,7 +89,7 @@ class BarrierHandler:
         if self._channels and len(self._channels) >= self._live_channels():
             self._complete()
 
-    def priority_barrier(self) -> tuple[Event, int, int] | None:
+    def priority_barrier(self) -> tuple[ChannelEvent, int, int] | None:
         """Take an unaligned barrier waiting at the head of any channel (lock held).
 
         Returns the barrier, its gate index and its channel index. A task that cannot process

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.spill import SpillCounters, SpillFile
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event, ResultSubpartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, ResultSubpartition
 
 if TYPE_CHECKING:
     from bpmon.runtime.partition import ResultPartition
@@ -55,10 +55,10 @@ class BlockingSubpartition(ResultSubpartition):
         self.partition = partition
         self.index = index
         self.spill = spill
-        self._items: list[int | Event] = []  # a buffer's number in the file, or an event
+        self._items: list[int | ChannelEvent] = []  # a buffer's number in the file, or an event
         self._sizes: dict[int, int] = {}
         self._next = 0
-        self._head: Buffer | Event | None = None
+        self._head: Buffer | ChannelEvent | None = None
         self.finished = False
         self.backlog = 0
         self.queued_bytes = 0
@@ -72,7 +72,7 @@ class BlockingSubpartition(ResultSubpartition):
         """Make ``reader`` the one told when the data becomes readable."""
         self.reader = reader
 
-    def add(self, item: Buffer | Event) -> None:
+    def add(self, item: Buffer | ChannelEvent) -> None:
         """Write a buffer to the file (its segment goes back at once) or note an event.
 
         End-of-partition makes everything readable and tells the reader.
@@ -92,11 +92,11 @@ class BlockingSubpartition(ResultSubpartition):
             if self.reader is not None:
                 self.reader.notify_data_available(False)
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next item (a buffer is read from the file once, then held until polled)."""
         if self._head is None and len(self) > 0:
             item = self._items[self._next]
-            if isinstance(item, Event):
+            if isinstance(item, ChannelEvent):
                 self._head = item
             else:
                 records, size = self.spill.read(item)
@@ -104,7 +104,7 @@ class BlockingSubpartition(ResultSubpartition):
                 self._head = Buffer(READ_SEGMENT, records, size, self, self.index)
         return self._head
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next buffer or event, or None (nothing before the producer finished)."""
         item = self.peek()
         if item is None:

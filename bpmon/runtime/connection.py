@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
-from bpmon.runtime.subpartition import Event, ResultSubpartition
+from bpmon.runtime.subpartition import ChannelEvent, ResultSubpartition
 
 
 class ConnectionID(NamedTuple):
@@ -136,7 +136,7 @@ class _InFlight(NamedTuple):
     due: float
     """When it arrives (monotonic seconds)."""
     view: SenderView
-    item: _Payload | Event | int
+    item: _Payload | ChannelEvent | int
     """A buffer's content or an event for the receiver, or credit for the sender."""
     backlog: int
     """The sender's backlog a buffer carries (0 otherwise)."""
@@ -244,7 +244,7 @@ class Connection:
         self._latency = latency
         self._in_flight: deque[_InFlight] = deque()
         self._arrival_pending = False
-        self._wire: deque[tuple[SenderView, _Payload | Event, float]] = deque()
+        self._wire: deque[tuple[SenderView, _Payload | ChannelEvent, float]] = deque()
         self._wire_bytes = 0
         self._window = TCP_WINDOW_SEGMENTS * segment_size
         self.stalled = False
@@ -375,7 +375,7 @@ class Connection:
             channel = view.channel
             if channel.released:
                 pass
-            elif isinstance(item, Event):
+            elif isinstance(item, ChannelEvent):
                 channel.on_event(item)
             elif not channel.on_buffer(item.records, item.size, -1):
                 if not self.stalled:
@@ -420,7 +420,9 @@ class Connection:
         self._arrival_pending = False
         self.pump()
 
-    def _send_later(self, view: SenderView, item: _Payload | Event | int, backlog: int) -> None:
+    def _send_later(
+        self, view: SenderView, item: _Payload | ChannelEvent | int, backlog: int
+    ) -> None:
         """Put ``item`` on its way: it arrives after the latency, in the order sent."""
         self._in_flight.append(_InFlight(self._clock() + self._latency, view, item, backlog))
         if not self._arrival_pending:
@@ -442,7 +444,7 @@ class Connection:
                 self.reader_available(view)
             elif view.channel.released:
                 continue
-            elif isinstance(item, Event):
+            elif isinstance(item, ChannelEvent):
                 view.channel.on_event(item)
             else:
                 view.channel.on_buffer(item.records, item.size, arrival.backlog)

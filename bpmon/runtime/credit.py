@@ -24,7 +24,7 @@ from typing import Protocol
 from bpmon.runtime.buffers import Buffer, Recycler
 from bpmon.runtime.gate import InputChannel, InputGate
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.subpartition import Event, ResultSubpartition
+from bpmon.runtime.subpartition import ChannelEvent, ResultSubpartition
 
 
 class ChannelSender(Protocol):
@@ -79,7 +79,7 @@ class RemoteInputChannel(InputChannel):
         self._required = initial_credit
         self._waiting_floating = False
         self.unannounced_credit = 0
-        self._queue: deque[Buffer | Event] = deque()
+        self._queue: deque[Buffer | ChannelEvent] = deque()
         self.queued_bytes = 0
         self.queued_buffers = 0  # kept as a count: other threads read it while data arrives
         self.sender: ChannelSender | None = None  # bound by the connection that feeds it
@@ -137,7 +137,7 @@ class RemoteInputChannel(InputChannel):
             return self._exclusive.pop(), self
         raise RuntimeError(f"{self.gate.name}[{self.index}]: buffer received without credit")
 
-    def enqueue(self, item: Buffer | Event) -> None:
+    def enqueue(self, item: Buffer | ChannelEvent) -> None:
         """Queue a received buffer or event (a priority event at the head) and tell the gate."""
         if isinstance(item, Buffer):
             self._queue.append(item)
@@ -147,9 +147,9 @@ class RemoteInputChannel(InputChannel):
             self._queue.appendleft(item)
         else:
             self._queue.append(item)
-        self.gate.notify_channel_non_empty(self, isinstance(item, Event) and item.priority)
+        self.gate.notify_channel_non_empty(self, isinstance(item, ChannelEvent) and item.priority)
 
-    def on_event(self, event: Event) -> None:
+    def on_event(self, event: ChannelEvent) -> None:
         """An event arrives (events need no buffer and no credit)."""
         self.enqueue(event)
 
@@ -191,7 +191,7 @@ class RemoteInputChannel(InputChannel):
 
     # -- reading (the consuming task) -------------------------------------------------------
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next received buffer or event."""
         if not self._queue:
             return None
@@ -205,7 +205,7 @@ class RemoteInputChannel(InputChannel):
         """True when a received buffer or event waits."""
         return bool(self._queue)
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next received buffer or event, left in place."""
         return self._queue[0] if self._queue else None
 

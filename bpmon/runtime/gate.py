@@ -18,7 +18,7 @@ from collections import deque
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.local_pool import LocalBufferPool
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event, ResultSubpartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, ResultSubpartition
 
 
 class InputChannel:
@@ -34,7 +34,7 @@ class InputChannel:
         """The consuming task started: ask for the data (a remote channel's partition request;
         a local channel reads the subpartition itself once its task runs). Lock held."""
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next buffer or event, or None."""
         raise NotImplementedError
 
@@ -42,7 +42,7 @@ class InputChannel:
         """True when :meth:`poll` would return something."""
         raise NotImplementedError
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next buffer or event without taking it."""
         raise NotImplementedError
 
@@ -71,7 +71,7 @@ class LocalInputChannel(InputChannel):
         event at its head)."""
         self.gate.notify_channel_non_empty(self, priority)
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the producer's next buffer; the reader recycles it into the producer's pool."""
         return self.subpartition.poll()
 
@@ -79,7 +79,7 @@ class LocalInputChannel(InputChannel):
         """True when the subpartition holds something."""
         return len(self.subpartition) > 0
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The producer's next buffer or event, left in place."""
         return self.subpartition.peek()
 
@@ -145,7 +145,7 @@ class InputGate:
         if priority:
             self.condition.notify_all()
 
-    def poll_next(self) -> tuple[Buffer | Event, int] | None:
+    def poll_next(self) -> tuple[Buffer | ChannelEvent, int] | None:
         """The next buffer or event and its channel index, round robin; None if nothing (lock held).
 
         End-of-partition events are counted here; the caller still sees them.
@@ -185,14 +185,14 @@ class InputGate:
             if channel.has_data():
                 self.notify_channel_non_empty(channel)
 
-    def priority_event(self) -> tuple[Event, int] | None:
+    def priority_event(self) -> tuple[ChannelEvent, int] | None:
         """Take a priority event (unaligned barrier) waiting at the head of a channel, if any.
 
         A task that cannot process data (its output is unavailable) still reacts to these.
         """
         for channel in self.channels:
             head = channel.peek()
-            if isinstance(head, Event) and head.priority:
+            if isinstance(head, ChannelEvent) and head.priority:
                 channel.poll()
                 return head, channel.index
         return None

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.spill import SpillCounters, SpillFile
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event, ResultSubpartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, ResultSubpartition
 from bpmon.scenario import NetworkConfig
 
 if TYPE_CHECKING:
@@ -215,10 +215,10 @@ class HybridSubpartition(ResultSubpartition):
         self.spill = spill
         manager.subpartitions.append(self)
         self.entries: list[BufferEntry] = []
-        self._items: list[BufferEntry | Event] = []
+        self._items: list[BufferEntry | ChannelEvent] = []
         self._next = 0
         self.next_buffer = 0  # the number of the next buffer to consume
-        self._head: tuple[Buffer | Event, BufferEntry | None] | None = None
+        self._head: tuple[Buffer | ChannelEvent, BufferEntry | None] | None = None
         self.backlog = 0
         self.queued_bytes = 0
         self.outstanding = 0  # buffers read from disk and not recycled yet
@@ -234,7 +234,7 @@ class HybridSubpartition(ResultSubpartition):
         """Make ``reader`` the one told when data becomes available."""
         self.reader = reader
 
-    def add(self, item: Buffer | Event) -> None:
+    def add(self, item: Buffer | ChannelEvent) -> None:
         """Keep a finished buffer in memory (the strategy may spill it) or queue an event."""
         was_empty = len(self) == 0
         if isinstance(item, Buffer):
@@ -258,11 +258,11 @@ class HybridSubpartition(ResultSubpartition):
         if not entry.spilled:
             self.spill.write(entry.number, entry.records, entry.size)
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next item; a buffer comes from memory if it is there, else from disk."""
         if self._head is None and len(self) > 0:
             item = self._items[self._next]
-            if isinstance(item, Event):
+            if isinstance(item, ChannelEvent):
                 self._head = (item, None)
             elif item.in_memory:
                 item.refs += 1
@@ -277,7 +277,7 @@ class HybridSubpartition(ResultSubpartition):
                 self._head = (Buffer(READ_SEGMENT, records, size, self, self.index), None)
         return None if self._head is None else self._head[0]
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next buffer or event, or None."""
         item = self.peek()
         if item is None or self._head is None:

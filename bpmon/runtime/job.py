@@ -27,7 +27,7 @@ from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
 from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.keygroups import key_table
-from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, load_snapshot, runtime_load
+from bpmon.runtime.load import LoadSnapshot, WindowLoad, load_snapshot, runtime_load
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.routing import Output
@@ -339,7 +339,7 @@ class Job:
         """The runtime's own load counters now; pass it to :meth:`load` when a window ends."""
         return load_snapshot(self.tasks)
 
-    def load(self, since: LoadSnapshot) -> RuntimeLoad:
+    def load(self, since: LoadSnapshot) -> WindowLoad:
         """How loaded the runtime was since ``since`` and whether it kept up (``load.py``)."""
         return runtime_load(since, load_snapshot(self.tasks))
 

@@ -14,14 +14,14 @@ the process CPU time stands in and the wait is unknown), where every rate-limite
 against its schedule (``pacing.Schedule``) and what every source emitted. :func:`runtime_load`
 compares two snapshots. Two limits are told apart, because only the first is the simulator's:
 
-- **the interpreter's own limit** (:attr:`RuntimeLoad.saturated`): the process ran most of the
+- **the interpreter's own limit** (:attr:`WindowLoad.saturated`): the process ran most of the
   interpreter's one core (its CPU time, every thread's, reached :data:`SATURATED_CORES` = 0.8
   cores over the window) and the sources wanted more than they got: a source has no rate limit
   (it emits as fast as the runtime lets it), or a rate-limited source ended the window more than
   :data:`BEHIND_MS` behind its schedule (p99 over the source subtasks), or the rate-limited
   sources released less than :data:`DELIVERED` of the records their schedules called for. The
   figures then describe the Python process, and no cause is named.
-- **a busy host** (:attr:`RuntimeLoad.host_busy`): the job's threads ran less than that, but
+- **a busy host** (:attr:`WindowLoad.host_busy`): the job's threads ran less than that, but
   were runnable and waiting for a core long enough that running and waiting together reach
   0.8 cores. A thread blocked on the interpreter lock sleeps; the run-queue wait counts only
   time a thread was ready to run and no core was free, so on a machine of two or more cores the
@@ -56,7 +56,7 @@ from bpmon.runtime.task import Task
 SATURATED_CORES = 0.8
 """CPU the process used, in cores, at which the interpreter counts as saturated: most of the one
 core Python can run on at a time. Its threads' CPU plus their wait for a core reaching it on a
-busy host (:attr:`RuntimeLoad.host_busy`)."""
+busy host (:attr:`WindowLoad.host_busy`)."""
 BEHIND_MS = 100.0
 """How far behind its schedule a rate-limited source may end a window before it counts as wanting
 more than it got."""
@@ -74,7 +74,7 @@ class ThreadTimes:
 
 @dataclass(frozen=True, slots=True)
 class LoadSnapshot:
-    """The runtime's load counters at one instant; two make a :class:`RuntimeLoad`."""
+    """The runtime's load counters at one instant; two make a :class:`WindowLoad`."""
 
     at: float
     """Monotonic seconds."""
@@ -95,7 +95,7 @@ class LoadSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeLoad:
+class WindowLoad:
     """How loaded the runtime was over one window, and whether it could keep up."""
 
     window_s: float
@@ -179,7 +179,7 @@ def load_snapshot(tasks: Mapping[str, Sequence[Task]]) -> LoadSnapshot:
     )
 
 
-def runtime_load(start: LoadSnapshot, end: LoadSnapshot) -> RuntimeLoad:
+def runtime_load(start: LoadSnapshot, end: LoadSnapshot) -> WindowLoad:
     """The runtime's load between two snapshots of the same job, and whether it was saturated.
 
     Raises:
@@ -208,7 +208,7 @@ def runtime_load(start: LoadSnapshot, end: LoadSnapshot) -> RuntimeLoad:
     saturated = wanting and (interpreter or starved or (unlimited and host_busy))
     limit = "machine" if starved else "interpreter" if interpreter or unlimited else None
     usage = Usage(cpu_cores, wait_cores, process, others)
-    return RuntimeLoad(
+    return WindowLoad(
         host_busy=host_busy,
         window_s=window,
         cpu_cores_used=cpu_cores,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from bpmon.runtime.accounting import AccountTotals, TimeShares, shares_between
 from bpmon.runtime.netmetrics import InputMetrics, OutputMetrics, input_metrics, output_metrics
 from bpmon.runtime.pacing import Schedule
-from bpmon.runtime.scheduler import SlotWait
+from bpmon.runtime.scheduler import WaitingForSlots
 from bpmon.runtime.spill import SpillCounters
 from bpmon.runtime.task import Task
 
@@ -72,7 +72,7 @@ class TaskMetrics:
     spilled_bytes_per_s: float | None = None  # bpmon_spilledBytesPerSecond (blocking, hybrid)
     spill_read_bytes_per_s: float | None = None  # bpmon_spillReadBytesPerSecond
     spill_disk_ms_per_s: float | None = None  # bpmon_spillDiskTimeMsPerSecond
-    slot_wait: SlotWait | None = None  # bpmon_slotsMissing etc.: a SCHEDULED task's region
+    slot_wait: WaitingForSlots | None = None  # bpmon_slotsMissing etc.: a SCHEDULED task's region
     wait_s: float | None = None  # bpmon_slotWaitSeconds: how long its bulk has waited
     operators: tuple[OperatorRates, ...] = ()  # a chain's members: bpmon_operator.NAME.*
 
@@ -148,7 +148,7 @@ class TaskCounters:
     """Its execution state (Flink's ordinal) at the reading."""
     spill: SpillCounters | None = None
     """What its blocking or hybrid outputs wrote to and read from disk (None: none spill)."""
-    slot_wait: SlotWait | None = None
+    slot_wait: WaitingForSlots | None = None
     """While it waits for slots: its region's bulk."""
     members: tuple[tuple[str, int, int], ...] = ()
     """A chained task's members: name, records in and out, cumulative."""

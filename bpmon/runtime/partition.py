@@ -35,7 +35,7 @@ from bpmon.runtime.local_pool import LocalBufferPool
 from bpmon.runtime.spill import SpillCounters
 from bpmon.runtime.subpartition import (
     END_OF_PARTITION,
-    Event,
+    ChannelEvent,
     PipelinedSubpartition,
     ResultSubpartition,
 )
@@ -327,7 +327,7 @@ class ResultPartition:
             if builder.segment is not None and builder.free < self.segment_size:
                 self._finish(target)
 
-    def add_event(self, event: Event) -> int:
+    def add_event(self, event: ChannelEvent) -> int:
         """Flush, then send ``event`` to every subpartition; returns the bytes it overtook.
 
         A priority event (unaligned barrier) jumps ahead of the queued buffers; the bytes it

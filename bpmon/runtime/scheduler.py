@@ -51,7 +51,7 @@ class TaskState(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SlotWait:
+class WaitingForSlots:
     """Why a SCHEDULED task is not running: its region's bulk waits for slots.
 
     Attributes:
@@ -87,7 +87,7 @@ class ScheduledTask(Protocol):
 
     state: TaskState
     """Set to SCHEDULED and DEPLOYING here; FINISHED is read here."""
-    slot_wait: SlotWait | None
+    slot_wait: WaitingForSlots | None
     """Why it waits for slots while SCHEDULED."""
 
 
@@ -236,7 +236,7 @@ class RegionScheduler(Generic[T]):
 
     def _mark_waiting(self, bulk: _Bulk[T]) -> None:
         """Tell the bulk's tasks what they wait for (the metrics read it)."""
-        wait = SlotWait(
+        wait = WaitingForSlots(
             bulk.region.index,
             self._missing(bulk),
             bulk.pending_since,

@@ -20,7 +20,7 @@ from bpmon.runtime.spill import SpillCounters
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class ChannelEvent:
     """An event travelling with the data: ``end-of-partition`` or a checkpoint ``barrier``.
 
     ``priority`` events (unaligned checkpoint barriers) overtake the buffers queued before them.
@@ -31,7 +31,7 @@ class Event:
     priority: bool = False
 
 
-END_OF_PARTITION = Event("end-of-partition")
+END_OF_PARTITION = ChannelEvent("end-of-partition")
 
 
 class OwningPartition(Protocol):
@@ -87,7 +87,7 @@ class ResultSubpartition(ABC):
         """Make ``reader`` the one told when data becomes available (it reads from now on)."""
 
     @abstractmethod
-    def add(self, item: Buffer | Event) -> None:
+    def add(self, item: Buffer | ChannelEvent) -> None:
         """Queue a finished buffer or an event (the partition, lock held).
 
         A priority event goes to the head. The reader is notified when the subpartition goes
@@ -95,11 +95,11 @@ class ResultSubpartition(ABC):
         """
 
     @abstractmethod
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next item without taking it."""
 
     @abstractmethod
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next buffer or event, or None; the reader recycles a buffer it took."""
 
     @abstractmethod
@@ -126,7 +126,7 @@ class PipelinedSubpartition(ResultSubpartition):
     def __init__(self, partition: OwningPartition, index: int) -> None:
         self.partition = partition
         self.index = index
-        self._queue: deque[Buffer | Event] = deque()
+        self._queue: deque[Buffer | ChannelEvent] = deque()
         self.backlog = 0  # data buffers queued (events not counted), as Flink announces it
         self.queued_bytes = 0
         self.reader: SubpartitionReader | None = None
@@ -138,7 +138,7 @@ class PipelinedSubpartition(ResultSubpartition):
         """Make ``reader`` the one told when data becomes available."""
         self.reader = reader
 
-    def add(self, item: Buffer | Event) -> None:
+    def add(self, item: Buffer | ChannelEvent) -> None:
         """Queue a finished buffer or an event; a priority event goes to the head."""
         was_empty = not self._queue
         priority = False
@@ -167,11 +167,11 @@ class PipelinedSubpartition(ResultSubpartition):
         self.queued_bytes += size
         return True
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         """The next item without taking it."""
         return self._queue[0] if self._queue else None
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         """Take the next buffer or event, or None."""
         if not self._queue:
             return None

@@ -43,8 +43,8 @@ from bpmon.runtime.pacing import (
     source_limiter,
 )
 from bpmon.runtime.routing import Output
-from bpmon.runtime.scheduler import SlotWait, TaskState
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event
+from bpmon.runtime.scheduler import TaskState, WaitingForSlots
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent
 from bpmon.scenario import OperatorSpec
 
 
@@ -154,7 +154,7 @@ class Task:
         self.on_finished: Callable[[Task], None] | None = None
         self.state = TaskState.CREATED
         """Flink's execution state; the scheduler moves it to SCHEDULED and DEPLOYING."""
-        self.slot_wait: SlotWait | None = None
+        self.slot_wait: WaitingForSlots | None = None
         """While SCHEDULED: its region, the slots the region lacks, and since when it waits."""
         for output in self.outputs:
             output.partition.hard_backpressure = self._hard_backpressure
@@ -309,7 +309,7 @@ class Task:
             output.write(records)
         self.records_out.add(len(records))
 
-    def _poll(self) -> tuple[Buffer | Event, int, int] | None:
+    def _poll(self) -> tuple[Buffer | ChannelEvent, int, int] | None:
         gates = self.gates
         with self._lock:
             for step in range(len(gates)):

@@ -27,7 +27,7 @@ from bpmon.scenario.spec import (
     MODES,
     CheckpointConfig,
     CheckpointMode,
-    ClusterConfig,
+    ClusterSpec,
     Mode,
     MonitorConfig,
     Scenario,
@@ -250,17 +250,17 @@ def _read_network(top: Table) -> NetworkConfig:
         raise ScenarioError(f"{top.where}: {exc}") from exc
 
 
-def _read_cluster(top: Table) -> ClusterConfig:
+def _read_cluster(top: Table) -> ClusterSpec:
     """The ``[cluster]`` table: slots per task manager, managed memory, slot request timeout."""
     table = _sub_table(top, "cluster")
-    default = ClusterConfig()
+    default = ClusterSpec()
     if table is None:
         return default
     table.check_keys(CLUSTER_KEYS)
     slots = table.integer("slots_per_task_manager", minimum=1)
     memory = table.number("managed_memory_mb", 0.0)
     timeout = table.number("slot_request_timeout_s", 0.0, above_minimum=True)
-    return ClusterConfig(
+    return ClusterSpec(
         slots_per_task_manager=slots,
         managed_memory_mb=default.managed_memory_mb if memory is None else memory,
         slot_request_timeout_s=default.slot_request_timeout_s if timeout is None else timeout,

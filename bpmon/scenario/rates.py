@@ -83,7 +83,7 @@ class Steps:
 
 
 @dataclass(frozen=True, slots=True)
-class Burst:
+class RateBurst:
     """``base``, and ``factor`` times it for ``for_s`` at the start of every ``every_s`` period
     from ``start_s`` on."""
 
@@ -109,9 +109,9 @@ class Burst:
         bursting = periods * self.for_s + min(into, self.for_s)
         return self.base * (t + (self.factor - 1.0) * bursting)
 
-    def scaled(self, factor: float) -> Burst:
+    def scaled(self, factor: float) -> RateBurst:
         """The base times ``factor``; the bursts keep their shape."""
-        return Burst(self.base * factor, self.every_s, self.for_s, self.factor, self.start_s)
+        return RateBurst(self.base * factor, self.every_s, self.for_s, self.factor, self.start_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +283,7 @@ def _read_profile(table: Table, base: float) -> RateCurve:
         if length >= every:
             raise shape.key_error("for_s", f"less than every_s ({every:g}): a burst per period")
         factor = _positive(shape, "factor", "the rate during a burst over the base rate")
-        return Burst(base, every, length, factor, start)
+        return RateBurst(base, every, length, factor, start)
     if name == "ramp":
         to = _positive(shape, "to", "the rate at the end of the ramp, records/s per subtask")
         return Ramp(base, to, _positive(shape, "over_s", "the ramp's length in seconds"), start)

@@ -223,7 +223,7 @@ class MonitorConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterConfig:
+class ClusterSpec:
     """The ``[cluster]`` table: task slots, managed memory and how long a slot request may wait.
 
     Attributes:
@@ -267,7 +267,7 @@ class Scenario:
     path: str | None = None
     mode: Mode = "streaming"
     chaining: bool = False
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
 
     def operator(self, name: str) -> OperatorSpec:
         """The operator called ``name``; KeyError if there is none."""

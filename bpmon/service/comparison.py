@@ -64,7 +64,7 @@ class VertexChange:
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class ReportChange:
     """One thing that changed, in a line a user reads (``vertex`` empty for the whole job)."""
 
     kind: ChangeKind
@@ -80,15 +80,15 @@ class Comparison:
     before: Report
     after: Report
     vertices: tuple[VertexChange, ...]
-    changes: tuple[Change, ...]
+    changes: tuple[ReportChange, ...]
 
     @property
-    def moved(self) -> Change | None:
+    def moved(self) -> ReportChange | None:
         """The change saying the bottleneck moved, if it did."""
         return next((c for c in self.changes if c.kind == "moved-bottleneck"), None)
 
 
-def capacity_per_subtask(vertex: VertexStatus, min_busy: float = MIN_BUSY) -> float | None:
+def capacity_of_vertex(vertex: VertexStatus, min_busy: float = MIN_BUSY) -> float | None:
     """Records/s one subtask of ``vertex`` handles at 100% busy (:mod:`bpmon.model.capacity`)."""
     figures = (
         (s.metrics.records_in_per_s, s.metrics.records_out_per_s, s.metrics.busy_ratio)
@@ -127,7 +127,7 @@ def compare(
 
 
 def _capacity(vertex: VertexStatus | None, min_busy: float) -> float | None:
-    return None if vertex is None else capacity_per_subtask(vertex, min_busy)
+    return None if vertex is None else capacity_of_vertex(vertex, min_busy)
 
 
 def describe(cause: RootCause) -> str:
@@ -139,25 +139,25 @@ def describe(cause: RootCause) -> str:
     return where + ")"
 
 
-def _cause_changes(before: Report, after: Report) -> list[Change]:
+def _cause_changes(before: Report, after: Report) -> list[ReportChange]:
     was = before.root_causes[0] if before.root_causes else None
     now = after.root_causes[0] if after.root_causes else None
     if was is not None and now is not None:
         if was.vertex != now.vertex:
             line = f"the bottleneck moved from {describe(was)} to {describe(now)}"
-            return [Change("moved-bottleneck", now.vertex, line)]
+            return [ReportChange("moved-bottleneck", now.vertex, line)]
         if was.kind != now.kind:
             line = f"the root cause at {now.vertex} changed kind: {was.kind} → {now.kind}"
-            return [Change("kind-changed", now.vertex, line)]
+            return [ReportChange("kind-changed", now.vertex, line)]
         return []
     if now is not None and before.root_causes is not None:
-        return [Change("new-cause", now.vertex, f"a bottleneck appeared: {describe(now)}")]
+        return [ReportChange("new-cause", now.vertex, f"a bottleneck appeared: {describe(now)}")]
     if was is not None and after.root_causes is not None:
-        return [Change("resolved", was.vertex, f"the bottleneck {describe(was)} is gone")]
+        return [ReportChange("resolved", was.vertex, f"the bottleneck {describe(was)} is gone")]
     return []
 
 
-def _capacity_drop(row: VertexChange, threshold: float, rescaled: list[str]) -> Change | None:
+def _capacity_drop(row: VertexChange, threshold: float, rescaled: list[str]) -> ReportChange | None:
     change = row.capacity_change
     if change is None or change >= -threshold:
         return None
@@ -166,7 +166,7 @@ def _capacity_drop(row: VertexChange, threshold: float, rescaled: list[str]) -> 
         f"the capacity of {row.name} dropped from {row.capacity_before:,.0f} to "
         f"{row.capacity_after:,.0f} records/s per subtask ({change:+.0%})"
     )
-    return Change("capacity-drop", row.name, capacity.explained(line, rescaled))
+    return ReportChange("capacity-drop", row.name, capacity.explained(line, rescaled))
 
 
 def _rescaled(row: VertexChange) -> str | None:
@@ -176,18 +176,20 @@ def _rescaled(row: VertexChange) -> str | None:
     return capacity.parallelism_change(row.name, row.before.parallelism, row.after.parallelism)
 
 
-def _vertex_changes(row: VertexChange) -> list[Change]:
+def _vertex_changes(row: VertexChange) -> list[ReportChange]:
     old, new = row.before, row.after
     if old is None:
-        return [Change("vertex-added", row.name, f"{row.name} is new")]
+        return [ReportChange("vertex-added", row.name, f"{row.name} is new")]
     if new is None:
-        return [Change("vertex-removed", row.name, f"{row.name} is gone")]
+        return [ReportChange("vertex-removed", row.name, f"{row.name} is gone")]
     changes = []
     rescaled = _rescaled(row)
     if rescaled is not None:
-        changes.append(Change("parallelism", row.name, rescaled))
+        changes.append(ReportChange("parallelism", row.name, rescaled))
     if old.level is not None and new.level is not None and old.level != new.level:
         worse = _ORDER.index(new.level) > _ORDER.index(old.level)
         kind: ChangeKind = "level-worsened" if worse else "level-improved"
-        changes.append(Change(kind, row.name, f"{row.name} went from {old.level} to {new.level}"))
+        changes.append(
+            ReportChange(kind, row.name, f"{row.name} went from {old.level} to {new.level}")
+        )
     return changes

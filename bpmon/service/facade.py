@@ -39,12 +39,12 @@ from bpmon.model.errors import (
 )
 from bpmon.model.events import (
     BurstSampled,
-    Event,
     JobEnded,
     JobFailed,
     JobStarted,
     ReportReady,
     Trouble,
+    WatchEvent,
 )
 from bpmon.model.signals import VIEWS, Signal
 from bpmon.model.values import Finding, Observation, Report, RunInfo
@@ -192,7 +192,7 @@ def run_scenario(
     stop: threading.Event | None = None,
     live: bool = True,
     observe: str = "runtime",
-) -> Iterator[Event]:
+) -> Iterator[WatchEvent]:
     """Run ``scenario`` on bpmon's runtime and watch it: the events of :func:`watch`.
 
     With ``bursts=None`` the job runs until stopped, a burst every ``every_s`` seconds.
@@ -231,7 +231,7 @@ def monitor_process(
     settings: Settings | None = None,
     stop: threading.Event | None = None,
     live: bool = True,
-) -> Iterator[Event]:
+) -> Iterator[WatchEvent]:
     """Diagnose an external Python process through py-spy (``docs/topology.md``)."""
     plan = outside_plan(samples, interval_ms, bursts, every_s)
     target = ProcessTarget(pid, collector_profile=collector_profile, topology=topology, pause=pause)
@@ -250,7 +250,7 @@ def monitor_flink(
     settings: Settings | None = None,
     stop: threading.Event | None = None,
     live: bool = True,
-) -> Iterator[Event]:
+) -> Iterator[WatchEvent]:
     """Diagnose a running job of the Flink cluster at ``url`` (its REST address) by id or name.
 
     The job is found and its graph read here, so an unreachable cluster or an unknown job is an
@@ -311,7 +311,7 @@ def watch(
     *,
     stop: threading.Event | None = None,
     live: bool = True,
-) -> Iterator[Event]:
+) -> Iterator[WatchEvent]:
     """The run loop: start ``target``, sample it as ``plan`` says, diagnose and save every burst.
 
     The rules are read and the runs directory checked writable here, before anything starts, so
@@ -387,7 +387,9 @@ class _RunCursor:
             self.run_id, self.burst = self.new_run_id(), 0
 
 
-def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor) -> Iterator[Event]:
+def _watch(
+    loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor
+) -> Iterator[WatchEvent]:
     target = loop.target
     outcome = _Outcome(keep=plan.bursts is not None)
     try:
@@ -411,7 +413,7 @@ def _watch(loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor) 
 
 def _bursts(
     loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor, outcome: _Outcome
-) -> Iterator[Event]:
+) -> Iterator[WatchEvent]:
     """Sample, diagnose and save bursts until the plan is done or the watch is stopped."""
     setbacks = Setbacks(loop.target.job, plan.patience_s)
     while not loop.stopped and (plan.bursts is None or outcome.bursts < plan.bursts):
@@ -474,9 +476,9 @@ def save_report(store: RunStore, report: Report, burst: int = 0) -> Path:
     return path
 
 
-def drain(events: Iterator[Event]) -> JobEnded:
+def drain(events: Iterator[WatchEvent]) -> JobEnded:
     """Run a watch to its end without looking at it; JobError if the job failed."""
-    last: Event | None = None
+    last: WatchEvent | None = None
     for event in events:
         last = event
     if isinstance(last, JobFailed):

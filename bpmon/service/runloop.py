@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from bpmon.collectors.target import Target
 from bpmon.model.errors import UnavailableError
-from bpmon.model.events import Event, LiveSnapshot, Sampling
+from bpmon.model.events import LiveSnapshot, SamplingProgress, WatchEvent
 from bpmon.model.values import Finding, Observation, VertexStatus
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.levels import vertex_status
@@ -171,7 +171,7 @@ class RunLoop:
         else:
             self.unavailable = None
 
-    def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[Event]:
+    def warm_up(self, warmup_s: float, settle_s: float) -> Iterator[WatchEvent]:
         """The warm-up, then up to ``settle_s`` more while backpressure is still building."""
         trend = PoolTrend()
         settling = settle_s > 0
@@ -184,7 +184,7 @@ class RunLoop:
 
     # ------------------------------------------------------------------------------- sampling
 
-    def sample(self, burst: int) -> Generator[Event, None, Observation]:
+    def sample(self, burst: int) -> Generator[WatchEvent, None, Observation]:
         """One burst, sampled on a thread of its own; live snapshots from this one meanwhile.
 
         A snapshot is taken (and drawn by the consumer) right after every fifth sample, when the
@@ -231,7 +231,7 @@ class RunLoop:
                     self._abandoned = sampler
                     raise BurstOverrunError(self._overrun_text(burst, done[0]))
                 if sampler.is_alive():
-                    yield self.live("sampling", Sampling(burst, done[0], self.plan.samples))
+                    yield self.live("sampling", SamplingProgress(burst, done[0], self.plan.samples))
         finally:  # closed, interrupted or abandoned mid-burst: the sampler is asked to stop
             halt.set()
             if self._abandoned is not sampler:
@@ -248,7 +248,7 @@ class RunLoop:
             "the target answered too slowly"
         )
 
-    def _await_abandoned(self, burst: int) -> Iterator[Event]:
+    def _await_abandoned(self, burst: int) -> Iterator[WatchEvent]:
         """Before a new burst: wait (up to one overrun) for an abandoned sampler to stop."""
         stuck = self._abandoned
         if stuck is None:
@@ -267,7 +267,7 @@ class RunLoop:
         self._abandoned = None
 
     def live(
-        self, phase: str, sampling: Sampling | None = None, *, metrics: bool | None = None
+        self, phase: str, sampling: SamplingProgress | None = None, *, metrics: bool | None = None
     ) -> LiveSnapshot:
         """The target's metrics now with levels from the time accounting (when someone looks,
         or ``metrics``); else a bare heartbeat with no vertices."""

@@ -36,12 +36,12 @@ from bpmon.collectors.target import Target
 from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, TargetNotFoundError
 from bpmon.model.events import (
     BurstSampled,
-    Event,
     JobEnded,
     JobFailed,
     JobStarted,
     ReportReady,
     Trouble,
+    WatchEvent,
 )
 from bpmon.model.values import Report, Source
 from bpmon.scenario import Scenario
@@ -119,7 +119,7 @@ class _Watch:
     run_id: str
     source: Source
     stop: threading.Event
-    events: Iterator[Event]
+    events: Iterator[WatchEvent]
     state: JobState = "running"
     error: str | None = None
     latest: Report | None = None
@@ -263,7 +263,7 @@ class Watches:
         watch = self._watches.get(job)
         return watch is not None and watch.state == "running"
 
-    def _begin(self, events: Iterator[Event], stop: threading.Event) -> str:
+    def _begin(self, events: Iterator[WatchEvent], stop: threading.Event) -> str:
         """Take the watch's first event here (errors surface to the caller), then hand over."""
         first = next(events)
         if not isinstance(first, JobStarted):  # the target failed or ended as it started
@@ -300,7 +300,7 @@ class Watches:
         finally:
             _close(watch.events)
 
-    def _record(self, watch: _Watch, event: Event) -> None:
+    def _record(self, watch: _Watch, event: WatchEvent) -> None:
         with self._lock:
             watch.beat = self._clock()
         if isinstance(event, BurstSampled):
@@ -524,7 +524,7 @@ def _check_alive(pid: int) -> None:
         pass
 
 
-def _ended_at_once(first: Event) -> BpmonError:
+def _ended_at_once(first: WatchEvent) -> BpmonError:
     """The error of a watch whose first event was its end: how the job ended, or why it
     failed."""
     if isinstance(first, JobFailed):
@@ -534,7 +534,7 @@ def _ended_at_once(first: Event) -> BpmonError:
     return BpmonError("the watch ended before it started")
 
 
-def _close(events: Iterator[Event]) -> None:
+def _close(events: Iterator[WatchEvent]) -> None:
     close = getattr(events, "close", None)
     if close is not None:
         close()

@@ -52,7 +52,7 @@ def tried_on(job: str, base: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class SettingChange:
     """One ``VERTEX.KEY=VALUE`` change to a scenario."""
 
     vertex: str
@@ -63,8 +63,8 @@ class Change:
         return f"{self.vertex}.{self.key}={self.value:g}"
 
 
-def parse_change(text: str) -> Change:
-    """``enrich.parallelism=7`` as a :class:`Change`; ConfigError names what is wrong."""
+def parse_change(text: str) -> SettingChange:
+    """``enrich.parallelism=7`` as a :class:`SettingChange`; ConfigError names what is wrong."""
     where, eq, value = text.partition("=")
     vertex, dot, key = where.rpartition(".")
     if not eq or not dot or not vertex or not value.strip():
@@ -78,14 +78,14 @@ def parse_change(text: str) -> Change:
         number = kind(value.strip())
     except ValueError:
         raise ConfigError(f"--set {text!r}: {value.strip()!r} is not {_article(kind)}") from None
-    return Change(vertex, key, number)
+    return SettingChange(vertex, key, number)
 
 
 def _article(kind: type) -> str:
     return "an integer" if kind is int else "a number"
 
 
-def changed(scenario: Scenario, changes: Sequence[Change]) -> Scenario:
+def changed(scenario: Scenario, changes: Sequence[SettingChange]) -> Scenario:
     """``scenario`` with ``changes`` applied and the whole document checked again.
 
     The changed job is named ``"<name> with <changes>"``: its runs are an experiment, stored
@@ -191,7 +191,9 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _targets(change: Change, operators: Mapping[object, dict[str, Any]]) -> list[dict[str, Any]]:
+def _targets(
+    change: SettingChange, operators: Mapping[object, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The operators of the scenario a change applies to.
 
     A vertex that is a chain (``chaining = true``: ``"enrich -> check"``, or a branching
@@ -234,7 +236,7 @@ UNSEEN_KINDS = ("resource-starved", "source-limited")
 """Causes that hold a job back without backpressure: gone only when no cause of the kind is left."""
 
 
-def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict:
+def verdict(before: Report, after: Report, changes: Sequence[SettingChange]) -> Verdict:
     """Compare a report before and after ``changes`` (the same job, re-run)."""
     old = before.root_causes[0] if before.root_causes else None
     high = [v.name for v in after.vertices if v.level == "HIGH"]
@@ -273,7 +275,7 @@ def verdict(before: Report, after: Report, changes: Sequence[Change]) -> Verdict
     )
 
 
-def _at_edge(after: Report, changes: Sequence[Change]) -> list[tuple[str, float]]:
+def _at_edge(after: Report, changes: Sequence[SettingChange]) -> list[tuple[str, float]]:
     """The changed vertices (a chain by any member's name) whose busiest subtask is at least
     :data:`~bpmon.rules.settling.BUSY` busy after the change, with that busy share."""
     names = {c.vertex for c in changes}
@@ -308,7 +310,7 @@ def _top(causes: Sequence[RootCause] | None) -> str:
     return f"; root cause now {causes[0].kind} at {causes[0].vertex}"
 
 
-def recommended_changes(report: Report) -> list[Change]:
+def recommended_changes(report: Report) -> list[SettingChange]:
     """The changes bpmon recommends, if it sized the top root cause: the top cause's
     parallelism, then every other root cause's (a second bottleneck in series, or in another
     part of the job: the backpressure is gone only once each keeps up), each followed by that of
@@ -316,11 +318,11 @@ def recommended_changes(report: Report) -> list[Change]:
     causes = report.root_causes or ()
     if not causes or causes[0].recommended_parallelism is None:
         return []
-    changes: dict[str, Change] = {}
+    changes: dict[str, SettingChange] = {}
     for cause in causes:
         sized = [(cause.vertex, cause.recommended_parallelism)]
         sized += [(n.vertex, n.recommended_parallelism) for n in cause.next_in_series]
         for vertex, parallelism in sized:
             if parallelism is not None and vertex not in changes:
-                changes[vertex] = Change(vertex, "parallelism", parallelism)
+                changes[vertex] = SettingChange(vertex, "parallelism", parallelism)
     return list(changes.values())

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
-from bpmon.service.comparison import capacity_per_subtask
+from bpmon.service.comparison import capacity_of_vertex
 from bpmon.web import numbers
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
@@ -98,7 +98,7 @@ def _cause_detail(cause: RootCause, report: Report, rank: int) -> str:
     vertex = next((v for v in report.vertices if v.name == cause.vertex), None)
     capacity = cause.capacity_per_subtask
     if capacity is None and vertex is not None:
-        capacity = capacity_per_subtask(vertex)
+        capacity = capacity_of_vertex(vertex)
     subtasks = ", ".join(str(i) for i in cause.subtasks) or "all"
     facts = [
         ("vertex", f'<b class="culprit-name">{esc(cause.vertex)}</b>'),

@@ -23,7 +23,7 @@ from bpmon.model.values import Report, VertexStatus
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class GraphPosition:
     """A vertex's column (0: sources) and its height in the column (0 at the middle, up > 0)."""
 
     column: int
@@ -70,14 +70,14 @@ def columns(vertices: Sequence[VertexStatus]) -> dict[str, int]:
     return column
 
 
-def layout(vertices: Sequence[VertexStatus]) -> dict[str, Placement]:
+def layout(vertices: Sequence[VertexStatus]) -> dict[str, GraphPosition]:
     """Every vertex's placement; rows ordered by the mean row of their inputs."""
     column = columns(vertices)
     by_column: dict[int, list[VertexStatus]] = {}
     for v in vertices:
         by_column.setdefault(column[v.name], []).append(v)
     row: dict[str, float] = {}
-    placed: dict[str, Placement] = {}
+    placed: dict[str, GraphPosition] = {}
     for c in sorted(by_column):
         members = by_column[c]
         order = {v.name: i for i, v in enumerate(members)}
@@ -90,7 +90,7 @@ def layout(vertices: Sequence[VertexStatus]) -> dict[str, Placement]:
         middle = (len(members) - 1) / 2
         for i, v in enumerate(members):
             row[v.name] = float(i)
-            placed[v.name] = Placement(c, middle - i)
+            placed[v.name] = GraphPosition(c, middle - i)
     return placed
 
 

@@ -87,7 +87,7 @@ from bpmon.scenario import load_scenario
 from bpmon.scenario.chaining import operator_names
 from bpmon.scenario.network import OutputFlush
 from bpmon.service import facade
-from bpmon.service.whatif import Change, changed, recommended_changes
+from bpmon.service.whatif import SettingChange, changed, recommended_changes
 
 END_RIGHT_AFTER_S = 0.001
 """The job's least duration: it stops right after its one burst."""
@@ -175,7 +175,7 @@ def _run_once(job: Job) -> Run:
     # sized as `bpmon run --verify` sizes it: a source keeps its offered load, a chain rescales
     # as one, a forward edge across the new parallelism becomes rebalance
     sized = [] if job.vertex is None or job.parallelism is None else [(job.vertex, job.parallelism)]
-    if changes := [Change(v, "parallelism", p) for v, p in [*sized, *job.also]]:
+    if changes := [SettingChange(v, "parallelism", p) for v, p in [*sized, *job.also]]:
         scenario = changed(scenario, changes)
     if job.samples is not None:
         scenario = replace(scenario, monitor=replace(scenario.monitor, samples=job.samples))

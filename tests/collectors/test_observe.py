@@ -9,7 +9,7 @@ import pytest
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.sampler import Burst, ThreadCounts
+from bpmon.collectors.sampler import StackBurst, ThreadCounts
 from bpmon.model.errors import ConfigError
 from bpmon.model.values import Edge, Metrics
 from bpmon.scenario import parse_topology
@@ -19,8 +19,8 @@ ETL = (Path(__file__).parent / "etl-topology.toml").read_text()
 START = datetime(2026, 11, 22, 10, 15, 2, tzinfo=UTC)
 
 
-def burst(*threads: ThreadCounts) -> Burst:
-    return Burst(
+def burst(*threads: ThreadCounts) -> StackBurst:
+    return StackBurst(
         start=START,
         end=START + timedelta(seconds=5),
         samples=100,

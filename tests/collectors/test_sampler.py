@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.sampler import Burst, Snapshot, StackSampler, record_burst
+from bpmon.collectors.sampler import Snapshot, StackBurst, StackSampler, record_burst
 from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.network_pool import NetworkBufferPool
 from tests.waiting import WAIT_S, wait_until
@@ -45,7 +45,7 @@ def start(name: str, target: Callable[[], object]) -> threading.Thread:
     return thread
 
 
-def ratio(burst: Burst, name: str, state: str) -> float:
+def ratio(burst: StackBurst, name: str, state: str) -> float:
     counts = burst.thread(name)
     return int(getattr(counts, state)) / counts.total
 
@@ -191,7 +191,7 @@ class LateClock:
         self._calls += 1
 
 
-def burst_with(clock: LateClock, samples: int) -> tuple[Burst, list[float]]:
+def burst_with(clock: LateClock, samples: int) -> tuple[StackBurst, list[float]]:
     taken: list[float] = []
 
     def take() -> Snapshot:

@@ -35,7 +35,7 @@ from bpmon.model.analysis import Analysis, analysis_to_json
 from bpmon.model.values import Metrics, Report, SubtaskStatus, VertexStatus, Window
 from bpmon.render.analysis import render_analysis_text
 from bpmon.scenario import parse_scenario
-from bpmon.service.comparison import capacity_per_subtask
+from bpmon.service.comparison import capacity_of_vertex
 from bpmon.service.facade import Settings, drain, load_report, run_scenario
 from bpmon.service.history import analyze_history
 
@@ -173,7 +173,7 @@ def test_the_report_the_compare_page_and_spark_give_one_capacity_on_a_real_run(
     spark = next(v for v in analysis.vertices if (v.job, v.vertex) == ("uneven", "work"))
     (point,) = spark.by_run
     assert cause.capacity_per_subtask == pytest.approx(statistics.mean(figures), abs=0.5)
-    assert capacity_per_subtask(work) == pytest.approx(statistics.mean(figures), rel=1e-3)
+    assert capacity_of_vertex(work) == pytest.approx(statistics.mean(figures), rel=1e-3)
     assert point.capacity == pytest.approx(statistics.mean(figures), rel=1e-3)
 
 

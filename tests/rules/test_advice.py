@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bpmon.model.values import Observation
-from bpmon.rules.advice import capacity_per_subtask, offered_rates
+from bpmon.rules.advice import capacity_of_windows, offered_rates
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
@@ -21,14 +21,14 @@ RULES = RulesConfig()
 
 def test_capacity_is_records_in_over_busy_from_the_time_accounting() -> None:
     # time view busy = 0.5 - 0.1 / 2 = 0.45: 450 records/s at 45% busy -> 1000 at 100%.
-    assert capacity_per_subtask([sub(0, busy=0.5, rin=450, drift=0.1)], 0.05) == pytest.approx(1000)
+    assert capacity_of_windows([sub(0, busy=0.5, rin=450, drift=0.1)], 0.05) == pytest.approx(1000)
 
 
 def test_capacity_averages_subtasks_and_skips_nearly_idle_ones() -> None:
     subs = [sub(0, busy=0.5, rin=500, timed=False), sub(1, busy=1.0, rin=2000, timed=False),
             sub(2, busy=0.01, rin=90, timed=False)]  # fmt: skip
-    assert capacity_per_subtask(subs, 0.05) == pytest.approx(1500)
-    assert capacity_per_subtask([sub(0, busy=0.5)], 0.05) is None
+    assert capacity_of_windows(subs, 0.05) == pytest.approx(1500)
+    assert capacity_of_windows([sub(0, busy=0.5)], 0.05) is None
 
 
 def test_offered_rate_is_records_out_plus_lag_growth_and_follows_the_edges() -> None:

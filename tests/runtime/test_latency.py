@@ -20,7 +20,7 @@ from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
-from bpmon.runtime.subpartition import Event
+from bpmon.runtime.subpartition import ChannelEvent
 from bpmon.scenario import NetworkConfig, Scenario, parse_scenario
 from tests.runtime.conftest import read_all
 from tests.waiting import wait_until
@@ -201,7 +201,7 @@ def _in_flight(env: NetworkEnvironment) -> tuple[int, int]:
     """(credits, buffers) on their way over the one connection (read under the lock)."""
     flight = env.connections[ConnectionID(0, 1, 0)]._in_flight
     credits = sum(a.item for a in flight if isinstance(a.item, int))
-    buffers = sum(1 for a in flight if not isinstance(a.item, (int, Event)))
+    buffers = sum(1 for a in flight if not isinstance(a.item, (int, ChannelEvent)))
     return credits, buffers
 
 

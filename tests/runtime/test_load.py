@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from bpmon.runtime.job import Job, JobResult
-from bpmon.runtime.load import LoadSnapshot, RuntimeLoad, ThreadTimes, runtime_load
+from bpmon.runtime.load import LoadSnapshot, ThreadTimes, WindowLoad, runtime_load
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.runtime.pacing import Schedule
 from bpmon.scenario import Scenario, parse_scenario
@@ -170,7 +170,7 @@ def _chain(name: str, rate: float, cost: float = 0, p: int = 1) -> Scenario:
     return parse_scenario(CHAIN.format(name=name, rate=rate, cost=cost, p=p), name)
 
 
-def _measure(job: Job, seconds: float = 1.5) -> RuntimeLoad:
+def _measure(job: Job, seconds: float = 1.5) -> WindowLoad:
     since = job.load_snapshot()
     time.sleep(seconds)
     return job.load(since)

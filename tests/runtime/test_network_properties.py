@@ -37,7 +37,7 @@ from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.network_pool import NetworkBufferPool
 from bpmon.runtime.partition import ResultPartition, _SharedSegment
-from bpmon.runtime.subpartition import END_OF_PARTITION, Event, PipelinedSubpartition
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, PipelinedSubpartition
 from bpmon.scenario import FlowControl, NetworkConfig
 
 SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None)
@@ -78,7 +78,7 @@ class Stream:
         self.received_records = bisect_right(self.ends, self.received_bytes)
         assert buffer.records == self.records[start : self.received_records]
 
-    def event(self, event: Event) -> None:
+    def event(self, event: ChannelEvent) -> None:
         """Check an event's position in the stream."""
         assert not self.ended, "an event arrived after end-of-partition"
         if event is END_OF_PARTITION:
@@ -234,7 +234,7 @@ class NetworkMachine(RuleBasedStateMachine):
             return
         p = data.draw(st.sampled_from(open_partitions))
         self.checkpoint += 1
-        self.partitions[p].add_event(Event("barrier", self.checkpoint, priority))
+        self.partitions[p].add_event(ChannelEvent("barrier", self.checkpoint, priority))
         for s in range(self.partitions[p].num_subpartitions):
             stream = self.streams[p, s]
             stream.barriers[self.checkpoint] = (stream.emitted_bytes, priority)

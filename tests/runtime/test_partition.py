@@ -12,7 +12,7 @@ from bpmon.model.errors import ConfigError
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
-from bpmon.runtime.subpartition import Event
+from bpmon.runtime.subpartition import ChannelEvent
 from tests.waiting import wait_until
 
 Env = Callable[..., NetworkEnvironment]
@@ -71,7 +71,7 @@ def test_events_travel_in_order_after_flushing_data(make_env: Env) -> None:
     partition = env.create_partition(0, 1, "p")
     gate = env.create_gate(0, [(partition, 0)], "g")
     partition.writer(100)("before", 0)
-    partition.add_event(Event("barrier", 1))
+    partition.add_event(ChannelEvent("barrier", 1))
     partition.writer(100)("after", 0)
     partition.finish()
     seen: list[object] = []
@@ -96,11 +96,11 @@ def test_priority_barrier_overtakes_queued_buffers_and_counts_their_bytes(
     emit = partition.writer(500)
     for i in range(5):  # two full buffers and 500 bytes being built
         emit(i, 0)
-    overtaken = partition.add_event(Event("barrier", 7, priority=True))
+    overtaken = partition.add_event(ChannelEvent("barrier", 7, priority=True))
     assert overtaken == 2500  # 2 full buffers and the flushed 500 bytes, all behind it now
     with env.lock:
         first = gate.poll_next()
-    assert first is not None and first[0] == Event("barrier", 7, priority=True)
+    assert first is not None and first[0] == ChannelEvent("barrier", 7, priority=True)
     records, _ = drain(env, gate)
     assert records == [0, 1, 2, 3, 4]
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bpmon.model.clock import ManualClock
 from bpmon.runtime.pacing import RateLimiter, source_limiter
 from bpmon.scenario import parse_scenario
-from bpmon.scenario.rates import Burst, Ramp, RateCurve, Sine, Steps
+from bpmon.scenario.rates import Ramp, RateBurst, RateCurve, Sine, Steps
 
 STEP_S = 0.001
 
@@ -46,10 +46,10 @@ def test_a_ramp_releases_its_trapezoid() -> None:
 
 def test_a_burst_adds_its_share() -> None:
     """1 s in every 4 at 3x: over 8 s, 8,000 base records and 2 x 1 s x 2,000 extra."""
-    limiter, clock = _limiter(1000, Burst(1000, every_s=4.0, for_s=1.0, factor=3.0))
+    limiter, clock = _limiter(1000, RateBurst(1000, every_s=4.0, for_s=1.0, factor=3.0))
     assert abs(_drive(limiter, clock, 8.0) - 12_000) <= 2
     # inside the first burst the rate is 3,000/s, after it 1,000/s
-    limiter, clock = _limiter(1000, Burst(1000, every_s=4.0, for_s=1.0, factor=3.0))
+    limiter, clock = _limiter(1000, RateBurst(1000, every_s=4.0, for_s=1.0, factor=3.0))
     assert abs(_drive(limiter, clock, 0.5) - 1500) <= 2
     assert abs(_drive(limiter, clock, 1.0) - (1500 + 500)) <= 2
 
@@ -165,7 +165,7 @@ curves = st.one_of(
         ),
     ),
     st.builds(
-        Burst,
+        RateBurst,
         st.floats(10, 5000),
         st.just(2.0),
         st.floats(0.1, 1.9),

@@ -21,7 +21,7 @@ from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
 from bpmon.runtime.subpartition import (
     END_OF_PARTITION,
-    Event,
+    ChannelEvent,
     PipelinedSubpartition,
     ResultSubpartition,
     SubpartitionReader,
@@ -40,8 +40,8 @@ class ReadableWhenFinished(ResultSubpartition):
         self.partition = partition
         self.index = index
         self.reader: SubpartitionReader | None = None
-        self._held: list[Buffer | Event] = []
-        self._readable: deque[Buffer | Event] = deque()
+        self._held: list[Buffer | ChannelEvent] = []
+        self._readable: deque[Buffer | ChannelEvent] = deque()
         self.backlog = 0
         self.queued_bytes = 0
 
@@ -51,7 +51,7 @@ class ReadableWhenFinished(ResultSubpartition):
     def connect(self, reader: SubpartitionReader) -> None:
         self.reader = reader
 
-    def add(self, item: Buffer | Event) -> None:
+    def add(self, item: Buffer | ChannelEvent) -> None:
         self._held.append(item)
         if item is not END_OF_PARTITION:
             return
@@ -64,10 +64,10 @@ class ReadableWhenFinished(ResultSubpartition):
         if self.reader is not None:
             self.reader.notify_data_available()
 
-    def peek(self) -> Buffer | Event | None:
+    def peek(self) -> Buffer | ChannelEvent | None:
         return self._readable[0] if self._readable else None
 
-    def poll(self) -> Buffer | Event | None:
+    def poll(self) -> Buffer | ChannelEvent | None:
         if not self._readable:
             return None
         item = self._readable.popleft()

@@ -10,7 +10,7 @@ import pytest
 from bpmon.model.errors import ScenarioError
 from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.scenario.chained import chained_scenario
-from bpmon.scenario.rates import Burst, Ramp, Sine, Steps, mean_rate, offered_total
+from bpmon.scenario.rates import Ramp, RateBurst, Sine, Steps, mean_rate, offered_total
 
 TAIL = '[[operators]]\nname = "sink"\nkind = "sink"\nparallelism = 3\ninputs = [{ from = "src" }]\n'
 
@@ -42,7 +42,7 @@ def test_the_keys_load_as_written() -> None:
     assert dict(src.source_rates.subtask_rates) == {2: 1200.0}
     assert src.source_rates.backlog == 50
     shapes = {
-        '{ shape = "burst", every_s = 4, for_s = 1, factor = 3 }': Burst(1000, 4, 1, 3),
+        '{ shape = "burst", every_s = 4, for_s = 1, factor = 3 }': RateBurst(1000, 4, 1, 3),
         '{ shape = "ramp", to = 3000, over_s = 5, start_s = 2 }': Ramp(1000, 3000, 5, 2),
         '{ shape = "sine", amplitude = 0.5, period_s = 10 }': Sine(1000, 0.5, 10),
     }

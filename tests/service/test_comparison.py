@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from bpmon.model.values import Edge, Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
-from bpmon.service.comparison import capacity_per_subtask, compare
+from bpmon.service.comparison import capacity_of_vertex, compare
 
 START = datetime(2026, 11, 23, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(seconds=5), 100, 50.0)
@@ -65,12 +65,12 @@ def test_a_vertex_s_capacity_is_the_one_definition_whoever_is_the_cause() -> Non
     sized = report(
         SRC, busy, causes=(RootCause("map", "slow-operator", capacity_per_subtask=1234.0),)
     )
-    assert capacity_per_subtask(busy) == 1000.0  # the vertex's, as bpmon analyze tracks it
+    assert capacity_of_vertex(busy) == 1000.0  # the vertex's, as bpmon analyze tracks it
     row = next(r for r in compare(sized, sized).vertices if r.name == "map")
     assert row.capacity_before == row.capacity_after == 1000.0
-    assert capacity_per_subtask(vertex("map", 0.3, 300)) == 1000.0  # busy enough to tell
-    assert capacity_per_subtask(vertex("map", 0.03, 30)) is None  # too idle to tell
-    assert capacity_per_subtask(vertex("map", 0.3, 300), min_busy=0.5) is None  # the rules'
+    assert capacity_of_vertex(vertex("map", 0.3, 300)) == 1000.0  # busy enough to tell
+    assert capacity_of_vertex(vertex("map", 0.03, 30)) is None  # too idle to tell
+    assert capacity_of_vertex(vertex("map", 0.3, 300), min_busy=0.5) is None  # the rules'
 
 
 def test_a_capacity_drop_beside_a_parallelism_change_says_so() -> None:

@@ -21,7 +21,7 @@ import pytest
 from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.model.errors import JobOverError, UnavailableError
-from bpmon.model.events import Event, JobEnded, ReportReady, Trouble
+from bpmon.model.events import JobEnded, ReportReady, Trouble, WatchEvent
 from bpmon.model.values import Observation
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, WatchPlan, watch
@@ -86,7 +86,9 @@ def task_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
 
 
-def until_reports(events: list[Event], stream: object, count: int, stop: threading.Event) -> None:
+def until_reports(
+    events: list[WatchEvent], stream: object, count: int, stop: threading.Event
+) -> None:
     """Consume ``stream`` into ``events`` until ``count`` reports, then stop the watch."""
     for event in stream:  # type: ignore[attr-defined]
         events.append(event)
@@ -147,7 +149,7 @@ def test_a_watch_with_patience_gives_up_once_the_gap_is_longer() -> None:
 def test_an_unavailable_target_is_tried_again_and_the_next_report_says_so(tmp_path: Path) -> None:
     target = Unavailable(failures=2)
     stop = threading.Event()
-    events: list[Event] = []
+    events: list[WatchEvent] = []
     until_reports(
         events,
         watch(
@@ -185,7 +187,7 @@ def test_an_overrun_burst_is_abandoned_and_the_watch_goes_on(tmp_path: Path) -> 
     target = StuckOnce()
     stop = threading.Event()
     plan = WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=1.0)
-    events: list[Event] = []
+    events: list[WatchEvent] = []
     until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 1, stop)
     assert target.released.is_set()  # the stuck sampler was told to stop, and did
     [trouble] = [e for e in events if isinstance(e, Trouble)]
@@ -289,7 +291,7 @@ def test_no_burst_starts_while_an_abandoned_sampler_still_runs(tmp_path: Path) -
     target = IgnoresHalt(hang_s=2.5)
     stop = threading.Event()
     plan = WatchPlan(bursts=None, samples=10, interval_ms=10, abandon_after_s=1.0)
-    events: list[Event] = []
+    events: list[WatchEvent] = []
     until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 1, stop)
     troubles = [e.detail for e in events if isinstance(e, Trouble)]
     assert troubles[0].startswith("burst 0 abandoned after 1 s")
@@ -304,7 +306,7 @@ def test_a_long_watch_goes_on_in_a_new_run_every_so_many_bursts(tmp_path: Path) 
     target = RuntimeTarget(parse_scenario(TINY))
     stop = threading.Event()
     plan = WatchPlan(bursts=None, samples=10, interval_ms=10, run_bursts=2)
-    events: list[Event] = []
+    events: list[WatchEvent] = []
     until_reports(events, watch(target, plan, settings(tmp_path), stop=stop, live=False), 5, stop)
     ready = [e for e in events if isinstance(e, ReportReady)]
     runs = list(dict.fromkeys(e.run_id for e in ready))

@@ -22,7 +22,14 @@ from typing import TypeGuard
 import pytest
 
 from bpmon.model.errors import ConfigError, ScenarioError, TargetNotFoundError
-from bpmon.model.events import Event, JobEnded, JobFailed, JobStarted, LiveSnapshot, ReportReady
+from bpmon.model.events import (
+    JobEnded,
+    JobFailed,
+    JobStarted,
+    LiveSnapshot,
+    ReportReady,
+    WatchEvent,
+)
 from bpmon.model.report_json import report_to_json
 from bpmon.rules.config import RulesConfig
 from bpmon.scenario import example_names, example_path, parse_scenario
@@ -234,11 +241,11 @@ def test_an_unknown_run_is_target_not_found(tmp_path: Path) -> None:
         load_report("nosuchrun", Settings(runs_dir=tmp_path))
 
 
-def _first(events: list[Event], kind: type[Event]) -> Event:
+def _first(events: list[WatchEvent], kind: type[WatchEvent]) -> WatchEvent:
     return next(e for e in events if isinstance(e, kind))
 
 
-def _live(event: Event) -> TypeGuard[LiveSnapshot]:
+def _live(event: WatchEvent) -> TypeGuard[LiveSnapshot]:
     return isinstance(event, LiveSnapshot)
 
 

@@ -23,7 +23,7 @@ from bpmon.model.values import (
 )
 from bpmon.scenario import example_path, load_scenario
 from bpmon.scenario.rates import Ramp
-from bpmon.service.whatif import SETTABLE, Change, changed, parse_change, rerouted, verdict
+from bpmon.service.whatif import SETTABLE, SettingChange, changed, parse_change, rerouted, verdict
 
 CHAINED = """
 name = "chained"
@@ -82,14 +82,14 @@ def test_a_source_given_more_subtasks_keeps_the_records_it_is_offered() -> None:
 
 def test_other_keys_name_one_operator_of_a_chain(chained: Path) -> None:
     with pytest.raises(ConfigError, match=r"is a chain of a, b; set cost_us on one of its"):
-        changed(load_scenario(chained), [Change("a -> b", "cost_us", 10.0)])
+        changed(load_scenario(chained), [SettingChange("a -> b", "cost_us", 10.0)])
     after = changed(load_scenario(chained), [parse_change("b.cost_us=10")])
     assert after.operator("b").cost_us == 10.0
 
 
 def test_an_unknown_vertex_lists_the_operators(chained: Path) -> None:
     with pytest.raises(ConfigError, match=r"no operator 'a -> c'; known: source, a, b, sink"):
-        changed(load_scenario(chained), [Change("a -> c", "parallelism", 3)])
+        changed(load_scenario(chained), [SettingChange("a -> c", "parallelism", 3)])
 
 
 FORWARD = """
@@ -134,14 +134,14 @@ def test_a_forward_edge_across_a_new_parallelism_becomes_rebalance_and_is_named(
     path = tmp_path / "lanes.toml"
     path.write_text(f"chaining = {chaining}\n{FORWARD}")
     before = load_scenario(path)
-    after = changed(before, [Change(vertex, "parallelism", 4)])
+    after = changed(before, [SettingChange(vertex, "parallelism", 4)])
     assert rerouted(before, after) == moved
     assert after.name == f"lanes with {vertex}.parallelism=4"  # an experiment: a job apart
     left = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs}
     kept = {f"{e.source} → {op.name}" for op in after.operators for e in op.inputs
             if e.partitioner == "forward"}  # fmt: skip
     assert kept == left - set(moved)
-    same = changed(before, [Change(vertex, "parallelism", 2)])
+    same = changed(before, [SettingChange(vertex, "parallelism", 2)])
     assert rerouted(before, same) == []  # an equal parallelism keeps every edge forward
 
 
@@ -165,7 +165,7 @@ def test_a_re_run_whose_bottleneck_still_queues_has_not_removed_the_backpressure
     """Nothing HIGH yet, but enrich is saturated with its input buffers full: with Flink's
     flushing the backpressure may simply not have reached the source within the re-run."""
     before = replace(_report(1.0, 1.0, "HIGH"), root_causes=(RootCause("enrich", "slow-operator"),))
-    change = [Change("enrich", "parallelism", 4)]
+    change = [SettingChange("enrich", "parallelism", 4)]
     queued = verdict(before, _report(0.99, 1.0), change)
     assert not queued.removed
     assert queued.summary == (
@@ -181,7 +181,7 @@ def test_a_changed_vertex_still_saturated_is_removed_at_the_edge() -> None:
     enrich is 97% busy; the verdict must not read as if it had room to spare."""
     cause = RootCause("enrich", "slow-operator", recommended_parallelism=7)
     before = replace(_report(1.0, 1.0, "HIGH"), root_causes=(cause,))
-    change = [Change("enrich", "parallelism", 6)]
+    change = [SettingChange("enrich", "parallelism", 6)]
     edge = verdict(before, _report(0.97, 0.3), change)
     assert (edge.removed, edge.at_edge) == (True, ("enrich",))
     assert edge.summary == (
@@ -189,9 +189,9 @@ def test_a_changed_vertex_still_saturated_is_removed_at_the_edge() -> None:
         "but the changed vertex is still busy (enrich 97%): nothing to spare, so the next rise "
         "in load brings the backpressure back (the first report recommended enrich 7)"
     )
-    roomy = verdict(before, _report(0.86, 0.3), [Change("enrich", "parallelism", 7)])
+    roomy = verdict(before, _report(0.86, 0.3), [SettingChange("enrich", "parallelism", 7)])
     assert (roomy.removed, roomy.at_edge) == (True, ())
-    other = verdict(before, _report(0.97, 0.3), [Change("source", "rate", 100.0)])
+    other = verdict(before, _report(0.97, 0.3), [SettingChange("source", "rate", 100.0)])
     assert other.at_edge == ()  # only a changed vertex is judged: enrich was not changed
 
 
@@ -199,7 +199,7 @@ def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kin
     """Lowering one of two waiting vertices moves the wait to the other: nothing is HIGH before
     or after, and the old vertex is no longer blamed, but the job is still short of slots."""
     before = replace(_report(0.0, 0.0), root_causes=(RootCause("source", "resource-starved"),))
-    change = [Change("source", "parallelism", 1)]
+    change = [SettingChange("source", "parallelism", 1)]
     moved = replace(_report(0.0, 0.0), root_causes=(RootCause("enrich", "resource-starved"),))
     still = verdict(before, moved, change)
     assert not still.removed

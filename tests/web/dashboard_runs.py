@@ -24,7 +24,7 @@ from pathlib import Path
 from bpmon.model.values import Report
 from bpmon.scenario import example_path, load_scenario, parse_scenario
 from bpmon.service import facade
-from bpmon.service.whatif import Change, changed
+from bpmon.service.whatif import SettingChange, changed
 from tests.collectors.pipelines import TOPOLOGY
 
 FAST_MONITOR = """
@@ -38,7 +38,7 @@ interval_ms = 20
 """
 Chain = tuple[Path, Report, Report]
 """The chain's runs directory, and its reports before and after the change."""
-MOVED = (Change("geo-lookup", "cost_us", 100), Change("store", "cost_us", 1500))
+MOVED = (SettingChange("geo-lookup", "cost_us", 100), SettingChange("store", "cost_us", 1500))
 """The change that moves the bottleneck from geo-lookup to store."""
 
 

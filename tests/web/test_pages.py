@@ -22,7 +22,7 @@ from bpmon.service import facade
 from bpmon.service.scenarios import shipped_examples
 from bpmon.service.stored import StoredJobs
 from bpmon.service.watching import Watches
-from bpmon.service.whatif import Change, changed
+from bpmon.service.whatif import SettingChange, changed
 from bpmon.web.graph import job_graph
 from bpmon.web.shell import plotly_name
 
@@ -259,7 +259,7 @@ def test_a_what_if_run_stays_off_its_jobs_page_and_is_offered_by_compare(
     path.write_text(tiny("alpha"))
     settings = facade.Settings(runs_dir=tmp_path / "runs")
     scenario = load_scenario(path)
-    tried = changed(scenario, [Change("out", "parallelism", 2)])
+    tried = changed(scenario, [SettingChange("out", "parallelism", 2)])
     ids = [facade.drain(facade.run_scenario(s, settings, bursts=1, duration_s=0.1)).run_id
            for s in (scenario, tried)]  # fmt: skip
     watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink_config import ClusterConfig
+from bpmon.collectors.flink_config import FlinkClusterConfig
 from bpmon.collectors.flink_readings import FRESH_TRIES, Readings
 from bpmon.collectors.flink_rest import FlinkRest
 from bpmon.collectors.flink_sampling import FlameSampler, FlameUnavailableError, version_tuple
@@ -24,7 +24,7 @@ from .fake_flink import Script, serving
 
 FIXTURE = Path(__file__).with_name("fixtures") / "flamegraph-slow-map.json"
 PATH = "/jobs/j/vertices/v/flamegraph"
-QUICK = ClusterConfig(flamegraph=True, flame_samples=4, flame_delay_ms=10, flame_refresh_s=60)
+QUICK = FlinkClusterConfig(flamegraph=True, flame_samples=4, flame_delay_ms=10, flame_refresh_s=60)
 """Flink's sampler taking 4 samples 10 ms apart (a test's burst, not a user's)."""
 
 
@@ -38,7 +38,7 @@ def now_ms(offset_s: float = 0.0) -> int:
     return int((time.time() + offset_s) * 1000)
 
 
-def sampler(url: str, config: ClusterConfig = QUICK) -> FlameSampler:
+def sampler(url: str, config: FlinkClusterConfig = QUICK) -> FlameSampler:
     return FlameSampler(FlinkRest(url), config, "j", slack_s=0.5)
 
 
@@ -83,7 +83,9 @@ def test_a_graph_cached_for_longer_than_a_window_can_wait_is_thread_dumps() -> N
 
 def test_a_graph_that_never_comes_fresh_is_given_up() -> None:
     script = Script({PATH: (200, recorded("enrich[1]", now_ms(-1.9)))})
-    config = ClusterConfig(flamegraph=True, flame_samples=4, flame_delay_ms=10, flame_refresh_s=2)
+    config = FlinkClusterConfig(
+        flamegraph=True, flame_samples=4, flame_delay_ms=10, flame_refresh_s=2
+    )
     with serving(script) as url:
         flame = sampler(url, config)
         pending = flame.start([("v", "enrich", (0,))])

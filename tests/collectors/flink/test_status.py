@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bpmon.collectors.flink_placement import starving
-from bpmon.collectors.flink_plan import Placement, placements_of
+from bpmon.collectors.flink_plan import SubtaskPlacement, placements_of
 from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
 from bpmon.model.errors import JobError, JobOverError, UnavailableError
 
@@ -73,7 +73,7 @@ def test_tasks_waiting_to_be_deployed_are_judged_by_how_long() -> None:
         v["tasks"] = {**v["tasks"], "RUNNING": 0, "DEPLOYING": v["parallelism"]}
     assert tasks_error(JOB, vertices) is None  # the placement decides, subtask by subtask
 
-    def place(status: str, durations: dict[str, int] | None) -> Placement:
+    def place(status: str, durations: dict[str, int] | None) -> SubtaskPlacement:
         subtask = {"subtask": 0, "status": status, "attempt": 0}
         if durations is not None:
             subtask["status-duration"] = durations
