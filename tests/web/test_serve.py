@@ -8,15 +8,12 @@ announcement), watching the tiny scenario a burst every 0.2 s.
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -25,65 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon.model.report_json import report_from_json
 
+from .serve_process import bpmon_serve
 from .servers import TOKEN, WAIT_S, tiny, wait_until
-
-
-class Child:
-    """A running ``bpmon serve``: its process, its URL and its stderr lines so far."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.url = self._announced()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.put(line.rstrip("\n"))
-
-    def _announced(self) -> str:
-        while True:
-            line = self.lines.get(timeout=WAIT_S)
-            self.seen.append(line)
-            found = re.search(r"serving (https?://\S+)", line)
-            if found:
-                return found.group(1)
-
-    def finish(self) -> tuple[int, list[str]]:
-        """Wait for the exit; the exit code and every stderr line."""
-        code = self.process.wait(timeout=WAIT_S)
-        while True:
-            try:
-                self.seen.append(self.lines.get(timeout=1))
-            except queue.Empty:
-                return code, self.seen
-
-
-@contextmanager
-def bpmon_serve(bpmon_bin: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Child]:
-    """``bpmon serve --port 0 ARGS``, killed at the end if it is still running."""
-    process = subprocess.Popen(
-        [str(bpmon_bin), "serve", "--port", "0", *args],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    child: Child | None = None
-    try:
-        child = Child(process)
-        yield child
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=WAIT_S)
-        if child is not None:
-            child.reader.join(WAIT_S)
-        assert process.stderr is not None
-        process.stderr.close()
 
 
 @pytest.fixture

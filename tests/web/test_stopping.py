@@ -23,8 +23,8 @@ import pytest
 from bpmon.web.stopping import FORCE_S
 
 from .frozen import frozen, thread_ids
+from .serve_process import ServeProcess, bpmon_serve
 from .servers import TOKEN, WAIT_S, tiny, wait_until
-from .test_serve import Child, bpmon_serve
 
 MARGIN_S = 3.0
 """Slack over FORCE_S for a machine loaded by other tests."""
@@ -48,7 +48,7 @@ def args(tmp_path: Path) -> list[str]:
     return [*runs, "--token-file", str(token_file), "--stuck-after", str(STUCK_AFTER_S)]
 
 
-def _answers(child: Child) -> bool:
+def _answers(child: ServeProcess) -> bool:
     try:
         return httpx.get(f"{child.url}/healthz", timeout=3).status_code in (200, 503)
     except httpx.HTTPError:
@@ -56,7 +56,7 @@ def _answers(child: Child) -> bool:
 
 
 @contextmanager
-def one_frozen(child: Child, name: str) -> Iterator[None]:
+def one_frozen(child: ServeProcess, name: str) -> Iterator[None]:
     """A thread of ``child`` called ``name`` frozen while the server still answers.
 
     A thread caught holding the GIL (or a lock the answers need) would stop the whole server:
@@ -73,7 +73,7 @@ def one_frozen(child: Child, name: str) -> Iterator[None]:
     pytest.fail(f"could not freeze {name!r} without stopping the whole server")
 
 
-def _ready(child: Child) -> None:
+def _ready(child: ServeProcess) -> None:
     bearer = {"Authorization": f"Bearer {TOKEN}"}
 
     def reported() -> bool:
@@ -83,7 +83,7 @@ def _ready(child: Child) -> None:
     wait_until(reported, "a report of the watched job")  # also puts a thread in the pool
 
 
-def _stopped(child: Child, *, again_after: str | None = None) -> tuple[int, str, float]:
+def _stopped(child: ServeProcess, *, again_after: str | None = None) -> tuple[int, str, float]:
     """SIGTERM (and a second one once a line says ``again_after``): code, stderr, seconds."""
     start = time.monotonic()
     child.process.send_signal(signal.SIGTERM)

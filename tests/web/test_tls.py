@@ -22,8 +22,8 @@ import pytest
 from bpmon.model.errors import ConfigError
 from bpmon.web.tls import check_tls
 
+from .serve_process import bpmon_serve
 from .servers import TOKEN, WAIT_S, tiny
-from .test_serve import bpmon_serve
 
 Pair = tuple[Path, Path]
 

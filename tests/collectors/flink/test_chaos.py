@@ -11,15 +11,9 @@ needs with a generous deadline, never on a fixed sleep.
 
 from __future__ import annotations
 
-import os
-import queue
-import re
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +22,7 @@ import pytest
 
 from bpmon.model.report_json import report_from_json
 from bpmon.model.values import Report
+from tests.web.serve_process import bpmon_serve
 
 from .cluster import Cluster
 
@@ -55,67 +50,6 @@ def wait_for(what: str, found: Callable[[], T | None], timeout_s: float = STEP_S
             return value
         time.sleep(0.5)
     raise AssertionError(f"no {what} within {timeout_s:g} s")
-
-
-class Server:
-    """A ``bpmon serve`` child process: its URL (from its announcement) and stderr lines."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.url = wait_for("announcement", self._announced, 60)
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.put(line.rstrip("\n"))
-
-    def _announced(self) -> str | None:
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-            found = re.search(r"serving (https?://\S+)", self.seen[-1])
-            if found:
-                return found.group(1)
-        return None
-
-    def rest(self) -> list[str]:
-        """Every stderr line so far."""
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return self.seen
-
-
-@contextmanager
-def serving(*args: str) -> Iterator[Server]:
-    """``bpmon serve --port 0 ARGS``; SIGTERM at the end (killed if it does not stop)."""
-    bpmon = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "bpmon"
-    if not bpmon.is_file():
-        bpmon = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "bpmon"
-    process = subprocess.Popen(
-        [str(bpmon), "serve", "--port", "0", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    server: Server | None = None
-    try:
-        server = Server(process)
-        yield server
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
-        if server is not None:
-            server.reader.join(15)
-        assert process.stderr is not None
-        process.stderr.close()
 
 
 class Health:
@@ -168,12 +102,12 @@ def over(url: str) -> dict[str, Any] | None:
 
 
 def test_a_watch_rides_out_a_failover_and_a_rescale_and_ends_when_cancelled(
-    chaos_cluster: Cluster, tmp_path: Path
+    chaos_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
 ) -> None:
     cluster, runs = chaos_cluster, tmp_path / "runs"
     job = cluster.submit("healthy", args=("2",))
     flags = ["--monitor-flink", cluster.url, "--flink-job", job, "--every", "2"]
-    with serving(*flags, "--runs-dir", str(runs)) as server:
+    with bpmon_serve(bpmon_bin, *flags, "--runs-dir", str(runs), graceful=True) as server:
         health = Health(server.url)
         try:
             first = wait_for("first report", lambda: reports(runs) or None)[0]
