@@ -120,7 +120,7 @@ class Verdict:
             least :data:`CONFIDENT` (a baseline's answer counts as confident).
         all_found: every expected bottleneck is named (healthy: nothing is).
         kind: the first cause has the kind expected at its vertex.
-        subtasks: the cause at the primary vertex names the expected subtasks.
+        subtasks: the cause at the primary vertex names exactly the expected subtasks.
         stall: a stall is reported (cases expected to stall).
         false_stall: a stall is reported on a job that moves.
     """
@@ -157,8 +157,9 @@ def judge_bpmon(case: Case, report: Report) -> Verdict:
         kind = bool(causes) and case.kind_of(causes[0].vertex) == causes[0].kind
     if case.subtasks:
         primary = case.expected[0][0]
+        # exactly the expected subtasks: a cause naming every subtask does not score
         subtasks = any(
-            c.vertex == primary and set(case.subtasks) <= set(c.subtasks) for c in causes
+            c.vertex == primary and sorted(c.subtasks) == sorted(case.subtasks) for c in causes
         )
     stalled = reports_stall(report)
     return Verdict(
