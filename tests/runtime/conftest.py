@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import NetworkConfig, Scenario
-from tests.runtime.jobs import StartJob, StopJob
+from tests.runtime.jobs import StartJob, StopJob, read_all
 
 
 @pytest.fixture
@@ -39,20 +38,6 @@ Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]
 def drain() -> Drain:
     """``drain(env, gate)``: read everything the gate has now, recycling the buffers."""
     return read_all
-
-
-def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], list[int]]:
-    """Read everything the gate has now: (records, buffer sizes); buffers are recycled."""
-    records: list[object] = []
-    sizes: list[int] = []
-    with env.lock:
-        while (polled := gate.poll_next()) is not None:
-            item = polled[0]
-            if isinstance(item, Buffer):
-                records.extend(item.records)
-                sizes.append(item.size)
-                item.recycle()
-    return records, sizes
 
 
 # -- jobs: every job a test starts is proven to end cleanly -----------------------------------

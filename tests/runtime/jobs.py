@@ -1,13 +1,15 @@
 """Helpers shared by the runtime tests: the job fixtures' types, a diamond scenario, a channel's
-producer. The fixtures themselves are in this folder's ``conftest.py``."""
+producer, reading a gate dry. The fixtures themselves are in this folder's ``conftest.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
-from bpmon.runtime.gate import InputChannel, LocalInputChannel
+from bpmon.runtime.gate import InputChannel, InputGate, LocalInputChannel
 from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import Scenario
 
 StartJob = Callable[[Scenario], Job]
@@ -49,3 +51,17 @@ def producer_of(channel: InputChannel) -> str:
         return channel.subpartition.partition.name
     assert isinstance(channel, RemoteInputChannel) and channel.sender is not None
     return channel.sender.subpartition.partition.name
+
+
+def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], list[int]]:
+    """Read everything the gate has now: (records, buffer sizes); buffers are recycled."""
+    records: list[object] = []
+    sizes: list[int] = []
+    with env.lock:
+        while (polled := gate.poll_next()) is not None:
+            item = polled[0]
+            if isinstance(item, Buffer):
+                records.extend(item.records)
+                sizes.append(item.size)
+                item.recycle()
+    return records, sizes

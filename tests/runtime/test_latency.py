@@ -18,16 +18,13 @@ from bpmon.model.clock import ManualClock
 from bpmon.model.errors import ConfigError
 from bpmon.runtime.connection import ConnectionID
 from bpmon.runtime.gate import InputGate
-from bpmon.runtime.job import Job, JobResult
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.subpartition import ChannelEvent
-from bpmon.scenario import NetworkConfig, Scenario, parse_scenario
-from tests.runtime.conftest import read_all
+from bpmon.scenario import NetworkConfig, parse_scenario
+from tests.runtime.jobs import StartJob, StopJob, read_all
 from tests.waiting import wait_until
 
 Drain = Callable[[NetworkEnvironment, InputGate], tuple[list[object], list[int]]]
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
 SEGMENT = 256
 LATENCY_S = 0.002
 

@@ -8,18 +8,15 @@ The rule is checked on synthetic snapshots first (every branch, exact figures), 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.runtime.load import LoadSnapshot, ThreadTimes, WindowLoad, runtime_load
 from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.runtime.pacing import Schedule
 from bpmon.scenario import Scenario, parse_scenario
-
-StartJob = Callable[[Scenario], Job]
-StopJob = Callable[[Job], JobResult]
+from tests.runtime.jobs import StartJob, StopJob
 
 
 def _snapshot(
