@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
+from tests.runtime.jobs import StopJob
 from tests.waiting import wait_until
 
 BOUNDED = """
@@ -45,7 +44,7 @@ def wait_until_finished(job: Job) -> None:
 
 
 def test_a_bounded_source_emits_its_records_and_every_task_finishes(
-    stop_job: Callable[[Job], JobResult],
+    stop_job: StopJob,
 ) -> None:
     job = Job(parse_scenario(BOUNDED))
     job.start()
