@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from bpmon.runtime.accounting import State
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import (
     Counters,
@@ -36,10 +37,10 @@ from bpmon.runtime.pacing import SOURCE_CHUNK, Schedule
 from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario, parse_scenario
 from tests.runtime.jobs import StartJob, StopJob
+from tests.waiting import wait_until
 
-WARMUP_S = 1.0
-"""Until the first flushes have reached the sinks; the interval measured follows."""
 INTERVAL_S = 2.0
+"""Measured once the first flushes have reached every sink."""
 BUFFER_RECORDS = 32768 // 100 + 1
 """The most 100-byte records one 32 KiB buffer holds (records span buffers): at most this many
 records a task has received but not processed yet."""
@@ -137,9 +138,15 @@ def _schedules(job: Job) -> dict[str, list[Schedule]]:
     return found
 
 
-def measure(jobs: dict[str, Job], stop: StopJob, warmup_s: float = WARMUP_S) -> dict[str, Interval]:
-    """After ``warmup_s``, read every job at both ends of :data:`INTERVAL_S`; then stop them."""
-    time.sleep(warmup_s)
+def measure(jobs: dict[str, Job], stop: StopJob) -> dict[str, Interval]:
+    """Once records reach every sink, read every job at both ends of :data:`INTERVAL_S`; then
+    stop them."""
+    sinks = [t for job in jobs.values() for t in job.tasks["sink"]]
+    wait_until(
+        lambda: [t.name for t in sinks if not t.records_in.total],
+        "records at every sink",
+        until=lambda empty: not empty,
+    )
     first = {name: (counters(job.tasks), _schedules(job)) for name, job in jobs.items()}
     time.sleep(INTERVAL_S)
     last = {name: (counters(job.tasks), _schedules(job)) for name, job in jobs.items()}
@@ -402,6 +409,19 @@ def _explode(name: str, *, fanout: int, record_bytes: int, network: str) -> Scen
     return _scenario(name, operators, f"[network]\n{network}")
 
 
+def _until_seen(states: dict[Task, State], what: str) -> None:
+    """Until each task has been seen in its state (a backpressure built stays)."""
+    left = dict(states)
+
+    def not_yet() -> list[str]:
+        for task, state in list(left.items()):
+            if task.account.state is state:
+                del left[task]
+        return [task.name for task in left]
+
+    wait_until(not_yet, what, until=lambda names: not names)
+
+
 def _where_threads_wait(tasks: list[Task], samples: int = 30) -> dict[str, str]:
     """The named wait (or service) each task thread is found in most often."""
     counts = {task.name: collections.Counter[str]() for task in tasks}
@@ -433,7 +453,10 @@ def test_each_wait_is_one_named_function_and_its_time_is_accounted(start_job: St
     idle = _scenario("idle", IDLE_PIPELINE)
     scenario = dataclasses.replace(scenario, operators=scenario.operators + idle.operators)
     job = start_job(scenario)
-    time.sleep(2.0)
+    _until_seen(
+        {job.tasks["source"][0]: State.SOFT_BP, job.tasks["explode"][0]: State.HARD_BP},
+        "the source waiting for output and explode blocked in a buffer request",
+    )
     start = counters(job.tasks)
     where = _where_threads_wait(job.all_tasks())
     window = window_metrics(start, counters(job.tasks))  # exactly while the stacks were sampled
@@ -472,7 +495,13 @@ def test_overdraft_buffers_let_a_big_record_finish_without_blocking(
             network="task_managers = 2\nmax_overdraft_buffers_per_gate = 0",
         )
     )
-    time.sleep(2.0)
+    _until_seen(
+        {
+            with_overdraft.tasks["explode"][0]: State.SOFT_BP,
+            without.tasks["explode"][0]: State.HARD_BP,
+        },
+        "explode backpressured in both jobs",
+    )
     starts = counters(with_overdraft.tasks), counters(without.tasks)
     drawn: dict[str, list[int]] = {"with": [], "without": []}
     for _ in range(30):
@@ -508,9 +537,13 @@ def test_buffers_out_per_second_follows_the_bytes_written(start_job: StartJob) -
     """Records of 1,000 bytes fill 32 KiB buffers (records span buffers): every full buffer is
     one out, plus at most one partial buffer per flush of the 100 ms flusher."""
     job = start_job(parse_scenario(BUFFERS))
-    time.sleep(0.5)
+    wait_until(
+        lambda: counters(job.tasks).tasks["source"][0].out,
+        "the source's first buffer out",
+        until=lambda out: out is not None and out.buffers_out > 0,
+    )
     start = counters(job.tasks)
-    time.sleep(1.5)
+    time.sleep(1.5)  # the window measured
     end = counters(job.tasks)
     (source,) = window_metrics(start, end)["source"]
     a, b = start.tasks["source"][0], end.tasks["source"][0]
