@@ -17,6 +17,7 @@ from bpmon.runtime.metrics import counters, window_metrics
 from bpmon.runtime.pacing import Schedule
 from bpmon.scenario import Scenario, parse_scenario
 from tests.runtime.jobs import StartJob, StopJob
+from tests.waiting import wait_until
 
 
 def _snapshot(
@@ -173,15 +174,18 @@ def _measure(job: Job, seconds: float = 1.5) -> WindowLoad:
     return job.load(since)
 
 
-def _wait_until_behind(job: Job, lag_s: float = 0.5, timeout: float = 60.0) -> None:
+def _wait_until_behind(job: Job, lag_s: float = 0.5) -> None:
     """Until every source subtask is ``lag_s`` behind its schedule (a state, not a time)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def lags() -> list[float | None]:
         readings = [t.limiter.schedule() for t in job.tasks["source"] if t.limiter]
-        if all(r is not None and r.lag_s >= lag_s for r in readings):
-            return
-        time.sleep(0.05)
-    pytest.fail(f"{job.name}: the sources never fell {lag_s} s behind their schedule")
+        return [None if r is None else r.lag_s for r in readings]
+
+    wait_until(
+        lags,
+        f"{job.name}: the sources {lag_s} s behind their schedule",
+        until=lambda seen: all(lag is not None and lag >= lag_s for lag in seen),
+    )
 
 
 @pytest.mark.slow
@@ -221,7 +225,8 @@ def test_a_source_held_back_by_a_slow_operator_is_not_runtime_saturation(
 @pytest.mark.slow
 def test_a_moderate_rate_of_cheap_work_keeps_up(start_job: StartJob) -> None:
     job = start_job(_chain("moderate", rate=2000, p=2))
-    time.sleep(0.5)
+    sinks = job.tasks["sink"]
+    wait_until(lambda: all(t.records_in.total for t in sinks), "records at every sink")
     load = _measure(job)
     assert not load.saturated, load.reason
     assert load.delivered is not None and load.delivered >= 0.95
