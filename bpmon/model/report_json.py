@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from bpmon.model.errors import HistoryError
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import (
     CAUSE_KINDS,
     REPORT_SCHEMA,
@@ -202,7 +203,7 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
         "kind": cause.kind,
         "subtasks": list(cause.subtasks),
         "confidence": _number(cause.confidence, _RATIO_DIGITS),
-        "evidence": list(cause.evidence),
+        "evidence": [line.text for line in cause.evidence],
         "recommendation": cause.recommendation,
         "capacity_per_subtask": _number(cause.capacity_per_subtask, _RATE_DIGITS),
         "offered_rate": _number(cause.offered_rate, _RATE_DIGITS),
@@ -380,8 +381,8 @@ def _cause_from(f: _Fields) -> RootCause:
             _typed(i, int, f"{f.path('subtasks')}[{n}]") for n, i in enumerate(subtasks)
         ),
         confidence=f.number("confidence", 0.0),
-        evidence=tuple(
-            _typed(e, str, f"{f.path('evidence')}[{n}]")
+        evidence=tuple(  # the text alone: the JSON carries no figures
+            EvidenceLine.of_text(_typed(e, str, f"{f.path('evidence')}[{n}]"))
             for n, e in enumerate(f.get("evidence", list, []))
         ),
         recommendation=f.get("recommendation", str, ""),

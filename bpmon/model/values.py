@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, get_args
 
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
 
 Level = Literal["OK", "LOW", "HIGH"]
@@ -371,13 +372,15 @@ class RootCause:
     ``next_in_series`` names the vertices after it that would limit once it keeps up (sized
     like it), so that raising it alone is known to move the backpressure, not remove it.
     ``in_chain``: on a chained vertex, which of its operators the stack samples found working.
+    ``evidence``: lines with the figures they state (:mod:`bpmon.model.evidence`); read back
+    from JSON they carry their text alone.
     """
 
     vertex: str
     kind: CauseKind
     subtasks: tuple[int, ...] = ()
     confidence: float = 0.0
-    evidence: tuple[str, ...] = ()
+    evidence: tuple[EvidenceLine, ...] = ()
     recommendation: str = ""
     capacity_per_subtask: float | None = None
     offered_rate: float | None = None

@@ -220,8 +220,8 @@ def _print_causes(report: Report, console: Console) -> None:
     for n, cause in enumerate(report.root_causes, start=1):
         grid = _bullet_grid()
         grid.add_row(f"{n}.", Text(_cause_title(cause), style="bold"))
-        for line in cause.evidence:
-            grid.add_row("•", Text(line))
+        for evidence in cause.evidence:
+            grid.add_row("•", Text(evidence.text))
         if cause.recommendation:
             grid.add_row("→", Text(cause.recommendation, style="cyan"))
         console.print(grid)
@@ -260,7 +260,7 @@ def _md_causes(report: Report) -> list[str]:
     lines = ["### Root causes", ""]
     for n, cause in enumerate(report.root_causes, start=1):
         lines.append(f"{n}. **{_md(_cause_title(cause))}**")
-        lines += [f"   - {_md(e)}" for e in cause.evidence]
+        lines += [f"   - {_md(e.text)}" for e in cause.evidence]
         if cause.recommendation:
             lines.append(f"   - *Recommendation:* {_md(cause.recommendation)}")
     return lines

@@ -32,9 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bpmon.model import capacity
+from bpmon.model.evidence import EvidenceLine, line, rounded_percent, subtasks, whole
 from bpmon.model.values import Observation, SubtaskWindow, VertexObservation
 from bpmon.rules.channels import credit_in_transit
-from bpmon.rules.classify import Classification, name_subtasks
+from bpmon.rules.classify import Classification
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph, Suspect
 from bpmon.rules.levels import backpressure_ratio, busy_ratio
@@ -133,7 +134,7 @@ class Advice:
         recommended_parallelism: the parallelism the recommendation names.
     """
 
-    evidence: tuple[str, ...]
+    evidence: tuple[EvidenceLine, ...]
     recommendation: str
     capacity_per_subtask: float | None = None
     offered_rate: float | None = None
@@ -185,6 +186,11 @@ def _round_trip_advice(name: str, producers: str) -> str:
         "round trip as it has credit, so the latency, not the bandwidth, limits it. Or avoid the "
         "hop by co-locating them (forward exchange, slot sharing)."
     )
+
+
+def _named(vertex: str, indices: Sequence[int]) -> str:
+    """``enrich[0]`` or ``enrich[0,2]`` as a recommendation names subtasks."""
+    return line(subtasks(vertex, indices)).text
 
 
 def whole_rate(rate: float | None) -> float | None:
@@ -241,13 +247,22 @@ def _scale(
     )
     if not cap:  # no rates, or records in at 0 while busy: nothing to size it from
         return Advice((), f"{lead}; no record rates were available to size it.")
-    who = name_subtasks(name, cls.subtasks) if subset else name
-    lines = [f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy (records in / busy)"]
+    group = [s.index for s in (named if subset else vertex.subtasks)]
+    lines = [
+        line(
+            subtasks(name, group) if subset else name,
+            " handles ~",
+            whole("capacity", cap, vertex=name, of=group),
+            " records/s per subtask at 100% busy (records in / busy)",
+        )
+    ]
     broadcast = [e.source for e in vertex.inputs if e.partitioner == "broadcast"]
     if broadcast:
         lines.append(
-            f"{name} reads {', '.join(broadcast)} through a broadcast exchange: every subtask "
-            "receives every record, so more subtasks do not take more of them"
+            line(
+                f"{name} reads {', '.join(broadcast)} through a broadcast exchange: every "
+                "subtask receives every record, so more subtasks do not take more of them"
+            )
         )
         return Advice(
             tuple(lines),
@@ -257,7 +272,7 @@ def _scale(
             demand,
         )
     if demand is None or demand <= 0:
-        lines.append(_NO_LAG)
+        lines.append(line(_NO_LAG))
         return Advice(
             tuple(lines),
             f"{lead}: it handles ~{cap:,.0f} records/s per subtask; size it from the rate your "
@@ -265,7 +280,8 @@ def _scale(
             cap,
         )
     how = _ESTIMATED if guessed else _ESTIMATE
-    lines.append(f"its inputs would offer ~{demand:,.0f} records/s ({how})")
+    offer = whole("offered", demand, vertex=name)
+    lines.append(line("its inputs would offer ~", offer, f" records/s ({how})"))
     tail = " if the external system scales with them" if sink else ""
     hot = _hot_share(vertex, named) if subset else None
     if hot is not None:
@@ -322,7 +338,7 @@ def _hot_share(vertex: VertexObservation, named: Sequence[SubtaskWindow]) -> Hot
 def _scale_skewed(
     vertex: VertexObservation,
     hot: HotShare,
-    lines: list[str],
+    lines: list[EvidenceLine],
     lead: str,
     cap: float,
     demand: float,
@@ -334,10 +350,16 @@ def _scale_skewed(
     alone is more than it can take, no parallelism helps and the key has to be spread.
     """
     n, name, target = vertex.parallelism, vertex.name, rules.capacity.utilisation_target
-    who = name_subtasks(name, [hot.index])
+    who, one = _named(name, [hot.index]), [hot.index]
     lines.append(
-        f"{who} receives {hot.measured:.0%} of {name}'s records through the hash exchange "
-        f"(~{hot.fixed:.0%} on a key no parallelism splits)"
+        line(
+            subtasks(name, one),
+            " receives ",
+            rounded_percent("hash-share", hot.measured, name, one),
+            f" of {name}'s records through the hash exchange (~",
+            rounded_percent("key-share", hot.fixed, name, one),
+            " on a key no parallelism splits)",
+        )
     )
     # The least p with demand * (fixed + (1 - fixed) / p) <= cap * target, if any p will do.
     room = cap * target / demand - hot.fixed
@@ -369,18 +391,26 @@ def _skew(
     vertex: VertexObservation, cls: Classification, demand: float | None, rules: RulesConfig
 ) -> Advice:
     hot = [s for s in vertex.subtasks if s.index in cls.subtasks]
-    who = name_subtasks(vertex.name, cls.subtasks)
+    who = _named(vertex.name, cls.subtasks)
     edges = [e for e in vertex.inputs if e.partitioner == "hash"] or list(vertex.inputs)
     exchange = f"the {edges[0].partitioner} exchange from {edges[0].source}" if edges else "it"
-    lines: list[str] = []
+    lines: list[EvidenceLine] = []
     cap = whole_rate(capacity_of_windows(hot, rules.capacity.min_busy))
     total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     if cap is not None and demand and total > 0:
         share = sum(s.metrics.records_in_per_s or 0.0 for s in hot) / total
+        name, group = vertex.name, cls.subtasks
         lines.append(
-            f"{who} handles ~{cap:,.0f} records/s per subtask at 100% busy and would be offered "
-            f"~{demand * share / len(hot):,.0f} per subtask of the ~{demand:,.0f} records/s "
-            f"offered to {vertex.name} ({_ESTIMATE})"
+            line(
+                subtasks(name, group),
+                " handles ~",
+                whole("capacity", cap, vertex=name, of=group),
+                " records/s per subtask at 100% busy and would be offered ~",
+                whole("offered-per-subtask", demand * share / len(hot), vertex=name, of=group),
+                " per subtask of the ~",
+                whole("offered", demand, vertex=name),
+                f" records/s offered to {name} ({_ESTIMATE})",
+            )
         )
     return Advice(
         tuple(lines),
@@ -394,16 +424,22 @@ def _skew(
 def _slow_instance(vertex: VertexObservation, cls: Classification, rules: RulesConfig) -> Advice:
     hot = [s for s in vertex.subtasks if s.index in cls.subtasks]
     rest = [s for s in vertex.subtasks if s.index not in cls.subtasks]
-    who = name_subtasks(vertex.name, cls.subtasks)
+    who = _named(vertex.name, cls.subtasks)
     tms = sorted({s.task_manager for s in hot if s.task_manager is not None})
     where = f" (task manager {', '.join(str(t) for t in tms)})" if tms else ""
-    lines: list[str] = []
+    lines: list[EvidenceLine] = []
     cap_hot = whole_rate(capacity_of_windows(hot, rules.capacity.min_busy))
     cap_rest = whole_rate(capacity_of_windows(rest, rules.capacity.min_busy))
     if cap_hot is not None and cap_rest is not None:
+        name, others = vertex.name, [s.index for s in rest]
         lines.append(
-            f"{who} handles ~{cap_hot:,.0f} records/s per subtask at 100% busy, "
-            f"the others ~{cap_rest:,.0f}"
+            line(
+                subtasks(name, cls.subtasks),
+                " handles ~",
+                whole("capacity", cap_hot, vertex=name, of=cls.subtasks),
+                " records/s per subtask at 100% busy, the others ~",
+                whole("capacity-others", cap_rest, vertex=name, of=others),
+            )
         )
     return Advice(
         tuple(lines),

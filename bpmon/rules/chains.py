@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from bpmon.model.evidence import EvidenceLine, EvidencePart, count, line, rounded_percent
 from bpmon.model.values import ChainShare, Observation, RootCause, SubtaskWindow, VertexObservation
 
 MIN_BUSY_SAMPLES = 10
@@ -68,21 +69,29 @@ def dominates(share: ChainShare) -> bool:
     return top >= DOMINANT_SHARE and top >= DOMINANT_LEAD * max(others, default=0.0)
 
 
-def evidence_line(vertex: str, share: ChainShare) -> str:
+def evidence_line(vertex: str, share: ChainShare) -> EvidenceLine:
     """The evidence line of ``share``: its numbers are the share's, as the report carries it."""
-    shares = ", ".join(f"{name} {s:.0%}" for name, s in share.shares)
-    counted = f"({shares}; {share.busy_samples} busy samples)"
+    counted: list[EvidencePart] = ["("]
+    for n, (name, s) in enumerate(share.shares):
+        counted += [", " if n else "", f"{name} ", rounded_percent("chain-share", s, vertex)]
+    counted += ["; ", count("chain-samples", share.busy_samples, vertex), " busy samples)"]
     top = share.operator
+    on_top = rounded_percent("chain-share", share.samples / share.busy_samples, vertex)
     if not dominates(share):
-        return (
-            f"inside the chain {vertex}, no operator dominates the busy samples {counted}: "
-            f"splitting off one operator (chain = false) would gain little; {top} is on the "
-            f"stack most ({share.samples / share.busy_samples:.0%})"
+        return line(
+            f"inside the chain {vertex}, no operator dominates the busy samples ",
+            counted,
+            f": splitting off one operator (chain = false) would gain little; {top} is on the "
+            "stack most (",
+            on_top,
+            ")",
         )
-    return (
-        f"inside the chain {vertex}, {top} is on the stack in "
-        f"{share.samples / share.busy_samples:.0%} of the busy samples {counted}: {top} is the "
-        "operator to make cheaper, or to split off (chain = false)"
+    return line(
+        f"inside the chain {vertex}, {top} is on the stack in ",
+        on_top,
+        " of the busy samples ",
+        counted,
+        f": {top} is the operator to make cheaper, or to split off (chain = false)",
     )
 
 

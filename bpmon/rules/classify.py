@@ -34,6 +34,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bpmon.model.evidence import (
+    EvidenceFigure,
+    EvidenceLine,
+    EvidencePart,
+    count,
+    decimal,
+    line,
+    milliseconds,
+    percent,
+    rounded_percent,
+    subtasks,
+    times,
+    whole,
+)
 from bpmon.model.values import (
     CauseKind,
     ChannelWindow,
@@ -48,7 +62,6 @@ from bpmon.rules.levels import (
     blended_busy,
     blended_idle,
     busy_ratio,
-    percent,
     shown_idle,
 )
 from bpmon.rules.localize import Localization
@@ -64,13 +77,8 @@ class Classification:
 
     kind: CauseKind
     subtasks: tuple[int, ...]
-    evidence: tuple[str, ...]
+    evidence: tuple[EvidenceLine, ...]
     certainty: float = 1.0
-
-
-def name_subtasks(vertex: str, indices: Sequence[int]) -> str:
-    """``enrich[0]`` or ``enrich[0,2]``: how evidence names subtasks."""
-    return f"{vertex}[{','.join(str(i) for i in indices)}]"
 
 
 def classify(
@@ -82,7 +90,7 @@ def classify(
         return Classification(
             "resource-starved",
             tuple(s.index for s in vertex.subtasks),
-            (f"{vertex.name} shows no samples and no time metrics: it is not running",),
+            (line(vertex.name, " shows no samples and no time metrics: it is not running"),),
             rules.confidence.not_running,
         )
     if suspect.mechanism == "network":
@@ -108,36 +116,71 @@ def _network(
     pools = [
         s.metrics.in_pool_usage for s in vertex.subtasks if s.metrics.in_pool_usage is not None
     ]
-    lines = [f"{vertex.name} idles {percent(shown_idle(vertex) or 0.0)} waiting for input"]
+    name = vertex.name
+    idles = percent("idle", shown_idle(vertex) or 0.0, name)
+    lines = [line(name, " idles ", idles, " waiting for input")]
     certainty = 1.0
     if pools:
         lines.append(
-            f"{vertex.name} input buffers at most {max(pools):.0%} used (in pool): data does "
-            "not arrive although its producers are blocked"
+            line(
+                name,
+                " input buffers at most ",
+                rounded_percent("in-pool", max(pools), name),
+                " used (in pool): data does not arrive although its producers are blocked",
+            )
         )
     else:
-        lines.append(f"{vertex.name} input pool usage unknown: the network is inferred")
+        lines.append(line(name, " input pool usage unknown: the network is inferred"))
         certainty = rules.confidence.no_pool_metrics
     if held:
         worst = max(held, key=lambda c: c.backlog)
         lines.append(
-            f"{name_subtasks(worst.producer, [worst.producer_index])} holds {worst.backlog:.1f} "
-            f"buffers for {name_subtasks(worst.consumer, [worst.consumer_index])} on a remote "
-            f"channel with credit to send and none queued at the consumer: the data waits for "
-            f"the link ({len(held)} such channel{'s' if len(held) != 1 else ''})"
+            line(
+                *_channel(worst),
+                " holds ",
+                decimal(
+                    "backlog", worst.backlog, "buffers", 1, worst.producer, [worst.producer_index]
+                ),
+                " buffers for ",
+                subtasks(worst.consumer, [worst.consumer_index]),
+                " on a remote channel with credit to send and none queued at the consumer: the "
+                "data waits for the link (",
+                *_such_channels(held, name),
+                ")",
+            )
         )
         certainty = 1.0
     elif transit:
         worst = max(transit, key=lambda c: c.no_credit or 0.0)
+        no_credit = percent(
+            "no-credit", worst.no_credit or 0.0, worst.producer, [worst.producer_index]
+        )
         lines.append(
-            f"{name_subtasks(worst.producer, [worst.producer_index])} had buffers for "
-            f"{name_subtasks(worst.consumer, [worst.consumer_index])} and no credit "
-            f"{percent(worst.no_credit or 0.0)} of the time while the consumer idled with none "
-            f"queued: its credit was on the way back, so the channel carries its few credits per "
-            f"round trip ({len(transit)} such channel{'s' if len(transit) != 1 else ''})"
+            line(
+                *_channel(worst),
+                " had buffers for ",
+                subtasks(worst.consumer, [worst.consumer_index]),
+                " and no credit ",
+                no_credit,
+                " of the time while the consumer idled with none queued: its credit was on the "
+                "way back, so the channel carries its few credits per round trip (",
+                *_such_channels(transit, name),
+                ")",
+            )
         )
         certainty = 1.0
     return Classification("network", tuple(s.index for s in idle), tuple(lines), certainty)
+
+
+def _channel(channel: ChannelWindow) -> tuple[EvidencePart, ...]:
+    """The producing subtask of ``channel``, as a line names it: ``source[0]``."""
+    return subtasks(channel.producer, [channel.producer_index])
+
+
+def _such_channels(found: Sequence[ChannelWindow], consumer: str) -> tuple[EvidencePart, ...]:
+    """``3 such channels`` (or ``1 such channel``) into ``consumer``."""
+    plural = "s" if len(found) != 1 else ""
+    return (count("channels", len(found), consumer), f" such channel{plural}")
 
 
 def busy_subtasks(vertex: VertexObservation, rules: RulesConfig) -> list[SubtaskWindow]:
@@ -168,7 +211,9 @@ def _busy_kind(
             indices,
             (
                 _contrast_line(vertex.name, hot, rest),
-                "records per subtask unknown (no record rates): a hot key would look the same",
+                line(
+                    "records per subtask unknown (no record rates): a hot key would look the same"
+                ),
             ),
             rules.confidence.no_rates,
         )
@@ -208,20 +253,31 @@ def _by_rates(
     slower = _slower(hot_cost, rest_cost, rules) and _slower(
         _time_per_record(hot, blended_busy), _time_per_record(rest, blended_busy), rules
     )
+    name, others = vertex.name, tuple(s.index for s in rest)
+    hot_ms = milliseconds("time-per-record", hot_cost, name, indices)
+    rest_ms = milliseconds("time-per-record", rest_cost, name, others)
     if slower and not (skewed and held_back):
-        factor = "many" if rest_cost == 0 else f"{hot_cost / rest_cost:.1f}"
+        factor = float("inf") if rest_cost == 0 else hot_cost / rest_cost
         return Classification(
             "slow-subtask",
             indices,
             (
-                f"{name_subtasks(vertex.name, indices)} spends {_ms(hot_cost)} per record, "
-                f"{factor}x the others ({_ms(rest_cost)})",
-                f"records received: {share_line}",
+                line(
+                    subtasks(name, indices),
+                    " spends ",
+                    hot_ms,
+                    " per record, ",
+                    times("slower", factor, name, indices),
+                    "x the others (",
+                    rest_ms,
+                    ")",
+                ),
+                line("records received: ", share_line.parts),
                 contrast,
             ),
         )
     if skewed:
-        skew = "many" if rest_in == 0 else f"{hot_in / rest_in:.1f}"
+        skew = float("inf") if rest_in == 0 else hot_in / rest_in
         why = (
             "while their producers were held back, which a slow instance cannot cause: time "
             "per record"
@@ -233,8 +289,14 @@ def _by_rates(
             indices,
             (
                 share_line,
-                f"{skew}x the records per subtask of the others, {why} "
-                f"({_ms(hot_cost)} against {_ms(rest_cost)})",
+                line(
+                    times("records-factor", skew, name, indices),
+                    f"x the records per subtask of the others, {why} (",
+                    hot_ms,
+                    " against ",
+                    rest_ms,
+                    ")",
+                ),
                 contrast,
             ),
         )
@@ -273,20 +335,20 @@ def _time_per_record(
     return busy / records
 
 
-def _ms(seconds: float) -> str:
-    return "an unbounded time" if seconds == float("inf") else f"{seconds * 1000:.2f} ms"
-
-
-def _share_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
+def _share_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> EvidenceLine:
     total = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
     got = sum(s.metrics.records_in_per_s or 0.0 for s in hot)
     share = got / total if total > 0 else 0.0
     fair = len(hot) / max(1, len(vertex.subtasks))
     verb = "receives" if len(hot) == 1 else "receive"
-    who = name_subtasks(vertex.name, [s.index for s in hot])
-    return (
-        f"{who} {verb} {percent(share)} of the records of {vertex.name} "
-        f"(fair share {percent(fair)})"
+    name, indices = vertex.name, [s.index for s in hot]
+    return line(
+        subtasks(name, indices),
+        f" {verb} ",
+        percent("records-share", share, name, indices),
+        f" of the records of {name} (fair share ",
+        percent("fair-share", fair, name, indices),
+        ")",
     )
 
 
@@ -294,29 +356,43 @@ def _verb(subs: Sequence[object], one: str, many: str) -> str:
     return one if len(subs) == 1 else many
 
 
-def busy_span(subs: Sequence[SubtaskWindow]) -> str:
+def busy_span(vertex: str, subs: Sequence[SubtaskWindow]) -> tuple[EvidenceFigure | str, ...]:
     """The busy ratios of ``subs`` as the report shows them: ``95%``, or ``90% to 99%``."""
     values = [busy_ratio(s) or 0.0 for s in subs]
-    low, high = percent(min(values, default=0.0)), percent(max(values, default=0.0))
-    return low if low == high else f"{low} to {high}"
+    of = [s.index for s in subs]
+    low = percent("busy-least", min(values, default=0.0), vertex, of)
+    high = percent("busy-most", max(values, default=0.0), vertex, of)
+    if low.shown == high.shown:
+        return (percent("busy", min(values, default=0.0), vertex, of),)
+    return (low, " to ", high)
 
 
-def _contrast_line(vertex: str, hot: list[SubtaskWindow], rest: list[SubtaskWindow]) -> str:
+def _contrast_line(
+    vertex: str, hot: list[SubtaskWindow], rest: list[SubtaskWindow]
+) -> EvidenceLine:
     """``enrich[0] is busy 99%, the others 20% to 31%``: the figures of the report's table."""
-    who = name_subtasks(vertex, [s.index for s in hot])
-    return f"{who} {_verb(hot, 'is', 'are')} busy {busy_span(hot)}, the others {busy_span(rest)}"
+    return line(
+        subtasks(vertex, [s.index for s in hot]),
+        f" {_verb(hot, 'is', 'are')} busy ",
+        busy_span(vertex, hot),
+        ", the others ",
+        busy_span(vertex, rest),
+    )
 
 
-def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> str:
+def _busy_line(vertex: VertexObservation, hot: list[SubtaskWindow]) -> EvidenceLine:
     """``both subtasks of enrich are busy 97% to 99%``: the figures of the report's table."""
-    span, n = busy_span(hot), len(vertex.subtasks)
+    name, n = vertex.name, len(vertex.subtasks)
+    span = busy_span(name, hot)
     if len(hot) < n:
-        who = name_subtasks(vertex.name, [s.index for s in hot])
-        return f"{who} {_verb(hot, 'is', 'are')} busy {span}"
+        who = subtasks(name, [s.index for s in hot])
+        return line(who, f" {_verb(hot, 'is', 'are')} busy ", span)
     if n == 1:
-        return f"the only subtask of {vertex.name} is busy {span}"
-    every = "both" if n == 2 else f"all {n}"
-    return f"{every} subtasks of {vertex.name} are busy {span}"
+        return line(f"the only subtask of {name} is busy ", span)
+    every: tuple[EvidencePart, ...] = (
+        ("both",) if n == 2 else ("all ", count("parallelism", n, name))
+    )
+    return line(*every, f" subtasks of {name} are busy ", span)
 
 
 def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification | None:
@@ -333,5 +409,12 @@ def _spilling(vertex: VertexObservation, rules: RulesConfig) -> Classification |
     return Classification(
         "spilling",
         indices,
-        (f"{name_subtasks(vertex.name, indices)} spill {total:,.0f} bytes/s to disk",),
+        (
+            line(
+                subtasks(vertex.name, indices),
+                " spill ",
+                whole("spill", total, "bytes/s", vertex.name, indices),
+                " bytes/s to disk",
+            ),
+        ),
     )

@@ -20,17 +20,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from bpmon.model.evidence import (
+    EvidenceLine,
+    EvidencePart,
+    FigureKind,
+    line,
+    percent,
+    ratio,
+    subtasks,
+)
 from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, capacity_of_windows, offered_rates
 from bpmon.rules.chains import with_chain_evidence
-from bpmon.rules.classify import Classification, classify, name_subtasks
+from bpmon.rules.classify import Classification, classify
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import (
     blended_busy,
     level_of,
-    max_known,
-    percent,
     sample_share,
     shown_busy,
     vertex_status,
@@ -233,7 +240,9 @@ def _busiest(obs: Observation, vertex: str) -> SubtaskWindow | None:
     return max(subs, key=lambda s: blended_busy(s) or 0.0, default=None)
 
 
-def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tuple[str, ...]:
+def _time_lines(
+    suspect: Suspect, obs: Observation, cls: Classification
+) -> tuple[EvidenceLine, ...]:
     """``enrich[1] busy 96% (time accounting), 99% (samples)`` for the busiest subtask.
 
     The view the report's table shows (the time accounting when there is one) comes first; each
@@ -244,20 +253,24 @@ def _time_lines(suspect: Suspect, obs: Observation, cls: Classification) -> tupl
     sw = _busiest(obs, suspect.vertex)
     if sw is None:
         return ()
-    views = []
+    name, one = suspect.vertex, [sw.index]
+    views: list[EvidencePart] = []
     if sw.metrics.busy_ratio is not None:
-        views.append(f"{percent(sw.metrics.busy_ratio)} (time accounting)")
+        views += [percent("busy", sw.metrics.busy_ratio, name, one), " (time accounting)"]
     sampled = sample_share(sw, sw.busy)
     if sampled is not None:
-        views.append(f"{percent(sampled)} (samples)")
+        # the table shows the sampled share only where there is no time accounting
+        what: FigureKind = "busy" if not views else "busy-sampled"
+        views += [", "] if views else []
+        views += [percent(what, sampled, name, one), " (samples)"]
     if not views:
         return ()
-    return (f"{name_subtasks(suspect.vertex, [sw.index])} busy {', '.join(views)}",)
+    return (line(subtasks(name, one), " busy ", views),)
 
 
 def _pressure_lines(
     suspect: Suspect, loc: Localization, obs: Observation, rules: RulesConfig
-) -> tuple[str, ...]:
+) -> tuple[EvidenceLine, ...]:
     prof = loc.summaries[suspect.vertex]
     own = prof.backpressure
     if not loc.with_topology or suspect.secondary:
@@ -267,32 +280,55 @@ def _pressure_lines(
     for name in suspect.pressing:
         p = loc.summaries[name]
         bp = p.backpressure or 0.0
-        pool = f", out pool {percent(p.out_pool)}" if p.out_pool is not None else ""
+        pool: tuple[EvidencePart, ...] = ()
+        if p.out_pool is not None:
+            pool = (", out pool ", percent("out-pool", p.out_pool, name))
         lines.append(
-            f"{name} is {level_of(bp, rules.levels)} ({bp:.2f}{pool}) and feeds "
-            f"{suspect.vertex} through a {edges[name].partitioner} exchange"
+            line(
+                f"{name} is {level_of(bp, rules.levels)} (",
+                ratio("backpressure", bp, name),
+                pool,
+                f") and feeds {suspect.vertex} through a {edges[name].partitioner} exchange",
+            )
         )
     if own is not None:
-        worst = max_known(loc.summaries[p].backpressure for p in suspect.pressing) or 0.0
-        state = (
-            "not backpressured itself"
-            if own <= rules.levels.ok_max
-            else f"much less backpressured than its producers ({worst:.2f})"
+        state: tuple[EvidencePart, ...] = ("not backpressured itself",)
+        if own > rules.levels.ok_max:
+            worst = max(suspect.pressing, key=lambda p: loc.summaries[p].backpressure or 0.0)
+            bp = loc.summaries[worst].backpressure or 0.0
+            state = (
+                "much less backpressured than its producers (",
+                ratio("backpressure", bp, worst),
+                ")",
+            )
+        lines.append(
+            line(
+                f"{suspect.vertex} is {level_of(own, rules.levels)} (",
+                ratio("backpressure", own, suspect.vertex),
+                "): ",
+                state,
+            )
         )
-        lines.append(f"{suspect.vertex} is {level_of(own, rules.levels)} ({own:.2f}): {state}")
     return tuple(lines)
 
 
-def _indirect_lines(suspect: Suspect, loc: Localization, obs: Observation) -> tuple[str, ...]:
+def _indirect_lines(
+    suspect: Suspect, loc: Localization, obs: Observation
+) -> tuple[EvidenceLine, ...]:
     """Why a suspect found without a topology, or behind another bottleneck, is blamed."""
-    busy = percent(shown_busy(obs.vertex(suspect.vertex)) or 0.0)
+    name = suspect.vertex
+    busy = percent("busy", shown_busy(obs.vertex(name)) or 0.0, name)
     if not loc.with_topology:
         verb = "is" if len(suspect.pressing) == 1 else "are"
         return (
-            f"no topology: {', '.join(suspect.pressing)} {verb} backpressured and "
-            f"{suspect.vertex} is the busiest vertex on the data path that is not (busy {busy})",
+            line(
+                f"no topology: {', '.join(suspect.pressing)} {verb} backpressured and {name} "
+                "is the busiest vertex on the data path that is not (busy ",
+                busy,
+                ")",
+            ),
         )
     return tuple(
-        f"{p}, itself a bottleneck, feeds {suspect.vertex}, which is saturated too (busy {busy})"
+        line(f"{p}, itself a bottleneck, feeds {name}, which is saturated too (busy ", busy, ")")
         for p in suspect.pressing
     )

@@ -20,6 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bpmon.model.evidence import (
+    EvidenceLine,
+    EvidencePart,
+    count,
+    decimal,
+    line,
+    rounded_percent,
+)
 from bpmon.model.signals import Spill, TaskScheduling
 from bpmon.model.values import Observation, RootCause, VertexObservation
 
@@ -93,24 +101,50 @@ def _starved_cause(
     # slot sharing packs one subtask of each vertex into a slot: every waiting vertex wider than
     # `lower` must come down to it; a parallelism is recommended when that is the widest alone
     wider = [v.name for v in vertices if v.parallelism > lower]
-    which = f"region {region} ({names})" if region >= 0 else names
-    waiting = "" if waited is None else f" waiting {waited:.1f} s"
-    cluster = "" if total is None else f"{total} slots in the cluster, "
-    held = f"({cluster}the others held by tasks that run)"
+    name = widest.name
+    which: tuple[EvidencePart, ...] = (names,)
+    if region >= 0:
+        which = ("region ", count("region", region), f" ({names})")
+    waiting: tuple[EvidencePart, ...] = ()
+    if waited is not None:
+        waiting = (" waiting ", decimal("waited", waited, "s", 1, name), " s")
+    needs = count("slots-needed", needed, name)
+    others = "the others held by tasks that run)"
+    held: tuple[EvidencePart, ...] = ("(", others)
+    if total is not None:
+        held = ("(", count("slots-total", total), " slots in the cluster, ", others)
     if total is not None and free >= total:  # nothing else runs: the cluster is too small
-        held = f"(the cluster has {total} slot{'s' if total != 1 else ''} in all)"
+        plural = "s" if total != 1 else ""
+        held = ("(the cluster has ", count("slots-total", total), f" slot{plural} in all)")
     return RootCause(
         vertex=widest.name,
         kind="resource-starved",
         subtasks=tuple(s.index for s in widest.subtasks),
         confidence=STARVED_CONFIDENCE,
         evidence=(
-            f"{which} is not running: its {subtasks} subtasks wait to be deployed,"
-            f"{waiting} for {needed} slots",
-            f"{missing} of the {needed} slots it needs {'is' if missing == 1 else 'are'} not free "
-            + held,
-            f"{widest.name} needs {widest.parallelism} slots (its parallelism), the most of "
-            "those waiting; records cannot reach a task that has not started",
+            line(
+                which,
+                " is not running: its ",
+                count("waiting-subtasks", subtasks, name),
+                " subtasks wait to be deployed,",
+                waiting,
+                " for ",
+                needs,
+                " slots",
+            ),
+            line(
+                count("slots-missing", missing, name),
+                " of the ",
+                needs,
+                f" slots it needs {'is' if missing == 1 else 'are'} not free ",
+                held,
+            ),
+            line(
+                f"{name} needs ",
+                count("parallelism", widest.parallelism, name),
+                " slots (its parallelism), the most of those waiting; records cannot reach a "
+                "task that has not started",
+            ),
             *_gave_up(failures),
         ),
         recommendation=(
@@ -127,14 +161,19 @@ def _starved_cause(
     )
 
 
-def _gave_up(failures: int) -> tuple[str, ...]:
+def _gave_up(failures: int) -> tuple[EvidenceLine, ...]:
     """The evidence line of a scheduler that gave up waiting for slots (none if it never did)."""
     if not failures:
         return ()
-    times = "once" if failures == 1 else f"{failures} times"
+    times: tuple[EvidencePart, ...] = ("once",)
+    if failures != 1:
+        times = (count("restarts", failures), " times")
     return (
-        f"the scheduler gave up waiting for the slots {times} and restarted the job "
-        "(NoResourceAvailableException in its exception history)",
+        line(
+            "the scheduler gave up waiting for the slots ",
+            times,
+            " and restarted the job (NoResourceAvailableException in its exception history)",
+        ),
     )
 
 
@@ -174,10 +213,20 @@ def _spilling_cause(
     undeployed = [v.name for v in consumers if _not_started(v)]
     full = exchanges == ["hybrid-full"]
     to = ", ".join(v.name for v in consumers)
+    name = vertex.name
     evidence = (
-        f"{vertex.name}'s {'/'.join(exchanges)} partitions to {to} "
-        f"spill {spilled / 1e6:.2f} MB/s to disk and read back {read / 1e6:.2f} MB/s",
-        f"its busiest subtask spends {disk_ms:.0f} ms/s on the disk",
+        line(
+            f"{name}'s {'/'.join(exchanges)} partitions to {to} spill ",
+            decimal("spilled-mb", spilled / 1e6, "MB/s", 2, name),
+            " MB/s to disk and read back ",
+            decimal("read-back-mb", read / 1e6, "MB/s", 2, name),
+            " MB/s",
+        ),
+        line(
+            "its busiest subtask spends ",
+            decimal("disk-ms", disk_ms, "ms/s", 0, name),
+            " ms/s on the disk",
+        ),
         _consumer_line(slowest, slowest_busy, undeployed),
     )
     if undeployed:
@@ -214,13 +263,16 @@ def _not_started(vertex: VertexObservation) -> bool:
     return bool(states) and all(s.waiting for s in states)
 
 
-def _consumer_line(slowest: str, busy: float, undeployed: Sequence[str]) -> str:
+def _consumer_line(slowest: str, busy: float, undeployed: Sequence[str]) -> EvidenceLine:
     """What the spilling partition's consumers do: not deployed yet (nothing reads the
     partition, so it spills), too slow to read it in time, or able to read more."""
     if undeployed:
         names = " and ".join(undeployed)
         verb = "has" if len(undeployed) == 1 else "have"
-        return f"{names} {verb} not started (waiting to be deployed): nothing reads what spills"
+        return line(
+            f"{names} {verb} not started (waiting to be deployed): nothing reads what spills"
+        )
+    shown = rounded_percent("busy", busy, slowest)
     if busy >= 0.5:
-        return f"{slowest} is busy {busy:.0%}: it does not consume in time"
-    return f"{slowest} is busy {busy:.0%}: it could consume more"
+        return line(f"{slowest} is busy ", shown, ": it does not consume in time")
+    return line(f"{slowest} is busy ", shown, ": it could consume more")

@@ -13,23 +13,32 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from bpmon.model.evidence import EvidenceLine, count, line, rounded_percent, whole
 from bpmon.model.values import NextInSeries, Observation
 from bpmon.rules.advice import capacity_of_windows, whole_rate
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import JobGraph
 
 
-def evidence_line(found: NextInSeries) -> str:
+def evidence_line(found: NextInSeries) -> EvidenceLine:
     """The evidence line that quotes ``found``'s figures."""
-    cap, demand, need = (
+    name, cap, demand, need = (
+        found.vertex,
         found.capacity_per_subtask,
         found.offered_rate,
         found.recommended_parallelism,
     )
-    return (
-        f"next in series: {found.vertex} handles ~{cap:,.0f} records/s per subtask x "
-        f"{found.parallelism} and would then be offered ~{demand:,.0f}: it would limit next; "
-        f"{need} subtasks would take it at {demand / (need * cap):.0%}"
+    return line(
+        f"next in series: {name} handles ~",
+        whole("capacity", cap, vertex=name),
+        " records/s per subtask x ",
+        count("parallelism", found.parallelism, name),
+        " and would then be offered ~",
+        whole("offered", demand, vertex=name),
+        ": it would limit next; ",
+        count("needed", need, name),
+        " subtasks would take it at ",
+        rounded_percent("utilisation", demand / (need * cap), name),
     )
 
 

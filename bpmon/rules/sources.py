@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 
+from bpmon.model.evidence import EvidenceLine, EvidencePart, count, line, percent, whole
 from bpmon.model.values import Observation, RootCause, SubtaskWindow, VertexObservation
 from bpmon.rules.advice import capacity_of_windows
 from bpmon.rules.classify import busy_span
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.lag import MIN_GROWTH_SHARE
-from bpmon.rules.levels import backpressure_ratio, blended_busy, percent
+from bpmon.rules.levels import backpressure_ratio, blended_busy
 
 CONFIDENCE = 0.8
 """Busy time, no backpressure and a growing lag say it together; a short window can still catch a
@@ -87,18 +88,37 @@ def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
 
 def _evidence(
     vertex: VertexObservation, pressed: float, out: float, growth: float, cap: int | None
-) -> tuple[str, ...]:
+) -> tuple[EvidenceLine, ...]:
     name, n = vertex.name, len(vertex.subtasks)
-    who = f"the only subtask of {name} is" if n == 1 else f"the {n} subtasks of {name} are"
+    who: tuple[EvidencePart, ...] = (f"the only subtask of {name} is",)
+    if n > 1:
+        who = ("the ", count("parallelism", n, name), f" subtasks of {name} are")
     lines = [
-        f"{who} busy {busy_span(list(vertex.subtasks))} and not backpressured "
-        f"({percent(pressed)}): nothing downstream holds {name} back",
-        f"its pendingRecords grow by ~{growth:,.0f} records/s: it emits ~{out:,.0f} records/s "
-        f"of the ~{out + growth:,.0f} offered, and the lag grows",
+        line(
+            who,
+            " busy ",
+            busy_span(name, list(vertex.subtasks)),
+            " and not backpressured (",
+            percent("backpressure", pressed, name),
+            f"): nothing downstream holds {name} back",
+        ),
+        line(
+            "its pendingRecords grow by ~",
+            whole("lag-growth", growth, vertex=name),
+            " records/s: it emits ~",
+            whole("emitted", out, vertex=name),
+            " records/s of the ~",
+            whole("offered", out + growth, vertex=name),
+            " offered, and the lag grows",
+        ),
     ]
     if cap:
         lines.append(
-            f"{name} handles ~{cap:,} records/s per subtask at 100% busy (records out / busy)"
+            line(
+                f"{name} handles ~",
+                whole("capacity", cap, vertex=name),
+                " records/s per subtask at 100% busy (records out / busy)",
+            )
         )
     return tuple(lines)
 

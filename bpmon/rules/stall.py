@@ -22,12 +22,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from bpmon.model.evidence import (
+    EvidenceLine,
+    EvidencePart,
+    decimal,
+    line,
+    percent,
+    ratio,
+    subtasks,
+)
 from bpmon.model.values import Observation, RootCause
 from bpmon.rules.channels import pointed
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, vertex_of
 from bpmon.rules.graph import JobGraph, VertexSummary, build_graph, summarize
-from bpmon.rules.levels import level_of, percent
+from bpmon.rules.levels import level_of
 
 
 def find_stalls(
@@ -142,17 +151,43 @@ class Waits:
 
         return walk(start)
 
-    def line(self, name: str) -> str:
+    def line(self, name: str) -> EvidenceLine:
         """``map[0] is HIGH (0.99) and waits for output buffers of sink[1]``."""
         mine, on = self.summaries[name], self.on(name)
+        vertex, index = vertex_of(name)
+        of = () if index is None else (index,)
         if mine.above(self.rules.levels.ok_max):
             bp = mine.backpressure or 0.0
-            return (
-                f"{name} is {level_of(bp, self.rules.levels)} ({bp:.2f}) and waits for output "
-                f"buffers of {', '.join(on) or 'no consumer'}"
+            return line(
+                _node(name),
+                f" is {level_of(bp, self.rules.levels)} (",
+                ratio("backpressure", bp, vertex, of),
+                ") and waits for output buffers of ",
+                _nodes(on, ", ") or ("no consumer",),
             )
-        idle = mine.shown_idle or 0.0
-        return f"{name} idles {percent(idle)} and waits for input from {', '.join(on) or 'nothing'}"
+        idle = percent("idle", mine.shown_idle or 0.0, vertex, of)
+        return line(
+            _node(name),
+            " idles ",
+            idle,
+            " and waits for input from ",
+            _nodes(on, ", ") or ("nothing",),
+        )
+
+
+def _node(name: str) -> tuple[EvidencePart, ...]:
+    """A vertex, or a subtask of the execution graph (``map[0]``, its index a figure)."""
+    vertex, index = vertex_of(name)
+    return (name,) if index is None else subtasks(vertex, [index])
+
+
+def _nodes(names: Sequence[str], between: str) -> tuple[EvidencePart, ...]:
+    """``names`` as :func:`_node` writes each, ``between`` them."""
+    parts: list[EvidencePart] = []
+    for n, name in enumerate(names):
+        parts += [between] if n else []
+        parts += _node(name)
+    return tuple(parts)
 
 
 def _stalled(
@@ -166,15 +201,18 @@ def _stalled(
     cycle, waits = _subtask_cycle(obs, region, rules)
     seconds = obs.window.seconds
     lines = [
-        f"no records moved in {', '.join(region)} over the {seconds:.1f} s window "
-        f"(every records in/out rate is 0)"
+        line(
+            f"no records moved in {', '.join(region)} over the ",
+            decimal("window", seconds, "s", 1),
+            " s window (every records in/out rate is 0)",
+        )
     ]
     if cycle:
         lines += [waits.line(n) for n in cycle]
-        lines.append("a cycle of waits: " + " -> ".join([*cycle, cycle[0]]))
+        lines.append(line("a cycle of waits: ", _nodes([*cycle, cycle[0]], " -> ")))
     else:
         lines += [Waits(graph, summaries, rules).line(n) for n in blocked]
-        lines.append("the waits end nowhere in the graph: what holds them is outside it")
+        lines.append(line("the waits end nowhere in the graph: what holds them is outside it"))
     tcp = obs.settings.flow_control == "tcp"
     advice = (
         "The job has stopped, not slowed: restart it. Under TCP flow control a receiver that "

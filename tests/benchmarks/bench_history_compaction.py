@@ -160,12 +160,14 @@ def burst_report(burst: int) -> Any:
     """Burst ``burst`` of the watch: 4 vertices x 4 subtasks, a root cause every other one."""
     from datetime import UTC, datetime, timedelta
 
+    from bpmon.model.evidence import EvidenceLine
     from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
     start = datetime(2026, 11, 22, 10, 15, tzinfo=UTC) + timedelta(seconds=EVERY_S * burst)
     metrics = Metrics(busy_ratio=0.5, idle_ratio=0.4, records_in_per_s=100.0 + burst % 7)
     subtasks = tuple(SubtaskStatus(i, "LOW", 0.2, metrics) for i in range(4))
-    cause = RootCause("sink", "slow-sink", (0,), 0.9, ("busy",), "Scale.", 990.0)
+    busy = (EvidenceLine.of_text("busy"),)
+    cause = RootCause("sink", "slow-sink", (0,), 0.9, busy, "Scale.", 990.0)
     return Report(
         run_id="20261122T101500Z-watch-0001",
         job="watch",

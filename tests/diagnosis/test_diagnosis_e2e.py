@@ -170,5 +170,5 @@ def test_a_job_that_stops_for_good_is_stalled_with_its_cycle_not_a_network_cause
     top = report.root_causes[0]
     assert (top.vertex, top.kind) == (expected.root_cause, "stalled"), summary(report)
     assert top.confidence < 0.9
-    assert any(line.startswith("a cycle of waits") for line in top.evidence), top.evidence
+    assert any(line.text.startswith("a cycle of waits") for line in top.evidence), top.evidence
     assert not [c for c in report.root_causes if c.kind == "network"], summary(report)

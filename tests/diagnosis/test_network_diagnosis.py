@@ -43,4 +43,4 @@ def test_few_credits_across_a_latency_are_the_network_with_credit_advice(tmp_pat
     assert [(c.vertex, c.kind) for c in report.root_causes][:1] == [("parse", "network")]
     cause = report.root_causes[0]
     assert "buffers-per-channel" in cause.recommendation
-    assert any("round trip" in line for line in cause.evidence)
+    assert any("round trip" in line.text for line in cause.evidence)

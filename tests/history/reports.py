@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
 T0 = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
@@ -21,7 +22,9 @@ def window_report(
     """Burst ``burst`` of a watch: three subtask rows (a source of two subtasks, a sink as a
     whole), and one root cause in odd bursts only (even ones are healthy: no cause row)."""
     begin = start + burst * every
-    causes = (RootCause("sink", "slow-sink", (0,), 0.9, ("busy",), "Scale.", 990.0),)
+    causes = (
+        RootCause("sink", "slow-sink", (0,), 0.9, (EvidenceLine.of_text("busy"),), "Scale.", 990.0),
+    )
     return Report(
         run_id=run_id,
         job=job,

@@ -14,6 +14,7 @@ from bpmon.history import manifest
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
 from bpmon.history.runs import RunStore
 from bpmon.model.errors import SaveError
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import Report, RootCause, SubtaskStatus, VertexStatus, Window
 from bpmon.service.facade import Settings
 from bpmon.service.stored import HISTORY_LIMIT, StoredJobs
@@ -32,7 +33,11 @@ def report(run_id: str, k: int, job: str = "orders") -> Report:
             VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
             VertexStatus("sink", 1, "OK", 0.0),
         ),
-        root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, ("sink busy 100%",), "Scale."),),
+        root_causes=(
+            RootCause(
+                "sink", "slow-sink", (0,), 0.9, (EvidenceLine.of_text("sink busy 100%"),), "Scale."
+            ),
+        ),
     )
 
 

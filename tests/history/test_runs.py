@@ -13,6 +13,7 @@ import pytest
 
 from bpmon.history.runs import RunStore, new_run_id
 from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
 T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
@@ -29,7 +30,11 @@ def report(run_id: str, start: datetime = T0, job: str = "slow-enrich") -> Repor
             VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
             VertexStatus("sink", 1, "OK", 0.0, Metrics(busy_ratio=1.0, records_in_per_s=None)),
         ),
-        root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, ("sink busy 100%",), "Scale."),),
+        root_causes=(
+            RootCause(
+                "sink", "slow-sink", (0,), 0.9, (EvidenceLine.of_text("sink busy 100%"),), "Scale."
+            ),
+        ),
     )
 
 

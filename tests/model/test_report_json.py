@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bpmon.model.errors import HistoryError
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.report_json import (
     report_from_dict,
     report_from_json,
@@ -116,14 +117,24 @@ def realistic_report() -> Report:
                 "data-skew",
                 (0,),
                 0.92,
-                ("enrich[0] receives 61% of the records", "enrich[0] busy 99%, others idle 70%"),
+                (
+                    EvidenceLine.of_text("enrich[0] receives 61% of the records"),
+                    EvidenceLine.of_text("enrich[0] busy 99%, others idle 70%"),
+                ),
                 "Spread the hot key: salt it or pre-aggregate before the hash exchange.",
                 capacity_per_subtask=2458.6,
                 offered_rate=5000.0,
                 recommended_parallelism=7,
                 next_in_series=(NextInSeries("sink", 1, 3100.5, 5000.0, 2),),
             ),
-            RootCause("sink", "slow-sink", (), 0.4, ("sink busy 30%",), "Scale the sink."),
+            RootCause(
+                "sink",
+                "slow-sink",
+                (),
+                0.4,
+                (EvidenceLine.of_text("sink busy 30%"),),
+                "Scale the sink.",
+            ),
         ),
         findings=(Finding("head-of-line", "sink", "shares a TCP connection with enrich"),),
     )
@@ -151,7 +162,11 @@ def small_report() -> Report:
                 ),
             ),
         ),
-        root_causes=(RootCause("map", "slow-operator", (0,), 0.8, ("map busy",), "Scale it."),),
+        root_causes=(
+            RootCause(
+                "map", "slow-operator", (0,), 0.8, (EvidenceLine.of_text("map busy"),), "Scale it."
+            ),
+        ),
         findings=(Finding("head-of-line", "map", "d"),),
     )
 

@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from bpmon.model.events import LiveSnapshot
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import (
     Edge,
     Finding,
@@ -50,7 +51,8 @@ def skewed_report(root_causes: tuple[RootCause, ...] | None = None) -> Report:
         )
         for i in range(4)
     )
-    cause = RootCause("enrich", "data-skew", (0,), 0.92, EVIDENCE, ADVICE)
+    lines = tuple(EvidenceLine.of_text(line) for line in EVIDENCE)
+    cause = RootCause("enrich", "data-skew", (0,), 0.92, lines, ADVICE)
     return Report(
         run_id="20261122T101500Z-slow-enrich-3f9a",
         job="slow-enrich",

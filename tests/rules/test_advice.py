@@ -13,8 +13,9 @@ from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
 
-from .figures import problems, unaccounted
+from .figures import problems, texts
 from .observations import edge, lag, observation, sub, vertex
+from .sentences import unaccounted
 
 RULES = RulesConfig()
 
@@ -113,7 +114,7 @@ def test_without_pending_records_the_offered_rate_is_estimated_and_says_so() -> 
     assert cause.capacity_per_subtask is not None
     wanted = math.ceil(1667 / (cause.capacity_per_subtask * RULES.capacity.utilisation_target))
     assert cause.recommended_parallelism == wanted
-    assert any("(estimated: the sources report no pendingRecords" in e for e in cause.evidence)
+    assert any("(estimated: the sources report no pendingRecords" in e for e in texts(cause))
 
 
 def test_an_estimate_is_at_most_twice_what_the_sources_emit() -> None:
@@ -241,7 +242,7 @@ def test_a_vertex_after_the_bottleneck_that_could_not_take_the_rate_is_named_nex
     assert (
         "next in series: next handles ~2,500 records/s per subtask x 1 and would then be "
         "offered ~3,000: it would limit next; 2 subtasks would take it at 60%"
-    ) in cause.evidence
+    ) in texts(cause)
     assert cause.recommendation.endswith(
         "Then next would limit next: give it 2 subtasks instead of 1 as well."
     )
@@ -252,7 +253,7 @@ def test_a_vertex_after_the_bottleneck_with_room_for_the_rate_is_not_named() -> 
     assert problems(report) == [] and report.root_causes
     cause = report.root_causes[0]
     assert cause.vertex == "op"
-    assert not any(line.startswith("next in series") for line in cause.evidence)
+    assert not any(line.startswith("next in series") for line in texts(cause))
     assert "limit next" not in cause.recommendation
 
 
@@ -278,4 +279,4 @@ def test_a_vertex_held_back_before_the_bottleneck_that_could_not_take_the_rate_i
     assert (
         "next in series: pre handles ~2,500 records/s per subtask x 1 and would then be "
         "offered ~3,000: it would limit next; 2 subtasks would take it at 60%"
-    ) in cause.evidence
+    ) in texts(cause)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import Observation, RootCause, SubtaskWindow, VertexObservation, Window
 from bpmon.rules.chains import MIN_BUSY_SAMPLES, chain_share, with_chain_evidence
+
+from .figures import texts
+
+LINES = (EvidenceLine.of_text("busy 99%"), EvidenceLine.of_text("more"))
 
 WINDOW = Window(
     start=datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC),
@@ -31,7 +36,12 @@ def vertex(*per_subtask: tuple[int, ...], operators: tuple[str, ...] = CHAIN) ->
 
 
 def diagnosed(v: VertexObservation, subtasks: tuple[int, ...] = ()) -> RootCause:
-    cause = RootCause(v.name, "slow-operator", subtasks=subtasks, evidence=("busy 99%", "more"))
+    cause = RootCause(
+        v.name,
+        "slow-operator",
+        subtasks=subtasks,
+        evidence=LINES,
+    )
     obs = Observation(job="j", source="runtime", window=WINDOW, vertices=(v,))
     return with_chain_evidence([cause], obs)[0]
 
@@ -47,12 +57,12 @@ def test_the_operator_most_on_the_stack_is_named_with_its_share() -> None:
         100,
     )
     assert share.shares == (("parse", 0.15), ("enrich", 0.8), ("check", 0.05))
-    assert cause.evidence[1] == (
+    assert texts(cause)[1] == (
         "inside the chain parse -> enrich -> check, enrich is on the stack in 80% of the busy "
         "samples (parse 15%, enrich 80%, check 5%; 100 busy samples): enrich is the operator "
         "to make cheaper, or to split off (chain = false)"
     )
-    assert cause.evidence[0] == "busy 99%" and cause.evidence[2] == "more"
+    assert texts(cause)[0] == "busy 99%" and texts(cause)[2] == "more"
 
 
 def test_only_the_causes_subtasks_count() -> None:
@@ -63,15 +73,15 @@ def test_only_the_causes_subtasks_count() -> None:
 def test_an_even_split_names_no_operator_to_fix() -> None:
     cause = diagnosed(vertex((11, 10, 10), (10, 10, 11)))
     assert cause.in_chain is not None
-    assert "no operator dominates" in cause.evidence[1]
-    assert "operator to make cheaper" not in cause.evidence[1]
+    assert "no operator dominates" in texts(cause)[1]
+    assert "operator to make cheaper" not in texts(cause)[1]
 
 
 def test_too_few_samples_or_no_chain_adds_nothing() -> None:
     few = diagnosed(vertex((MIN_BUSY_SAMPLES - 1, 0, 0)))
-    assert few.in_chain is None and few.evidence == ("busy 99%", "more")
+    assert few.in_chain is None and texts(few) == ("busy 99%", "more")
     single = diagnosed(vertex((50,), operators=("enrich",)))
-    assert single.in_chain is None and single.evidence == ("busy 99%", "more")
+    assert single.in_chain is None and texts(single) == ("busy 99%", "more")
     assert chain_share(vertex((0, 0, 0))) is None
 
 

@@ -9,6 +9,7 @@ from bpmon.rules.classify import Classification, busy_subtasks, classify
 from bpmon.rules.config import KindRules, RulesConfig
 from bpmon.rules.localize import localize
 
+from .figures import texts
 from .observations import edge, observation, spilled, sub, vertex
 
 RULES = RulesConfig()
@@ -70,7 +71,7 @@ def test_a_cold_subtask_read_low_by_samples_too_is_no_slow_instance_while_its_pr
     was HIGH: a slow instance would have received no more than the other."""
     cls = kind_of(sub(0, busy=1.0, rin=614), sub(1, busy=0.061, rin=134))
     assert (cls.kind, cls.subtasks) == ("data-skew", (0,))
-    assert "which a slow instance cannot cause" in cls.evidence[1]
+    assert "which a slow instance cannot cause" in texts(cls)[1]
 
 
 def test_the_same_figures_with_a_producer_not_held_back_are_a_slow_instance() -> None:
@@ -90,7 +91,7 @@ def test_mild_unevenness_that_neither_rule_explains_is_a_slow_operator() -> None
 def test_a_stuck_subtask_that_receives_nothing_is_a_slow_subtask() -> None:
     cls = kind_of(sub(0, busy=0.99, rin=0), sub(1, busy=0.1, rin=100), sub(2, busy=0.1, rin=100))
     assert (cls.kind, cls.subtasks) == ("slow-subtask", (0,))
-    assert any("unbounded" in line for line in cls.evidence)
+    assert any("unbounded" in line for line in texts(cls))
 
 
 def test_without_record_rates_a_few_busy_subtasks_are_a_less_certain_slow_subtask() -> None:

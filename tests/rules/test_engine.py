@@ -16,6 +16,7 @@ from bpmon.model.values import Observation, Report, RootCause, RuntimeLoad, Targ
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
+from .figures import texts
 from .observations import edge, lag, observation, spilled, sub, vertex
 
 RULES = RulesConfig()
@@ -26,7 +27,7 @@ def run(obs: Observation) -> Report:
     assert report.root_causes is not None
     for cause in report.root_causes:
         assert 0.0 <= cause.confidence <= 1.0
-        assert cause.evidence and cause.recommendation
+        assert texts(cause) and cause.recommendation
     return report
 
 
@@ -67,7 +68,7 @@ def test_slow_middle_of_a_chain_is_the_root_cause_and_its_victims_are_not() -> N
     cause = first(report)
     assert cause.kind == "slow-operator"
     assert cause.confidence >= 0.8
-    text = " | ".join(cause.evidence)
+    text = " | ".join(texts(cause))
     assert "parse is HIGH" in text and "rebalance" in text
     assert "% (time accounting)" in text and "% (samples)" in text
 
@@ -104,7 +105,7 @@ def test_slow_operator_recommendation_sizes_the_parallelism() -> None:
     assert match, cause.recommendation
     assert int(match.group(1)) == cause.recommended_parallelism == 11
     assert "--verify" in cause.recommendation
-    assert any("per subtask at 100% busy" in e for e in cause.evidence)
+    assert any("per subtask at 100% busy" in e for e in texts(cause))
 
 
 def test_report_carries_the_window_and_every_vertex() -> None:
@@ -172,7 +173,7 @@ def test_hot_key_is_data_skew_on_the_hot_subtask() -> None:
     assert cause.subtasks == (0,)
     # 2500 of 3226 records/s: 77%, against a fair share of 25%.
     assert "count-by-user[0] receives 77% of the records of count-by-user (fair share 25%)" in (
-        cause.evidence
+        texts(cause)
     )
     assert "salt" in cause.recommendation and "hash exchange" in cause.recommendation
 
@@ -193,7 +194,7 @@ def test_slow_subtask_with_an_even_share_of_records() -> None:
     cause = first(report)
     assert (cause.kind, cause.subtasks) == ("slow-subtask", (2,))
     assert "task manager 0" in cause.recommendation
-    assert any("per record" in e for e in cause.evidence)
+    assert any("per record" in e for e in texts(cause))
 
 
 def test_fan_in_names_the_union_that_cannot_keep_up() -> None:
@@ -209,8 +210,8 @@ def test_fan_in_names_the_union_that_cannot_keep_up() -> None:
     assert names(report) == ["merge"]
     cause = first(report)
     assert cause.kind == "slow-operator"
-    assert any(e.startswith("clicks is HIGH") for e in cause.evidence)
-    assert any(e.startswith("views is HIGH") for e in cause.evidence)
+    assert any(e.startswith("clicks is HIGH") for e in texts(cause))
+    assert any(e.startswith("views is HIGH") for e in texts(cause))
 
 
 def test_diamond_with_one_slow_branch_names_only_that_branch() -> None:
@@ -424,7 +425,7 @@ def test_pyspy_samples_only_still_finds_the_slow_thread() -> None:
     assert names(report) == ["transform"]
     cause = first(report)
     assert (cause.kind, cause.subtasks) == ("slow-subtask", (0,))
-    assert any("no record rates" in e for e in cause.evidence)
+    assert any("no record rates" in e for e in texts(cause))
     assert report.vertices[1].metrics.busy_ratio == pytest.approx(0.95)
     assert report.vertices[1].metrics.records_in_per_s is None
     assert "no record rates" in cause.recommendation or "Investigate" in cause.recommendation
@@ -482,7 +483,7 @@ def test_spilling_bottleneck() -> None:
     )  # fmt: skip
     cause = first(run(obs))
     assert (cause.vertex, cause.kind) == ("window", "spilling")
-    assert any("4,000,000 bytes/s" in e for e in cause.evidence)
+    assert any("4,000,000 bytes/s" in e for e in texts(cause))
 
 
 def test_deep_chain_of_victims_names_only_the_end() -> None:

@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bpmon.model.values import Observation, Report, TargetSettings
+from bpmon.model.evidence import EvidenceLine
+from bpmon.model.values import Observation, Report, RootCause, TargetSettings
 from bpmon.render.report import render_markdown, render_text
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.scenario import load_example
 from bpmon.service.facade import Settings, drain, run_scenario
 
-from .figures import problems, table_percent, unaccounted
+from .figures import problems, texts
 from .observations import edge, lag, observation, sub, vertex
+from .sentences import table_percent, unaccounted
 
 RULES = RulesConfig()
 
@@ -44,7 +46,7 @@ def text(report: Report) -> str:
 
 
 def evidence(report: Report) -> str:
-    return " | ".join(line for c in report.root_causes or () for line in c.evidence)
+    return " | ".join(line for c in report.root_causes or () for line in texts(c))
 
 
 # -- no root cause is not "no backpressure" -----------------------------------------------------
@@ -172,7 +174,14 @@ def test_idle_figures_of_network_and_head_of_line_are_the_tables() -> None:
     assert [f.kind for f in diagnosed(tcp).findings] == ["head-of-line"]
 
 
+def _tampered(report: Report, cause: RootCause, index: int, line: EvidenceLine) -> Report:
+    lines = list(cause.evidence)
+    lines[index] = line
+    return replace(report, root_causes=(replace(cause, evidence=tuple(lines)),))
+
+
 def test_the_cross_check_catches_a_figure_that_is_not_the_tables() -> None:
+    """Each figure moved off its field is caught, and so is a number written as words."""
     report = diagnosed(
         observation(
             vertex("src", sub(0, bp=0.8, busy=0.03, rout=1000, out_pool=1.0)),
@@ -181,20 +190,21 @@ def test_the_cross_check_catches_a_figure_that_is_not_the_tables() -> None:
         )
     )
     (cause,) = report.root_causes or ()
-    assert "map[0] busy 93% (time accounting), 95% (samples)" in cause.evidence
+    assert "map[0] busy 93% (time accounting), 95% (samples)" in texts(cause)
+    moved = 0
     for index, line in enumerate(cause.evidence):
-        for old, new in (
-            ("93%", "94%"),
-            ("HIGH", "LOW"),
-            ("(0.80", "(0.81"),
-            ("map[0]", "map[1]"),
-            ("~1,0", "~1,1"),
-        ):
-            if old in line:
-                lines = list(cause.evidence)
-                lines[index] = line.replace(old, new, 1)
-                tampered = replace(report, root_causes=(replace(cause, evidence=tuple(lines)),))
-                assert problems(tampered), lines[index]
+        for n, part in enumerate(line.parts):
+            if isinstance(part, str):
+                parts = [*line.parts[:n], part + " 7", *line.parts[n + 1 :]]
+                assert problems(_tampered(report, cause, index, EvidenceLine(tuple(parts))))
+                continue
+            if part.what == "busy-sampled":  # the table shows no sampled share: nothing to miss
+                continue
+            off = replace(part, value=part.value + 1.0, shown=f"{part.value + 1.0:g}")
+            parts = [*line.parts[:n], off, *line.parts[n + 1 :]]
+            assert problems(_tampered(report, cause, index, EvidenceLine(tuple(parts)))), off
+            moved += 1
+    assert moved >= 8
     hidden = replace(report, root_causes=(), findings=())
     assert problems(hidden) == ["src is above OK and nothing accounts for it"]
 
@@ -240,6 +250,9 @@ def test_every_figure_of_a_real_report_is_its_own(
 @pytest.mark.slow
 def test_the_real_reports_quote_figures_at_all(example_reports: dict[str, Report]) -> None:
     """The cross-check is not vacuous: the runs produced causes with evidence to check."""
-    lines = [e for r in example_reports.values() for c in r.root_causes or () for e in c.evidence]
+    lines = [e for r in example_reports.values() for c in r.root_causes or () for e in texts(c)]
     assert len(lines) >= 3 * len(EXAMPLES)
     assert any("%" in line for line in lines) and any("records/s" in line for line in lines)
+    figures = [f for r in example_reports.values() for c in r.root_causes or ()
+               for e in c.evidence for f in e.figures]  # fmt: skip
+    assert {"capacity", "offered", "busy"} <= {f.what for f in figures}

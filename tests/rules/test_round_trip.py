@@ -16,6 +16,7 @@ from bpmon.model.values import ChannelWindow, Observation
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
+from .figures import texts
 from .observations import edge, lag, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -49,7 +50,7 @@ def test_credit_on_its_way_back_to_an_idle_consumer_is_the_network_with_credit_a
     report = diagnose(obs, RULES)
     assert [(c.vertex, c.kind) for c in report.root_causes] == [("parse", "network")]
     cause = report.root_causes[0]
-    assert any("round trip" in line for line in cause.evidence)
+    assert any("round trip" in line for line in texts(cause))
     assert "buffers-per-channel" in cause.recommendation
     assert "bandwidth" not in cause.recommendation.split(";")[0]
 

@@ -15,6 +15,7 @@ from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
 from bpmon.service.whatif import changed, recommended_changes, verdict
 
+from .figures import texts
 from .observations import edge, observation, sub, vertex
 
 MONITOR = "[monitor]\nwarmup_s = 0.6\nsamples = 10\ninterval_ms = 10\n"
@@ -59,8 +60,8 @@ def test_a_region_waiting_for_slots_is_resource_starved(tmp_path: Path) -> None:
     report = report_of(STARVED, tmp_path)
     [cause] = [c for c in report.root_causes or () if c.kind == "resource-starved"]
     assert (cause.vertex, cause.subtasks) == ("b", (0,))
-    assert cause.evidence[0].startswith("region 1 (b, b-out) is not running: its 2 subtasks")
-    assert cause.evidence[1] == (
+    assert texts(cause)[0].startswith("region 1 (b, b-out) is not running: its 2 subtasks")
+    assert texts(cause)[1] == (
         "1 of the 1 slots it needs is not free (2 slots in the cluster, the others held by "
         "tasks that run)"
     )
@@ -95,8 +96,8 @@ def test_a_hybrid_partition_whose_consumer_lags_is_spilling(tmp_path: Path) -> N
     report = report_of(spill_job("hybrid-selective", 1000), tmp_path, 2.2)
     [cause] = [c for c in report.root_causes or () if c.kind == "spilling"]
     assert cause.vertex == "src"
-    assert "hybrid-selective partitions to work spill" in cause.evidence[0]
-    assert "work is busy" in cause.evidence[2]
+    assert "hybrid-selective partitions to work spill" in texts(cause)[0]
+    assert "work is busy" in texts(cause)[2]
     assert cause.recommendation.startswith("let work consume in time")
 
 
@@ -130,8 +131,8 @@ def test_flink_states_and_free_slots_name_the_waiting_vertex() -> None:
     [cause] = scheduling_causes(observation(running, waiting))
     assert (cause.kind, cause.vertex) == ("resource-starved", "wide")
     assert cause.subtasks == tuple(range(5))
-    assert "waiting 12.0 s for 5 slots" in cause.evidence[0]
-    assert cause.evidence[1].startswith("5 of the 5 slots it needs are not free (4 slots in")
+    assert "waiting 12.0 s for 5 slots" in texts(cause)[0]
+    assert texts(cause)[1].startswith("5 of the 5 slots it needs are not free (4 slots in")
 
 
 def test_on_flink_the_slots_are_flinks_and_the_one_wide_vertex_is_sized() -> None:
@@ -146,11 +147,11 @@ def test_on_flink_the_slots_are_flinks_and_the_one_wide_vertex_is_sized() -> Non
         "add 2 slots (taskmanager.numberOfTaskSlots, or more TaskManagers), or lower the "
         "parallelism of work to 6;"
     )
-    assert not [line for line in cause.evidence if "gave up" in line]
+    assert not [line for line in texts(cause) if "gave up" in line]
     failed = vertex("work", *(_flink_sub(i, "SCHEDULED", 6, failures=3) for i in range(8)),
                     inputs=[edge("events")])  # fmt: skip
     [cause] = scheduling_causes(observation(source, failed, source="flink"))
-    assert cause.evidence[-1] == (
+    assert texts(cause)[-1] == (
         "the scheduler gave up waiting for the slots 3 times and restarted the job "
         "(NoResourceAvailableException in its exception history)"
     )
@@ -200,7 +201,7 @@ def test_what_flink_shows_still_names_a_region_short_of_slots(tmp_path: Path) ->
         c for c in drain(events).reports[0].root_causes or () if c.kind == "resource-starved"
     ]
     assert (cause.vertex, cause.subtasks) == ("b", (0,))
-    assert cause.evidence[1].startswith("1 of the 1 slots it needs is not free (2 slots in")
+    assert texts(cause)[1].startswith("1 of the 1 slots it needs is not free (2 slots in")
 
 
 def test_spilling_is_not_named_from_what_flink_shows(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from bpmon.rules.sources import source_causes
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
 
+from .figures import texts
 from .observations import lag, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -72,7 +73,7 @@ def test_a_source_chained_with_its_bottleneck_is_source_limited_and_sized(
     assert cause.offered_rate is not None and 500 <= cause.offered_rate <= 700  # 2 x 300
     wanted = math.ceil(cause.offered_rate / (cause.capacity_per_subtask * 0.9))
     assert cause.recommended_parallelism == wanted
-    assert any(f"~{cause.offered_rate:,.0f} offered" in line for line in cause.evidence)
+    assert any(f"~{cause.offered_rate:,.0f} offered" in line for line in texts(cause))
     assert f"{wanted} subtasks instead of 2" in cause.recommendation
     # the recommendation, applied by hand (a chain's members keep one parallelism), re-run
     again = report_of(job(wanted), tmp_path)

@@ -8,6 +8,7 @@ from bpmon.model.values import ChannelWindow, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
+from .figures import texts
 from .observations import edge, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -32,8 +33,8 @@ def test_a_job_that_moves_no_records_is_stalled_with_its_cycle_of_waits() -> Non
     assert (cause.vertex, cause.kind) == ("sink", "stalled")  # it waits for input: it holds
     assert cause.subtasks == (0,)
     assert cause.confidence < 0.9  # inferred from where threads sit: never certain
-    assert any("no records moved" in line for line in cause.evidence)
-    cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
+    assert any("no records moved" in line for line in texts(cause))
+    cycle = next(line for line in texts(cause) if line.startswith("a cycle of waits"))
     assert "map[0] -> sink[0] -> map[0]" in cycle  # followed on subtasks
     assert "TCP" in cause.recommendation
     assert not [c for c in report.root_causes if c.kind == "network"]
@@ -88,7 +89,7 @@ def test_the_cycle_is_followed_on_subtasks_to_the_one_that_holds_it() -> None:
     assert causes
     cause = causes[0]
     assert (cause.vertex, cause.kind, cause.subtasks) == ("agg", "stalled", (0,))
-    cycle = next(line for line in cause.evidence if line.startswith("a cycle of waits"))
+    cycle = next(line for line in texts(cause) if line.startswith("a cycle of waits"))
     assert "agg[0]" in cycle and "sink" not in cycle
 
 
@@ -102,7 +103,7 @@ def test_the_channels_say_which_producer_the_aligning_consumer_waits_for() -> No
         settings=TargetSettings(flow_control="tcp"),
     )  # fmt: skip
     blind = diagnose(obs, RULES).root_causes
-    assert blind and "map[0] -> sink[0]" in blind[0].evidence[-1]  # the first producer, a guess
+    assert blind and "map[0] -> sink[0]" in texts(blind[0])[-1]  # the first producer, a guess
     channels = (
         ChannelWindow("map", 0, "sink", 0, remote=False, backlog=5.0, queued=0.0, blocked=1.0),
         ChannelWindow("map", 1, "sink", 0, remote=True, backlog=6.0, queued=0.0, stalled=1.0),
@@ -111,5 +112,5 @@ def test_the_channels_say_which_producer_the_aligning_consumer_waits_for() -> No
     assert causes
     cause = causes[0]
     assert (cause.vertex, cause.kind, cause.subtasks) == ("sink", "stalled", (0,))
-    assert "sink[0] idles 100% and waits for input from map[1]" in cause.evidence
-    assert cause.evidence[-1] == "a cycle of waits: sink[0] -> map[1] -> sink[0]"
+    assert "sink[0] idles 100% and waits for input from map[1]" in texts(cause)
+    assert texts(cause)[-1] == "a cycle of waits: sink[0] -> map[1] -> sink[0]"

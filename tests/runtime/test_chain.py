@@ -225,7 +225,7 @@ def cause_at(report: Report, pipeline: str) -> RootCause:
 
 def evidence_figures(cause: RootCause) -> tuple[str, list[tuple[str, int]], int]:
     """What the chain's evidence line says: the operator named, each share, the busy samples."""
-    line = next(e for e in cause.evidence if e.startswith("inside the chain"))
+    line = next(e.text for e in cause.evidence if e.text.startswith("inside the chain"))
     found = re.search(r"\((?P<shares>[^;]+); (?P<busy>\d+) busy samples\)", line)
     assert found, line
     shares = [(n, int(pct)) for n, pct in re.findall(r"(\w+) (\d+)%", found["shares"])]

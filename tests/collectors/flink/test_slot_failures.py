@@ -46,7 +46,7 @@ def test_a_job_failing_for_want_of_slots_is_resource_starved(fail_fast_cluster: 
     [cause, *_] = done.report.root_causes or [None]
     assert cause is not None, done.report
     assert (cause.vertex, cause.kind) == ("work", "resource-starved")
-    [line] = [e for e in cause.evidence if "gave up" in e]
+    [line] = [e.text for e in cause.evidence if "gave up" in e.text]
     assert line.endswith("(NoResourceAvailableException in its exception history)")
     [work] = [v for v in done.report.vertices if v.name == "work"]
     waits = [s.metrics.scheduling for s in work.subtasks]
