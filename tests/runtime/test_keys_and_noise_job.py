@@ -22,6 +22,7 @@ from bpmon.runtime.keygroups import subtask_of_key
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import parse_scenario
 from tests.runtime.jobs import StartJob
+from tests.waiting import wait_until
 
 SCENARIO = """
 name = "keys-and-noise"
@@ -52,11 +53,17 @@ inputs = [{ from = "feed" }]
 
 @pytest.fixture(scope="module")
 def window(start_module_job: StartJob) -> dict[str, list[TaskMetrics]]:
-    """The job's metrics over 2.5 s after a 1 s warm-up (the job is ended by the fixture)."""
+    """The job's metrics over 2.5 s once records reach every subtask of count and noisy (the job
+    is ended by the fixture)."""
     job = start_module_job(parse_scenario(SCENARIO))
-    time.sleep(1.0)
+    fed = [*job.tasks["count"], *job.tasks["noisy"]]
+    wait_until(
+        lambda: [t.name for t in fed if not t.records_in.total],
+        "records at every subtask of count and noisy",
+        until=lambda waiting: not waiting,
+    )
     start = counters(job.tasks)
-    time.sleep(2.5)
+    time.sleep(2.5)  # the window measured
     return window_metrics(start, counters(job.tasks))
 
 
