@@ -10,7 +10,6 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +18,8 @@ from rich.console import Console
 
 import bpmon
 from bpmon.cli.help import PlainGroup, use_plain_help
+from bpmon.cli.history import analyze, history_app
+from bpmon.cli.options import RulesFile, RunsDir, errors_as_exit_codes
 from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
 from bpmon.model.events import JobEnded, JobFailed, LiveSnapshot, WatchEvent
 from bpmon.model.report_json import comparison_to_json, reports_to_json
@@ -81,32 +82,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-RunsDir = Annotated[
-    Path,
-    typer.Option("--runs-dir", envvar="BPMON_RUNS_DIR", help="Where run reports are kept."),
-]
-RulesFile = Annotated[
-    Path | None,
-    typer.Option(
-        "--rules",
-        envvar="BPMON_RULES",
-        help="A rules file to diagnose with (default: the shipped rules/backpressure.toml).",
-    ),
-]
 Format = Literal["text", "md", "json"]
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn bpmon's errors into one line and an exit code; Ctrl-C into exit code 130."""
-    try:
-        yield
-    except BpmonError as exc:
-        typer.echo(f"bpmon: error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("bpmon: interrupted; the job was stopped cleanly", err=True)
-        raise typer.Exit(130) from None
 
 
 def _print_version(value: bool) -> None:
@@ -133,7 +109,7 @@ def _root(
     ] = None,
 ) -> None:
     """Find where a streaming pipeline is backpressured, and why."""
-    with _errors():
+    with errors_as_exit_codes():
         use_data_dir(data_dir)
 
 
@@ -150,7 +126,7 @@ def docs(
     ],
 ) -> None:
     """Print one of bpmon's format documents (Markdown), as installed with it."""
-    with _errors():
+    with errors_as_exit_codes():
         typer.echo(format_doc(name), nl=False)
 
 
@@ -162,7 +138,7 @@ def examples(
 ) -> None:
     """List the example scenarios bpmon ships, each with its job's name and the diagnosis it
     shows (run one with `bpmon run NAME`)."""
-    with _errors():
+    with errors_as_exit_codes():
         found = [shipped_example(name) for name in shipped_examples()]
         if json_out:
             typer.echo(examples_json(found))
@@ -204,7 +180,7 @@ def run(
     Shows a live table per vertex while the job runs, samples `--bursts` windows after the
     scenario's warm-up, then prints the report (also saved under --runs-dir/RUN_ID/).
     """
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         if bursts < 1:
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
@@ -238,7 +214,7 @@ def plan(
 
     Nothing runs: this is the job graph as the runtime compiles it (docs/scenario.md).
     """
-    with _errors():
+    with errors_as_exit_codes():
         compiled = job_plan(scenario)
         if json_out:
             typer.echo(json.dumps(plan_to_dict(compiled), indent=2))
@@ -249,7 +225,7 @@ def plan(
 @app.command()
 def demo(runs_dir: RunsDir = DEFAULT_RUNS_DIR, rules: RulesFile = None) -> None:
     """Run the built-in demo scenario: a chain with one clear bottleneck, and its diagnosis."""
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         events = run_scenario(resolve_scenario("demo"), settings)
         _show_watch(events, "demo", json_out=False)
@@ -267,7 +243,7 @@ def diagnose(
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
 ) -> None:
     """Render a saved report again."""
-    with _errors():
+    with errors_as_exit_codes():
         if burst < 0:
             raise ConfigError(f"--burst {burst}: expected 0 or more")
         report = load_report(run_ref, Settings(runs_dir=runs_dir), burst=burst)
@@ -295,7 +271,7 @@ def whatif(
     rules: RulesFile = None,
 ) -> None:
     """Run a scenario as written and as changed, and show both diagnoses side by side."""
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         loaded = resolve_scenario(scenario)
         changes = [parse_change(text) for text in sets]
@@ -387,7 +363,7 @@ def monitor(
     A Flink job is read over its REST API: job graph, per-subtask metrics, task managers'
     thread dumps as stack samples, and Flink's own backpressure levels as a cross-check.
     """
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         if (pid is None) == (flink is None):
             raise ConfigError("bpmon monitor: pass either --pid PID or --flink URL (one of them)")
@@ -518,7 +494,7 @@ def serve(
     watch cannot be read (a Flink cluster that does not answer, no such PID);
     130 stopped while the watches were starting.
     """
-    with _errors():
+    with errors_as_exit_codes():
         _serve(
             host=host,
             port=port,
@@ -673,9 +649,7 @@ def _print_report(report: Report, output: Format) -> None:
         render_text(report, Console())
 
 
-# -- the history and its analysis (bpmon/cli/history.py: they use the helpers above) -----------
-
-from bpmon.cli.history import analyze, history_app  # noqa: E402
+# -- the history and its analysis (bpmon/cli/history.py) ----------------------------------------
 
 app.add_typer(history_app, name="history")
 app.command()(analyze)

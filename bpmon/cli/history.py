@@ -27,8 +27,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from bpmon.cli.commands import RulesFile, _errors
 from bpmon.cli.help import PlainGroup
+from bpmon.cli.options import RulesFile, errors_as_exit_codes
 from bpmon.model.analysis import Analysis, analysis_to_json
 from bpmon.model.errors import ConfigError, HistoryError
 from bpmon.render.analysis import render_analysis_markdown, render_analysis_text
@@ -108,7 +108,7 @@ def history(
     """List the stored runs, newest first, or the bursts of one run (`bpmon history RUN`)."""
     if ctx.invoked_subcommand is not None:
         return
-    with _errors():
+    with errors_as_exit_codes():
         folder = runs_dir or DEFAULT_RUNS_DIR
         settings = Settings(runs_dir=folder)
         after = _since(since, settings)
@@ -140,7 +140,7 @@ def show(
     runs_dir: RunsDirOption = None,
 ) -> None:
     """The bursts of one run."""
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         bursts = run_bursts(run_ref, settings)
         parent = ctx.parent.params.get("json_out") if ctx.parent is not None else None
@@ -163,7 +163,7 @@ def import_(
 
     Idempotent: a report already in the history is not written again.
     """
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         result = import_history(source, settings, lambda line: typer.echo(line, err=True))
         for line in result.skipped:
@@ -188,7 +188,7 @@ def synth(
 
     Jobs synth-job-K, each with a chronic bottleneck, a capacity drop half-way and a hot subtask.
     """
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         made = synthesize_history(
             settings, runs=runs, jobs=jobs, bursts=bursts, parallelism=parallelism, seed=seed
@@ -208,7 +208,7 @@ def compact(ctx: typer.Context, runs_dir: RunsDirOption = None) -> None:
     Appends already compact as they go (in tiers) and `bpmon serve` compacts past days every
     hour; this merges everything at once, today included. Safe while bpmon writes or reads.
     """
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         done = compact_history(settings)
         where = Path(settings.runs_dir) / "history"
@@ -247,7 +247,7 @@ def prune(
 ) -> None:
     """Delete the history older than --keep-days: the Parquet history's days, and the run
     folders and burst reports."""
-    with _errors():
+    with errors_as_exit_codes():
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir), rules_path=rules)
         typer.echo(_pruned(prune_history(settings, keep_days, dry_run=dry_run), settings))
 
@@ -308,7 +308,7 @@ def analyze(
 ) -> None:
     """Aggregate the history with Spark: chronic bottlenecks, regressions between runs,
     capacity trends and skew per job and vertex."""
-    with _errors():
+    with errors_as_exit_codes():
         fmt = output.lower().replace("markdown", "md")
         if json_out and fmt not in ("text", "json"):
             raise ConfigError(f"--json and --format {output}: give one of them")
