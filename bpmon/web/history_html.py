@@ -4,7 +4,8 @@ Plotly figures (each job's capacity per subtask run by run, one line per vertex,
 marked; the chronic bottlenecks' scores) above the same tables as the terminal's. plotly.js is
 inlined once, so the file opens offline and can be linked from the dashboard or mailed as is.
 
-May import: the model layer (bpmon.model.analysis, bpmon.render.analysis), plotly (the web extra).
+The page is ``templates/analysis.html``. May import: the model layer (bpmon.model.analysis,
+bpmon.render.analysis), plotly and jinja2 (the web extra).
 """
 
 from __future__ import annotations
@@ -21,39 +22,38 @@ def analysis_html(analysis: Analysis) -> str:
     """The whole page.
 
     Raises:
-        BpmonError: plotly is not installed (the web extra), with the fix.
+        BpmonError: plotly or jinja2 is not installed (the web extra), with the fix.
     """
     try:
         import plotly.graph_objects as go
         import plotly.io as pio
+        from markupsafe import Markup
+
+        from bpmon.web.templating import render
     except ImportError:
         raise BpmonError(
-            "--format html needs plotly: install the web extra (scripts/setup --web, or pip "
-            "install 'bpmon[web]'), or use --format md"
+            "--format html needs plotly and jinja2: install the web extra (scripts/setup --web, "
+            "or pip install 'bpmon[web]'), or use --format md"
         ) from None
     figures = [
         _trend_figure(go, analysis, job) for job in sorted({v.job for v in analysis.vertices})
     ]
     if analysis.chronic:
         figures.append(_chronic_figure(go, analysis))
-    parts = []
-    for i, figure in enumerate(figures):
-        parts.append(
-            pio.to_html(figure, include_plotlyjs="inline" if i == 0 else False, full_html=False)
-        )
-    body = [
-        "<h1>bpmon history analysis</h1>",
-        "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in summary(analysis)) + "</ul>",
-        *parts,
-        *(_table(title, header, rows) for title, header, rows in sections(analysis)),
+    # plotly's own HTML of each figure (a div and the script that draws it), passed through as
+    # it is: the one place a page holds HTML not written by a template. Names inside the figures
+    # are JSON in plotly's script, escaped by plotly (its hover templates by _trend_figure).
+    plots = [
+        Markup(pio.to_html(f, include_plotlyjs="inline" if i == 0 else False, full_html=False))
+        for i, f in enumerate(figures)
     ]
-    if analysis.regressions:
-        body.append(
-            "<h2>What changed</h2><ul>"
-            + "".join(f"<li>{html.escape(r.detail)}</li>" for r in analysis.regressions)
-            + "</ul>"
-        )
-    return _PAGE.format(body="\n".join(body))
+    return render(
+        "analysis.html",
+        summary=summary(analysis),
+        plots=plots,
+        tables=list(sections(analysis)),
+        regressions=analysis.regressions,
+    )
 
 
 def _trend_figure(go: Any, analysis: Analysis, job: str) -> Any:
@@ -118,25 +118,3 @@ def _chronic_figure(go: Any, analysis: Analysis) -> Any:
         margin={"t": 50, "b": 40},
     )
     return figure
-
-
-def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
-
-
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>bpmon history analysis</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin-bottom: 1.5em; font-size: 0.9em; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: left; }}
-th {{ background: #f4f4f4; }}
-</style></head>
-<body>
-{body}
-</body></html>
-"""

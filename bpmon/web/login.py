@@ -18,8 +18,7 @@ from starlette.datastructures import Headers
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bpmon.web.markup import esc
-from bpmon.web.shell import template
+from bpmon.web.templating import render
 
 COOKIE = "bpmon_token"
 LOGIN = "/login"
@@ -105,8 +104,7 @@ def _local(target: str) -> str:
 
 
 def _form(target: str, problem: str, status: int = 200) -> HTMLResponse:
-    said = f'<p class="problem" role="alert">{esc(problem)}</p>' if problem else ""
-    text = template("login.html").substitute(problem=said, next=esc(target))
+    text = render("login.html", next=target, problem=problem)
     return HTMLResponse(text, status_code=status, headers={"Cache-Control": "no-store"})
 
 

@@ -1,7 +1,7 @@
 """The frame of every dashboard page, and the files it loads: the stylesheet, the script, plotly.js.
 
-Pages are rendered on the server into ``templates/base.html`` (a :class:`string.Template`; every
-value put into it is escaped by the caller, see :mod:`bpmon.web.markup`). plotly.js comes from the
+Pages are rendered on the server from Jinja2 templates that extend ``templates/base.html``, with
+autoescaping on (:mod:`bpmon.web.templating`). plotly.js comes from the
 installed plotly package, never from a CDN: the dashboard runs on clusters without internet. Its
 URL carries plotly.js's version, the stylesheet's and the script's a hash of their content, so
 browsers keep them for a year (``immutable``) and fetch them again only when they change. plotly.js
@@ -15,13 +15,13 @@ import hashlib
 import threading
 from functools import cache
 from importlib.resources import files
-from string import Template
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 import bpmon
-from bpmon.web.markup import esc
+from bpmon.web.templating import render
 
 router = APIRouter(include_in_schema=False)
 
@@ -33,12 +33,6 @@ NAV = (
 STATIC_TYPES = {"dashboard.css": "text/css; charset=utf-8"}
 STATIC_TYPES["dashboard.js"] = "text/javascript; charset=utf-8"
 FOREVER = "public, max-age=31536000, immutable"
-
-
-@cache
-def template(name: str) -> Template:
-    """A page template from ``bpmon/web/templates`` (read once)."""
-    return Template(files("bpmon.web").joinpath("templates", name).read_text(encoding="utf-8"))
 
 
 @cache
@@ -76,44 +70,39 @@ def _plotly_gzip() -> bytes:
 
 
 def page(
+    template: str,
     title: str,
     name: str,
-    main: str,
     *,
-    figures: str = "",
     plotly: bool = False,
     attributes: dict[str, str] | None = None,
     status: int = 200,
+    **values: Any,
 ) -> HTMLResponse:
-    """A whole page: ``main`` (HTML) in the frame, the figures' JSON blocks last.
+    """A whole page: ``template`` (which extends ``base.html``) rendered with ``values``.
 
     Args:
+        template: the page's template in ``bpmon/web/templates``.
         title: the page's title (plain text).
         name: which page (``jobs``, ``job``, ``run``, ``compare``, ``history``): the nav marks it
             and the script reads it from ``<body data-page>``.
-        main: the page's content, escaped already.
-        figures: the JSON blocks of the page's figures.
         plotly: load plotly.js (pages without a figure skip its 4.8 MB).
-        attributes: more ``data-*`` attributes of ``<body>`` (values escaped here).
+        attributes: more ``data-*`` attributes of ``<body>``.
         status: the HTTP status.
+        values: what the page's template shows.
     """
-    nav = "\n".join(
-        f'<a href="{href}"{" aria-current=page" if key == name else ""}>{label}</a>'
-        for href, label, key in NAV
-    )
-    extra = "".join(f' {k}="{esc(v)}"' for k, v in (attributes or {}).items())
-    script = f'<script src="/static/{plotly_name()}" defer></script>\n' if plotly else ""
-    text = template("base.html").substitute(
-        title=esc(title),
-        page=esc(name),
-        attributes=extra,
-        nav=nav,
-        main=main,
-        figures=figures,
-        plotly=script,
+    text = render(
+        template,
+        title=title,
+        page=name,
+        attributes=attributes or {},
+        nav=NAV,
+        plotly=plotly,
+        plotly_name=plotly_name() if plotly else "",
         css_version=version_of("dashboard.css"),
         js_version=version_of("dashboard.js"),
-        version=esc(bpmon.__version__),
+        version=bpmon.__version__,
+        **values,
     )
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(text, status_code=status, headers=headers)
@@ -121,11 +110,9 @@ def page(
 
 def error_page(status: int, message: str) -> HTMLResponse:
     """A page saying what went wrong in one line, with the way back."""
-    main = (
-        f"<h1>{'Not found' if status == 404 else 'Cannot show this'}</h1>"
-        f'<p class="problem" role="alert">{esc(message)}</p><p><a href="/">All jobs</a></p>'
+    return page(
+        "error.html", "Error", "error", status=status, message=message, not_found=status == 404
     )
-    return page("Error", "error", main, status=status)
 
 
 @router.get("/static/{name}")
