@@ -1,14 +1,18 @@
-"""Helpers shared by the runtime tests: the job fixtures' types, a diamond scenario, a channel's
-producer, reading a gate dry. The fixtures themselves are in this folder's ``conftest.py``."""
+"""Helpers shared by the runtime tests (and the service and web tests that run jobs): the job
+fixtures' types, a diamond scenario, a channel's producer, reading a gate dry, a subtask's dominant
+state, the task threads alive. The fixtures themselves are in this folder's ``conftest.py``."""
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable
 
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.credit import RemoteInputChannel
 from bpmon.runtime.gate import InputChannel, InputGate, LocalInputChannel
 from bpmon.runtime.job import Job, JobResult
+from bpmon.runtime.metrics import TaskMetrics
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.scenario import Scenario
 
@@ -65,3 +69,14 @@ def read_all(env: NetworkEnvironment, gate: InputGate) -> tuple[list[object], li
                 sizes.append(item.size)
                 item.recycle()
     return records, sizes
+
+
+def dominant(m: TaskMetrics) -> str:
+    """The state a subtask spent most of its measured span in: busy, idle or bp."""
+    shares = {"busy": m.busy_ms_per_s, "idle": m.idle_ms_per_s, "bp": m.backpressured_ms_per_s}
+    return max(shares, key=lambda state: shares[state])
+
+
+def task_threads() -> list[str]:
+    """The names of the runtime's task threads still alive (``"src (1/2)"``...)."""
+    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]

@@ -52,7 +52,7 @@ from bpmon.scenario import (
     parse_scenario,
 )
 from bpmon.scenario.rates import offered_total
-from tests.runtime.jobs import StartJob, StopJob
+from tests.runtime.jobs import StartJob, StopJob, dominant
 
 CASES = Path(__file__).resolve().parents[1] / "scenarios"
 WARMUP_S = 20.0
@@ -202,12 +202,6 @@ def _show(ms: list[TaskMetrics]) -> str:
         f"outPool {m.out_pool_usage}"
         for m in ms
     )
-
-
-def dominant(m: TaskMetrics) -> str:
-    """The state a subtask spent most of the measured span in: busy, idle or bp."""
-    shares = {"busy": m.busy_ms_per_s, "idle": m.idle_ms_per_s, "bp": m.backpressured_ms_per_s}
-    return max(shares, key=lambda state: shares[state])
 
 
 def mostly(run: Run, vertex: str, state: str) -> None:

@@ -36,7 +36,7 @@ from bpmon.runtime.metrics import (
 from bpmon.runtime.pacing import SOURCE_CHUNK, Schedule
 from bpmon.runtime.task import Task
 from bpmon.scenario import Scenario, parse_scenario
-from tests.runtime.jobs import StartJob, StopJob
+from tests.runtime.jobs import StartJob, StopJob, dominant
 from tests.waiting import wait_until
 
 INTERVAL_S = 2.0
@@ -158,12 +158,6 @@ def measure(jobs: dict[str, Job], stop: StopJob) -> dict[str, Interval]:
         pairs = {v: list(zip(s0[v], s1[v], strict=True)) for v in s0}
         intervals[name] = Interval(job, start, end, pairs)
     return intervals
-
-
-def dominant(m: TaskMetrics) -> str:
-    """The state a subtask spent most of the interval in."""
-    shares = {"busy": m.busy_ms_per_s, "idle": m.idle_ms_per_s, "bp": m.backpressured_ms_per_s}
-    return max(shares, key=lambda state: shares[state])
 
 
 def _show(m: TaskMetrics) -> str:

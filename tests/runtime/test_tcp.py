@@ -29,7 +29,7 @@ from bpmon.runtime.deployment import plan_deployment
 from bpmon.runtime.job import Job
 from bpmon.runtime.metrics import TaskMetrics, counters, window_metrics
 from bpmon.scenario import Scenario, parse_scenario
-from tests.runtime.jobs import StartJob
+from tests.runtime.jobs import StartJob, dominant
 
 WARMUP_S = 4.0
 SPAN_S = 3.0
@@ -114,12 +114,6 @@ def spans(start_module_job: StartJob) -> dict[str, Span]:
     time.sleep(SPAN_S)
     last = {name: counters(job.tasks) for name, job in jobs.items()}
     return {name: Span(job, window_metrics(first[name], last[name])) for name, job in jobs.items()}
-
-
-def dominant(m: TaskMetrics) -> str:
-    """The state a subtask spent most of the span in: busy, idle or bp."""
-    shares = {"busy": m.busy_ms_per_s, "idle": m.idle_ms_per_s, "bp": m.backpressured_ms_per_s}
-    return max(shares, key=lambda state: shares[state])
 
 
 def _show(ms: list[TaskMetrics]) -> str:

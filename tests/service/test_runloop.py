@@ -11,7 +11,6 @@ are in ``tests/collectors/flink`` (the chaos test).
 from __future__ import annotations
 
 import random
-import re
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from bpmon.model.values import Observation
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, WatchPlan, watch
 from bpmon.service.runloop import BACKOFF_MAX_S, REASONS_KEPT, BurstOverrunError, Setbacks
+from tests.runtime.jobs import task_threads
 from tests.tiny import TINY
 
 
@@ -79,11 +79,6 @@ class StuckOnce(RuntimeTarget):
             self.released.set()
             raise UnavailableError("released")  # never seen: the burst was abandoned
         return super().observe(samples, interval_ms, progress, stop)
-
-
-def task_threads() -> list[str]:
-    """The names of the runtime's task threads still alive (``"src (1/2)"``...)."""
-    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
 
 
 def until_reports(

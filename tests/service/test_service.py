@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import subprocess
 import sys
 import threading
@@ -45,6 +44,7 @@ from bpmon.service.facade import (
 )
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from tests.collectors.pipelines import running_pipeline
+from tests.runtime.jobs import task_threads
 from tests.tiny import TINY
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -61,11 +61,6 @@ def gone_pid() -> int:
 def settings(runs_dir: Path, seed: int = 1) -> Settings:
     """Settings with a fixed clock and seed, so run ids are known in advance."""
     return Settings(runs_dir=runs_dir, now=lambda: NOW, rng=random.Random(seed))
-
-
-def task_threads() -> list[str]:
-    """The names of the runtime's task threads still alive (``"src (1/2)"``...)."""
-    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
 
 
 # -- resolve_scenario ----------------------------------------------------------------------------

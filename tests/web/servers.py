@@ -6,7 +6,6 @@ tenth of a second.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,17 +14,13 @@ import httpx
 
 from bpmon.service.watching import Watches
 from bpmon.web.server import BpmonServer
+from tests.runtime.jobs import task_threads
 from tests.tiny import tiny
 from tests.waiting import WAIT_S, wait_until
 
 __all__ = ["TOKEN", "WAIT_S", "ServeFactory", "Served", "task_threads", "tiny", "wait_until"]
 
 TOKEN = "a-test-token-0123456789abcdef"
-
-
-def task_threads() -> list[str]:
-    """The runtime's task threads still alive (``"src (1/2)"``...)."""
-    return [t.name for t in threading.enumerate() if re.fullmatch(r".+ \(\d+/\d+\)", t.name)]
 
 
 @dataclass
