@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.model.errors import ScenarioError
-from bpmon.scenario import load_scenario, parse_scenario
+from bpmon.scenario import parse_scenario
 from bpmon.scenario.spec import KeySpec
+from tests.scenario.errors import error_of
 
 HEAD = 'name = "job"\n[[operators]]\nname = "src"\nkind = "source"\nrate = 100\nparallelism = 2\n'
 
@@ -22,16 +22,6 @@ def job(
         HEAD + '[[operators]]\nname = "work"\nkind = "map"\nparallelism = 4\ncost_us = 100\n'
         f'inputs = [{{ from = "src", {edge} }}]\n{work}\n'
     )
-
-
-def error_of(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "bad.toml"
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_the_keys_load_as_written() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.model.errors import ScenarioError
-from bpmon.scenario import load_scenario, parse_scenario
+from bpmon.scenario import parse_scenario
 from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.rates import Ramp, RateBurst, Sine, Steps, mean_rate, offered_total
+from tests.scenario.errors import error_of
 
 TAIL = '[[operators]]\nname = "sink"\nkind = "sink"\nparallelism = 3\ninputs = [{ from = "src" }]\n'
 
@@ -21,16 +21,6 @@ def job(lines: str, rate: float = 1000) -> str:
         f'name = "job"\n[[operators]]\nname = "src"\nkind = "source"\nparallelism = 3\n'
         f"rate = {rate}\n{lines}\n{TAIL}"
     )
-
-
-def error_of(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "bad.toml"
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_the_keys_load_as_written() -> None:

@@ -26,6 +26,7 @@ from bpmon.scenario import (
     thread_pattern,
 )
 from bpmon.service.facade import format_doc
+from tests.scenario.errors import error_of
 
 SRC = 'name = "src"\nkind = "source"\nrate = 100'
 WORK = 'name = "work"\nkind = "map"\ninputs = [{ from = "src" }]'
@@ -41,18 +42,6 @@ def toml(*operators: str, head: str = 'name = "job"') -> str:
 def chain(src: str = "", work: str = "", out: str = "", head: str = 'name = "job"') -> str:
     """The chain src -> work -> out with extra lines added to each part."""
     return toml(f"{SRC}\n{src}", f"{WORK}\n{work}", f"{OUT}\n{out}", head=head)
-
-
-def error_of(tmp_path: Path, text: str, name: str = "slow.toml") -> str:
-    """Load ``text`` from a file called ``name`` and return the one-line error it must raise."""
-    path = tmp_path / name
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert "\n" not in message
-    assert message.startswith(str(path) + ": ")
-    return message
 
 
 # --- a good file -------------------------------------------------------------------------------
