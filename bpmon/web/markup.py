@@ -16,13 +16,12 @@ from typing import Any
 from markupsafe import Markup
 
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.render.report import DISAGREEMENT_NOTE, NO_BACKPRESSURE, no_cause_line
 from bpmon.service.comparison import capacity_of_vertex
 from bpmon.web import numbers
 from bpmon.web.templating import macro
 
-NO_BACKPRESSURE = "No backpressure: every vertex is OK."
 NO_DIAGNOSIS = "No diagnosis yet: the report holds metrics only."
-DISAGREEMENT_NOTE = "* the sampled ratio and the time accounting of this subtask disagree"
 COLUMNS = (
     "vertex",
     "level",
@@ -95,18 +94,6 @@ class PageFigure:
         return int(self.figure.get("layout", {}).get("height", 360))
 
 
-def no_cause_line(report: Report) -> str:
-    """What a diagnosed report without a root cause says (as ``bpmon diagnose`` does)."""
-    above = [v for v in report.vertices if v.level in ("LOW", "HIGH")]
-    if above:
-        named = ", ".join(f"{v.name} is {v.level} ({numbers.ratio(v.ratio)})" for v in above)
-        return f"Backpressure without a root cause: {named}; the findings say why."
-    unknown = [v.name for v in report.vertices if v.level is None]
-    if unknown:
-        return f"No backpressure seen, but {', '.join(unknown)} gave no figures to tell."
-    return NO_BACKPRESSURE
-
-
 def cause_title(cause: RootCause) -> str:
     """``slow-operator at geo-lookup, subtasks 0, 1``."""
     title = f"{cause.kind} at {cause.vertex}"
@@ -121,7 +108,7 @@ def cause_panel_of(report: Report) -> CausePanel:
     if report.root_causes is None:
         return CausePanel((), NO_DIAGNOSIS, "muted")
     if not report.root_causes:
-        line = no_cause_line(report)
+        line, _ = no_cause_line(report)  # as bpmon diagnose says it
         return CausePanel((), line, "no-cause " + ("good" if line == NO_BACKPRESSURE else "warn"))
     by_name = {v.name: v for v in report.vertices}
     return CausePanel(
@@ -177,11 +164,6 @@ def _row(label: str, status: VertexStatus | SubtaskStatus, vertex: str, marked: 
         mark = "root cause" if is_vertex else "named by the root cause"
         css += " culprit" if is_vertex else " named"
     return VertexRow(label, css, vertex, status.level, disagree, cells, mark)
-
-
-def level_badge(level: Level | None) -> Markup:
-    """The level's word on its colour (``no level`` in grey)."""
-    return macro("report.html", "level_badge", level)
 
 
 def cause_panel(report: Report) -> Markup:

@@ -5,9 +5,9 @@ output of another template or macro), so escaping is the default rather than a d
 code hands templates plain values (reports, strings, numbers), never HTML it built itself.
 
 Templates are written one element per line, for reading; a line break and the indentation after
-it are dropped when a template loads (:meth:`_Environment.preprocess`), so the HTML sent is as
-compact as a hand-built string, and a table row is one line. Text that needs a space keeps it on
-one line. The environment is made once (templates compile once, then are cached).
+it are not sent (:meth:`_Environment.preprocess` turns them into a Jinja comment, so an error still
+names its line), and the HTML is as compact as a hand-built string: a table row is one line. Text
+that needs a space keeps it on one line. The environment is made once (templates compile once).
 """
 
 from __future__ import annotations
@@ -23,15 +23,19 @@ from markupsafe import Markup
 from bpmon.model.values import worst_level
 from bpmon.web import numbers
 
-_LINE_BREAK = re.compile(r"\n[ \t]*")
+_TAGS = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
+_LINE_BREAK = re.compile(r"\n([ \t]*)")
 
 
 class _Environment(Environment):
-    """An environment whose templates lose their line breaks and indentation as they load."""
+    """An environment whose templates' line breaks, with the indentation after them, are
+    comments: not sent, but still counted in the lines an error names."""
 
     def preprocess(self, source: str, name: str | None = None, filename: str | None = None) -> str:
-        """``source`` without its line breaks and the indentation after them."""
-        return super().preprocess(_LINE_BREAK.sub("", source), name, filename)
+        """``source`` with each line break outside a tag, and its indentation, in a comment."""
+        parts = _TAGS.split(source)  # text at even places, Jinja's tags at odd ones
+        parts[::2] = [_LINE_BREAK.sub(r"{#\n\1#}", text) for text in parts[::2]]
+        return super().preprocess("".join(parts), name, filename)
 
 
 def path_part(text: str) -> str:
