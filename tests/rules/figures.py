@@ -248,19 +248,20 @@ def _channel(c: Check, f: EvidenceFigure) -> None:
 
 
 def _scheduling(c: Check, f: EvidenceFigure) -> None:
-    """A scheduling figure is one the report's subtasks carry."""
-    states = [s.metrics.scheduling for v in c.report.vertices for s in v.subtasks]
-    known = [s for s in states if s is not None]
-    waits = [s.slot_wait for s in known if s.slot_wait is not None]
-    parallelisms = [float(v.parallelism) for v in c.report.vertices]
+    """A scheduling figure is one the report's subtasks carry (the region's, where known)."""
+    known = [s.metrics.scheduling for v in c.report.vertices for s in v.subtasks]
+    states = [s for s in known if s is not None]
+    waits = [s.slot_wait for s in states if s.slot_wait is not None]
+    needed = [float(w.needed) for w in waits] or [float(v.parallelism) for v in c.report.vertices]
+    free = min((s.slots_free for s in states if s.slots_free is not None), default=0)
     values: dict[str, list[float]] = {
-        "waited": [s.waited_s for s in known if s.waited_s is not None],
-        "slots-total": [float(s.slots_total) for s in known if s.slots_total is not None],
-        "restarts": [float(s.slot_failures) for s in known],
+        "waited": [s.waited_s for s in states if s.waited_s is not None],
+        "slots-total": [float(s.slots_total) for s in states if s.slots_total is not None],
+        "restarts": [float(s.slot_failures) for s in states],
         "region": [float(w.region) for w in waits],
-        "slots-needed": [float(w.needed) for w in waits] or parallelisms,
-        "slots-missing": [float(w.missing) for w in waits] or [f.value],
-        "waiting-subtasks": [float(n) for n in range(1, len(states) + 1)],
+        "slots-needed": needed,
+        "slots-missing": [float(w.missing) for w in waits] or [max(1, n - free) for n in needed],
+        "waiting-subtasks": [float(n) for n in range(1, sum(s.waiting for s in states) + 1)],
     }
     c.expect(any(_close(f.value, v) for v in values[f.what]), f"{f.what} not in {values[f.what]}")
 
@@ -393,6 +394,12 @@ def line_problems(report: Report, cause: RootCause, line: EvidenceLine) -> list[
         else:
             check.expect(False, f"{fig.vertex} has no subtasks {fig.subtasks}")
     return check.problems
+
+
+def evidence_problems(report: Report) -> list[str]:
+    """Every figure of the report's evidence lines that disagrees with its fields."""
+    causes = report.root_causes or ()
+    return [p for c in causes for line in c.evidence for p in line_problems(report, c, line)]
 
 
 def problems(report: Report) -> list[str]:

@@ -15,7 +15,7 @@ from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
 from bpmon.service.whatif import changed, recommended_changes, verdict
 
-from .figures import texts
+from .figures import evidence_problems, texts
 from .observations import edge, observation, sub, vertex
 
 MONITOR = "[monitor]\nwarmup_s = 0.6\nsamples = 10\ninterval_ms = 10\n"
@@ -25,6 +25,7 @@ def report_of(text: str, tmp_path: Path, duration_s: float = 1.0) -> Report:
     scenario = parse_scenario(text)
     ended = drain(run_scenario(scenario, Settings(runs_dir=tmp_path), duration_s=duration_s))
     assert ended.leaks == ()
+    assert evidence_problems(ended.reports[0]) == []
     return ended.reports[0]
 
 

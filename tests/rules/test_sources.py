@@ -17,7 +17,7 @@ from bpmon.rules.sources import source_causes
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
 
-from .figures import texts
+from .figures import evidence_problems, texts
 from .observations import lag, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -54,6 +54,7 @@ inputs = [{{ from = "lookup", partitioner = "rebalance" }}]
 def report_of(text: str, tmp_path: Path) -> Report:
     ended = drain(run_scenario(parse_scenario(text), Settings(runs_dir=tmp_path)))
     assert ended.leaks == ()
+    assert evidence_problems(ended.reports[0]) == []
     return ended.reports[0]
 
 

@@ -8,7 +8,7 @@ from bpmon.model.values import ChannelWindow, TargetSettings
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
 
-from .figures import texts
+from .figures import evidence_problems, texts
 from .observations import edge, observation, sub, vertex
 
 RULES = RulesConfig()
@@ -38,6 +38,7 @@ def test_a_job_that_moves_no_records_is_stalled_with_its_cycle_of_waits() -> Non
     assert "map[0] -> sink[0] -> map[0]" in cycle  # followed on subtasks
     assert "TCP" in cause.recommendation
     assert not [c for c in report.root_causes if c.kind == "network"]
+    assert evidence_problems(report) == []
 
 
 def test_a_slow_job_that_still_moves_a_record_is_not_stalled() -> None:
@@ -66,6 +67,7 @@ def test_a_stall_in_one_region_leaves_the_other_diagnosed() -> None:
     kinds = {(c.vertex, c.kind) for c in report.root_causes or ()}
     assert ("b", "stalled") in kinds  # b waits for input from a, which waits on b
     assert not {v for v, _ in kinds} & {"x", "y"}
+    assert evidence_problems(report) == []
 
 
 def test_the_cycle_is_followed_on_subtasks_to_the_one_that_holds_it() -> None:
