@@ -25,14 +25,11 @@ from bpmon.history.store import HistoryStore
 from bpmon.model.values import Report, SubtaskStatus, VertexStatus
 from bpmon.service.facade import Settings
 from bpmon.service.history import compact_history, synthesize_history
+from tests.history.on_disk import files
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 ROWS = 3  # subtask rows of one window of make_report
-
-
-def files(folder: Path) -> list[Path]:
-    return sorted(Path(d) / n for d, _, names in os.walk(folder) for n in names)
 
 
 def test_a_watch_at_a_burst_a_second_keeps_a_bounded_number_of_files(

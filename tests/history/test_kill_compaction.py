@@ -10,7 +10,6 @@ per table, no leftover.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from bpmon.history.retention import prune_days
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HistoryStore
 from bpmon.model.values import Report
+from tests.history.on_disk import files
 
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 RUN = "20261122T101500Z-enrich-0001"
@@ -65,10 +65,6 @@ KILLED_AT = textwrap.dedent(
     print(calls[0])
     """
 )
-
-
-def files(folder: Path) -> list[Path]:
-    return sorted(Path(d) / n for d, _, names in os.walk(folder) for n in names)
 
 
 def killed_at(step: int, *args: str) -> subprocess.CompletedProcess[str]:

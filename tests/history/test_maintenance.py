@@ -7,7 +7,6 @@ cannot be compacted named while the rest is done, and nothing to do costing noth
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,13 +19,10 @@ from bpmon.model.errors import ConfigError
 from bpmon.model.values import Report
 from bpmon.service.facade import Settings
 from bpmon.service.history import maintain, prune_history
+from tests.history.on_disk import files
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
-
-
-def files(folder: Path) -> list[Path]:
-    return sorted(Path(d) / n for d, _, names in os.walk(folder) for n in names)
 
 
 def settings(runs: Path, keep_days: int) -> Settings:
