@@ -16,15 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.spill import SpillCounters, SpillFile
+from bpmon.runtime.spill import SpillCounters, SpillFile, SpillReader
 from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, ResultSubpartition
 
 if TYPE_CHECKING:
     from bpmon.runtime.partition import ResultPartition
     from bpmon.runtime.subpartition import SubpartitionReader
-
-READ_SEGMENT = -1
-"""The segment id of a read buffer: batch-shuffle read memory, not a network segment."""
 
 
 class BlockingSubpartition(ResultSubpartition):
@@ -44,9 +41,9 @@ class BlockingSubpartition(ResultSubpartition):
         "backlog",
         "finished",
         "index",
-        "outstanding",
         "partition",
         "queued_bytes",
+        "read_back",
         "reader",
         "spill",
     )
@@ -55,6 +52,7 @@ class BlockingSubpartition(ResultSubpartition):
         self.partition = partition
         self.index = index
         self.spill = spill
+        self.read_back = SpillReader(spill, index)
         self._items: list[int | ChannelEvent] = []  # a buffer's number in the file, or an event
         self._sizes: dict[int, int] = {}
         self._next = 0
@@ -62,7 +60,6 @@ class BlockingSubpartition(ResultSubpartition):
         self.finished = False
         self.backlog = 0
         self.queued_bytes = 0
-        self.outstanding = 0  # read buffers handed to the reader and not recycled yet
         self.reader: SubpartitionReader | None = None
 
     def __len__(self) -> int:
@@ -99,9 +96,7 @@ class BlockingSubpartition(ResultSubpartition):
             if isinstance(item, ChannelEvent):
                 self._head = item
             else:
-                records, size = self.spill.read(item)
-                self.outstanding += 1
-                self._head = Buffer(READ_SEGMENT, records, size, self, self.index)
+                self._head = self.read_back.read(item)
         return self._head
 
     def poll(self) -> Buffer | ChannelEvent | None:
@@ -116,22 +111,13 @@ class BlockingSubpartition(ResultSubpartition):
             self.queued_bytes -= item.size
         return item
 
-    def recycle(self, segment: int, channel: int) -> None:
-        """A read buffer comes back from the reader."""
-        self.outstanding -= 1
-
     def spill_counters(self) -> SpillCounters:
         """Bytes written to and read from the file, and disk time."""
         return self.spill.counters()
 
     def leaks(self) -> list[str]:
         """Read buffers never recycled, or a file left behind, after :meth:`release`."""
-        problems = []
-        if self.outstanding:
-            problems.append(f"{self.outstanding} read buffers of subpartition {self.index} out")
-        if not self.spill.closed or self.spill.path.exists():
-            problems.append(f"spill file {self.spill.path} not removed")
-        return problems
+        return self.read_back.leaks()
 
     def release(self) -> None:
         """Drop a read buffer held for peeking and delete the file (teardown)."""

@@ -31,16 +31,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bpmon.runtime.buffers import Buffer
-from bpmon.runtime.spill import SpillCounters, SpillFile
+from bpmon.runtime.spill import READ_SEGMENT, SpillCounters, SpillFile, SpillReader
 from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent, ResultSubpartition
 from bpmon.scenario import NetworkConfig
 
 if TYPE_CHECKING:
     from bpmon.runtime.partition import ResultPartition
     from bpmon.runtime.subpartition import SubpartitionReader
-
-READ_SEGMENT = -1
-"""The segment id of a buffer read back from disk (read memory, not a network segment)."""
 
 
 class BufferEntry:
@@ -195,9 +192,9 @@ class HybridSubpartition(ResultSubpartition):
         "index",
         "manager",
         "next_buffer",
-        "outstanding",
         "partition",
         "queued_bytes",
+        "read_back",
         "reader",
         "spill",
     )
@@ -213,6 +210,7 @@ class HybridSubpartition(ResultSubpartition):
         self.index = index
         self.manager = manager
         self.spill = spill
+        self.read_back = SpillReader(spill, index)
         manager.subpartitions.append(self)
         self.entries: list[BufferEntry] = []
         self._items: list[BufferEntry | ChannelEvent] = []
@@ -221,7 +219,6 @@ class HybridSubpartition(ResultSubpartition):
         self._head: tuple[Buffer | ChannelEvent, BufferEntry | None] | None = None
         self.backlog = 0
         self.queued_bytes = 0
-        self.outstanding = 0  # buffers read from disk and not recycled yet
         self.from_memory = 0
         self.from_disk = 0
         self.ended = False
@@ -271,10 +268,8 @@ class HybridSubpartition(ResultSubpartition):
             else:
                 if not item.spilled:
                     raise RuntimeError(f"{self.partition.name}: buffer {item.number} was lost")
-                records, size = self.spill.read(item.number)
                 item.consumed = True
-                self.outstanding += 1
-                self._head = (Buffer(READ_SEGMENT, records, size, self, self.index), None)
+                self._head = (self.read_back.read(item.number), None)
         return None if self._head is None else self._head[0]
 
     def poll(self) -> Buffer | ChannelEvent | None:
@@ -296,10 +291,6 @@ class HybridSubpartition(ResultSubpartition):
                 self.from_disk += 1
         return item
 
-    def recycle(self, segment: int, channel: int) -> None:
-        """A buffer read from disk comes back from the reader."""
-        self.outstanding -= 1
-
     def spill_counters(self) -> SpillCounters:
         """Bytes spilled and read back, and disk time."""
         return self.spill.counters()
@@ -310,11 +301,7 @@ class HybridSubpartition(ResultSubpartition):
         problems = (
             [f"buffers {held} of subpartition {self.index} still hold segments"] if held else []
         )
-        if self.outstanding:
-            problems.append(f"{self.outstanding} read buffers of subpartition {self.index} out")
-        if not self.spill.closed or self.spill.path.exists():
-            problems.append(f"spill file {self.spill.path} not removed")
-        return problems
+        return problems + self.read_back.leaks()
 
     def release(self) -> None:
         """Teardown: drop a peeked buffer, release every buffer in memory, delete the file.

@@ -11,6 +11,11 @@ The file counts what it wrote and read and how long the disk took (``disk_s``); 
 those into bytes spilled and read per second and disk time, as the diagnosis of spilling needs.
 Writes and reads happen under the network lock, as everything in the runtime does: one simulated
 disk, serialised.
+
+A buffer read back goes into read memory of its own (Flink reads blocking and spilled hybrid
+data into the batch-shuffle read memory, not into network buffers): :class:`SpillReader` hands
+it out as a :class:`~bpmon.runtime.buffers.Buffer` of :data:`READ_SEGMENT` and counts it until
+the reader recycles it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from bpmon.runtime.buffers import Buffer
 
 HEADER = struct.Struct("<II")
 """A frame's header: the pickled records' length and the buffer's byte size."""
@@ -113,3 +120,43 @@ class SpillFile:
         self._file.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+
+
+READ_SEGMENT = -1
+"""The segment id of a buffer read back from a spill file: read memory, not a network segment."""
+
+
+class SpillReader:
+    """Buffers read back from one subpartition's spill file, counted until their reader recycles
+    them: what blocking and hybrid subpartitions share.
+
+    Args:
+        file: the subpartition's spill file.
+        channel: the consuming subtask (the subpartition's index).
+    """
+
+    __slots__ = ("channel", "file", "outstanding")
+
+    def __init__(self, file: SpillFile, channel: int) -> None:
+        self.file = file
+        self.channel = channel
+        self.outstanding = 0  # read buffers handed out and not recycled yet
+
+    def read(self, number: int) -> Buffer:
+        """Buffer ``number`` read back from the file into a read buffer of its own."""
+        records, size = self.file.read(number)
+        self.outstanding += 1
+        return Buffer(READ_SEGMENT, records, size, self, self.channel)
+
+    def recycle(self, segment: int, channel: int) -> None:
+        """A read buffer comes back from the reader."""
+        self.outstanding -= 1
+
+    def leaks(self) -> list[str]:
+        """Read buffers never recycled, or the file left behind, after the file was closed."""
+        problems = []
+        if self.outstanding:
+            problems.append(f"{self.outstanding} read buffers of subpartition {self.channel} out")
+        if not self.file.closed or self.file.path.exists():
+            problems.append(f"spill file {self.file.path} not removed")
+        return problems

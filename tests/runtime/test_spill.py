@@ -1,4 +1,5 @@
-"""Spill files and blocking subpartitions: real files, read back exactly, nothing left behind."""
+"""Spill files, their reader and blocking subpartitions: real files, read back exactly, nothing
+left behind."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 from bpmon.runtime.blocking import BlockingSubpartition
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.network import NetworkEnvironment
-from bpmon.runtime.spill import SpillFile
+from bpmon.runtime.spill import READ_SEGMENT, SpillFile, SpillReader
 from bpmon.runtime.subpartition import END_OF_PARTITION
 from bpmon.scenario import NetworkConfig
 
@@ -27,6 +28,25 @@ def test_a_spill_file_reads_back_each_buffer_by_number_and_counts_its_bytes(
     spill.close()
     spill.close()
     assert not spill.path.exists()
+
+
+def test_a_buffer_read_back_is_counted_until_recycled_and_the_file_until_removed(
+    tmp_path: Path,
+) -> None:
+    """Blocking and hybrid subpartitions read their spill files through one SpillReader."""
+    spill = SpillFile(tmp_path / "s.spill")
+    spill.write(0, ["x"], 64)
+    reader = SpillReader(spill, channel=2)
+    first, again = reader.read(0), reader.read(0)
+    assert (first.segment, first.records, first.size, first.channel) == (READ_SEGMENT, ["x"], 64, 2)
+    first.recycle()
+    assert reader.leaks() == [
+        "1 read buffers of subpartition 2 out",
+        f"spill file {spill.path} not removed",
+    ]
+    again.recycle()
+    spill.close()
+    assert reader.leaks() == []
 
 
 def test_a_blocking_subpartition_is_readable_only_once_its_producer_finished(
