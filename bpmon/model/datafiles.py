@@ -124,7 +124,7 @@ def data_file(kind: DataKind, name: str, suffix: str = ".toml") -> Path:
     shipped = shipped_dir(kind)
     resource = shipped.joinpath(f"{name}{suffix}")
     if resource.is_file():
-        return resource if isinstance(resource, Path) else _extract(resource)
+        return real_file(resource)
     if not shipped.is_dir():
         raise ConfigError(
             f"bpmon's shipped {kind} files are missing (looked in {shipped}); reinstall bpmon, or "
@@ -139,9 +139,12 @@ def data_file(kind: DataKind, name: str, suffix: str = ".toml") -> Path:
     )
 
 
-def _extract(resource: Traversable) -> Path:
-    """A real file for a resource inside a zip; removed when the interpreter exits."""
+def real_file(resource: Traversable) -> Path:
+    """A package resource as a real file: itself when the package is installed as files, else a
+    copy extracted from the zip it is in, removed when the interpreter exits."""
     global _extracted
+    if isinstance(resource, Path):
+        return resource
     if _extracted is None:
         _extracted = contextlib.ExitStack()
         atexit.register(_extracted.close)

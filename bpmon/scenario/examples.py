@@ -6,18 +6,15 @@ a checkout and from an installed wheel alike.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from bpmon.model.datafiles import real_file
 from bpmon.model.errors import ScenarioError
 from bpmon.scenario._table import did_you_mean
 from bpmon.scenario.loader import load_scenario
 from bpmon.scenario.spec import Scenario
-
-_extracted: contextlib.ExitStack | None = None
 
 
 def _folder() -> Traversable:
@@ -49,21 +46,9 @@ def example_path(name: str) -> Path:
             f'no example scenario named "{name}"{did_you_mean(stem, names)}; '
             f"known: {', '.join(names) or 'none'}"
         )
-    resource = _folder().joinpath(f"{stem}.toml")
-    if isinstance(resource, Path):
-        return resource
-    return _extract(resource)
+    return real_file(_folder().joinpath(f"{stem}.toml"))
 
 
 def load_example(name: str) -> Scenario:
     """Load and check the shipped example ``name``."""
     return load_scenario(example_path(name))
-
-
-def _extract(resource: Traversable) -> Path:
-    """A real file for a resource inside a zip; removed when the interpreter exits."""
-    global _extracted
-    if _extracted is None:
-        _extracted = contextlib.ExitStack()
-        atexit.register(_extracted.close)
-    return _extracted.enter_context(resources.as_file(resource))

@@ -263,7 +263,9 @@ def test_examples_are_found_by_name_with_or_without_suffix() -> None:
 
 
 def test_examples_load_from_a_zipped_package_with_only_the_standard_library(tmp_path: Path) -> None:
-    """The loader finds its examples through importlib.resources, not through a checkout path."""
+    """The loader finds its examples through importlib.resources, not through a checkout path,
+    and reads one from a real file extracted from the zip (model.datafiles.real_file, which the
+    shipped rules and profiles are extracted by too)."""
     archive = tmp_path / "bpmon.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(PACKAGE / "__init__.py", "bpmon/__init__.py")
