@@ -1,4 +1,5 @@
-"""A burst of a watch as a report: what the history tests append, compact and read back."""
+"""Reports as the history tests save, append, compact and read them back: a burst of a watch, a
+small diagnosed run."""
 
 from __future__ import annotations
 
@@ -46,3 +47,20 @@ def window_report(
 
 ROWS_PER_WINDOW = 3
 """Subtask rows of a :func:`window_report` (two source subtasks and the sink)."""
+
+
+def run_report(run_id: str, start: datetime = T0, job: str = "slow-enrich") -> Report:
+    """A small diagnosed report of ``run_id`` whose 5 s window starts at ``start``: a source of
+    one subtask, HIGH, feeding a busy sink, the one cause."""
+    evidence = (EvidenceLine.of_text("sink busy 100%"),)
+    return Report(
+        run_id=run_id,
+        job=job,
+        source="runtime",
+        window=Window(start, start + timedelta(seconds=5), samples=100, interval_ms=50.0),
+        vertices=(
+            VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
+            VertexStatus("sink", 1, "OK", 0.0, Metrics(busy_ratio=1.0, records_in_per_s=None)),
+        ),
+        root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, evidence, "Scale."),),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,31 +14,15 @@ from bpmon.history import manifest
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
 from bpmon.history.runs import RunStore
 from bpmon.model.errors import SaveError
-from bpmon.model.evidence import EvidenceLine
-from bpmon.model.values import Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.values import Report
 from bpmon.service.facade import Settings
 from bpmon.service.stored import HISTORY_LIMIT, StoredJobs
-
-T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
+from tests.history.reports import T0, run_report
 
 
 def report(run_id: str, k: int, job: str = "orders") -> Report:
-    start = T0 + timedelta(seconds=10 * k)
-    return Report(
-        run_id=run_id,
-        job=job,
-        source="runtime",
-        window=Window(start, start + timedelta(seconds=5), samples=100, interval_ms=50.0),
-        vertices=(
-            VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
-            VertexStatus("sink", 1, "OK", 0.0),
-        ),
-        root_causes=(
-            RootCause(
-                "sink", "slow-sink", (0,), 0.9, (EvidenceLine.of_text("sink busy 100%"),), "Scale."
-            ),
-        ),
-    )
+    """Burst ``k`` of ``run_id``: its window starts ``10 * k`` s after T0."""
+    return run_report(run_id, T0 + timedelta(seconds=10 * k), job)
 
 
 def summary(run_id: str, k: int) -> BurstSummary:

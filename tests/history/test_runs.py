@@ -13,29 +13,8 @@ import pytest
 
 from bpmon.history.runs import RunStore, new_run_id
 from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
-from bpmon.model.evidence import EvidenceLine
-from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
-
-T0 = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
-
-
-def report(run_id: str, start: datetime = T0, job: str = "slow-enrich") -> Report:
-    """A small diagnosed report of ``run_id`` whose window starts at ``start``."""
-    return Report(
-        run_id=run_id,
-        job=job,
-        source="runtime",
-        window=Window(start, start + timedelta(seconds=5), samples=100, interval_ms=50.0),
-        vertices=(
-            VertexStatus("source", 1, "HIGH", 0.9, subtasks=(SubtaskStatus(0, "HIGH", 0.9),)),
-            VertexStatus("sink", 1, "OK", 0.0, Metrics(busy_ratio=1.0, records_in_per_s=None)),
-        ),
-        root_causes=(
-            RootCause(
-                "sink", "slow-sink", (0,), 0.9, (EvidenceLine.of_text("sink busy 100%"),), "Scale."
-            ),
-        ),
-    )
+from bpmon.model.values import Report, VertexStatus, Window
+from tests.history.reports import T0, run_report
 
 
 def files_in(folder: Path) -> list[str]:
@@ -68,7 +47,7 @@ def test_new_run_ids_of_one_second_differ_by_their_random_part() -> None:
 
 def test_save_then_load_by_run_id_folder_and_file(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs")
-    original = report("20261122T101500Z-slow-enrich-3f9a")
+    original = run_report("20261122T101500Z-slow-enrich-3f9a")
     path = store.save(original)
     assert path == tmp_path / "runs" / "20261122T101500Z-slow-enrich-3f9a" / "report.json"
     assert json.loads(path.read_text(encoding="utf-8"))["run_id"] == original.run_id
@@ -83,17 +62,17 @@ def test_save_then_load_by_run_id_folder_and_file(tmp_path: Path) -> None:
 
 def test_saving_the_same_report_twice_is_harmless(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
-    first = store.save(report("r1"))
-    assert store.save(report("r1")) == first
+    first = store.save(run_report("r1"))
+    assert store.save(run_report("r1")) == first
     assert files_in(tmp_path) == ["r1/bursts.jsonl", "r1/report.json"]
     assert len((tmp_path / "r1" / "bursts.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_different_report_never_overwrites_a_stored_one(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
-    path = store.save(report("r1"))
+    path = store.save(run_report("r1"))
     before = path.read_bytes()
-    other = replace(report("r1"), job="another-job")
+    other = replace(run_report("r1"), job="another-job")
     with pytest.raises(SaveError, match=r"burst=1") as caught:
         store.save(other)
     assert str(path) in str(caught.value)
@@ -103,7 +82,7 @@ def test_a_different_report_never_overwrites_a_stored_one(tmp_path: Path) -> Non
 
 def test_later_bursts_go_to_numbered_files(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
-    bursts = [report("r1", T0 + timedelta(seconds=5 * k)) for k in range(3)]
+    bursts = [run_report("r1", T0 + timedelta(seconds=5 * k)) for k in range(3)]
     paths = [store.save(b, burst=k) for k, b in enumerate(bursts)]
     assert [p.name for p in paths] == ["report.json", "report-1.json", "report-2.json"]
     assert [store.load("r1", burst=k) for k in range(3)] == bursts
@@ -115,7 +94,7 @@ def test_later_bursts_go_to_numbered_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("run_id", ["", "../escape", "a/b", ".hidden"])
 def test_a_run_id_that_cannot_name_a_folder_is_refused(tmp_path: Path, run_id: str) -> None:
     with pytest.raises(ConfigError, match="run_id"):
-        RunStore(tmp_path / "runs").save(report(run_id))
+        RunStore(tmp_path / "runs").save(run_report(run_id))
     assert not (tmp_path / "runs").exists() or files_in(tmp_path / "runs") == []
     assert files_in(tmp_path) == []
 
@@ -125,7 +104,7 @@ def test_a_missing_run_says_how_to_see_the_runs(tmp_path: Path) -> None:
     with pytest.raises(TargetNotFoundError, match="no runs stored yet") as empty:
         store.load("nope")
     assert "bpmon history" in str(empty.value)
-    store.save(report("20261122T101500Z-a-0001"))
+    store.save(run_report("20261122T101500Z-a-0001"))
     with pytest.raises(TargetNotFoundError, match="20261122T101500Z-a-0001") as caught:
         store.load("nope")
     assert "'nope'" in str(caught.value)
@@ -138,7 +117,7 @@ def test_a_missing_run_says_how_to_see_the_runs(tmp_path: Path) -> None:
 )
 def test_a_corrupt_report_is_named_and_left_untouched(tmp_path: Path, content: bytes) -> None:
     store = RunStore(tmp_path)
-    path = store.save(report("r1"))
+    path = store.save(run_report("r1"))
     path.write_bytes(content)
     with pytest.raises(HistoryError) as caught:
         store.load("r1")
@@ -148,14 +127,14 @@ def test_a_corrupt_report_is_named_and_left_untouched(tmp_path: Path, content: b
     assert "\n" not in message
     assert path.read_bytes() == content
     with pytest.raises(SaveError):
-        store.save(report("r1"))  # nor does saving over it replace it
+        store.save(run_report("r1"))  # nor does saving over it replace it
     assert path.read_bytes() == content
 
 
 def test_list_runs_is_newest_first_and_skips_corrupt_runs(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
-    store.save(report("b-middle", T0))
-    store.save(report("c-oldest", T0 - timedelta(hours=1)))
+    store.save(run_report("b-middle", T0))
+    store.save(run_report("c-oldest", T0 - timedelta(hours=1)))
     newest = Report(
         "a-newest",
         "other",
@@ -167,7 +146,7 @@ def test_list_runs_is_newest_first_and_skips_corrupt_runs(tmp_path: Path) -> Non
     broken = tmp_path / "d-broken" / "report.json"  # saved before manifests, then torn
     broken.parent.mkdir()
     broken.write_text("{not json", encoding="utf-8")
-    torn = store.save(report("e-torn-later"))  # its manifest line still describes it
+    torn = store.save(run_report("e-torn-later"))  # its manifest line still describes it
     torn.write_text("{not json", encoding="utf-8")
     (tmp_path / "not-a-run").mkdir()
     (tmp_path / "stray.txt").write_text("hello", encoding="utf-8")
@@ -203,8 +182,8 @@ def test_an_absent_root_has_no_runs(tmp_path: Path) -> None:
 def test_writes_leave_no_temporary_files(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
     for k in range(5):
-        store.save(report("r1", T0 + timedelta(seconds=k)), burst=k)
-    store.save(report("r2"))
+        store.save(run_report("r1", T0 + timedelta(seconds=k)), burst=k)
+    store.save(run_report("r2"))
     expected = [
         "r1/bursts.jsonl",
         *[f"r1/report-{k}.json" for k in range(1, 5)],
