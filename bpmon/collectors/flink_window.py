@@ -18,7 +18,14 @@ from bpmon.collectors.flink_plan import SubtaskPlacement
 from bpmon.collectors.flink_rest import Cost
 from bpmon.collectors.sampler import Progress, StopSignal, ThreadCounts
 from bpmon.model.clock import utc_now
-from bpmon.model.values import Finding, Metrics, SubtaskWindow, VertexObservation, Window
+from bpmon.model.values import (
+    Finding,
+    Metrics,
+    SubtaskWindow,
+    VertexObservation,
+    Window,
+    level_by_flink,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +111,14 @@ def chain_operators(task_name: str) -> tuple[str, ...]:
     return tuple(names) if len(names) > 1 else ()
 
 
-def level(ratio: float) -> str:
-    """Flink's thresholds (the same as the report's defaults)."""
-    return "OK" if ratio <= 0.10 else "LOW" if ratio <= 0.5 else "HIGH"
-
-
 def disagreements(
     vertices: tuple[VertexObservation, ...], levels: Mapping[str, tuple[str | None, float | None]]
 ) -> list[Finding]:
-    """A ``flink-disagrees`` finding per vertex whose sampled level differs from Flink's."""
+    """A ``flink-disagrees`` finding per vertex whose sampled level differs from Flink's.
+
+    The samples' worst ratio is classified by Flink's own thresholds, not by ``[levels]``: the
+    finding is about what was measured, not about a threshold the user moved.
+    """
     found = []
     for v in vertices:
         flink, flink_ratio = levels.get(v.name, (None, None))
@@ -120,13 +126,14 @@ def disagreements(
         if flink is None or flink_ratio is None or not ratios:
             continue
         mine = max(ratios)
-        if level(mine) != flink:
+        sampled = level_by_flink(mine)
+        if sampled != flink:
             found.append(
                 Finding(
                     "flink-disagrees",
                     v.name,
                     f"Flink's backpressure endpoint says {flink} ({flink_ratio:.2f}, its 60 s "
-                    f"average); bpmon's samples of this window say {level(mine)} ({mine:.2f})",
+                    f"average); bpmon's samples of this window say {sampled} ({mine:.2f})",
                 )
             )
     return found

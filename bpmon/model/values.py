@@ -18,6 +18,8 @@ from bpmon.model.evidence import EvidenceLine
 from bpmon.model.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
 
 Level = Literal["OK", "LOW", "HIGH"]
+FLINK_OK_MAX, FLINK_LOW_MAX = 0.10, 0.50
+"""Flink's own levels (``JobVertexBackPressureHandler``): OK <= 0.10 < LOW <= 0.50 < HIGH."""
 Source = Literal["runtime", "pyspy", "flink"]
 SampleState = Literal["backpressured", "idle", "busy"]
 CauseKind = Literal[
@@ -35,6 +37,12 @@ CAUSE_KINDS: tuple[CauseKind, ...] = get_args(CauseKind)
 """Every kind of root cause a report may name (docs/report.md says what each means)."""
 
 REPORT_SCHEMA = "bpmon.report/1"
+
+
+def level_by_flink(ratio: float) -> Level:
+    """The level Flink's backpressure endpoint gives a ratio: fixed in Flink, whatever
+    ``[levels]`` bpmon's diagnosis is configured with (their defaults are the same)."""
+    return "OK" if ratio <= FLINK_OK_MAX else "LOW" if ratio <= FLINK_LOW_MAX else "HIGH"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,20 +30,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from bpmon.model.errors import BpmonError
-from bpmon.model.values import Report, SubtaskStatus, VertexStatus
+from bpmon.model.values import Report, SubtaskStatus, VertexStatus, level_by_flink
 from bpmon.service.watching import Watches
 from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst, no_job, public_message
 
 router = APIRouter(tags=["Flink-compatible"])
-
-OK_MAX = 0.10
-LOW_MAX = 0.50
-"""Flink's thresholds (``JobVertexBackPressureHandler``): ok <= 0.10 < low <= 0.50 < high."""
-
-
-def flink_level(ratio: float) -> str:
-    """Flink's level string of a backpressure ratio."""
-    return "ok" if ratio <= OK_MAX else "low" if ratio <= LOW_MAX else "high"
 
 
 def backpressure_info(report: Report, vertex: VertexStatus) -> dict[str, Any]:
@@ -52,7 +43,7 @@ def backpressure_info(report: Report, vertex: VertexStatus) -> dict[str, Any]:
     ratios = [_ratio(s) for s in subtasks]
     if all(r is None for r in ratios):
         return {"status": "deprecated"}  # Flink's answer before any metric was fetched
-    level = flink_level(max(_double(r) for r in ratios))
+    level = level_by_flink(max(_double(r) for r in ratios)).lower()
     return {
         "status": "ok",
         "backpressure-level": level,
@@ -69,7 +60,7 @@ def _ratio(subtask: SubtaskStatus) -> float | None:
 
 
 def _subtask_info(subtask: SubtaskStatus, ratio: float) -> dict[str, Any]:
-    level = flink_level(ratio)
+    level = level_by_flink(ratio).lower()
     return {
         "subtask": subtask.index,
         "backpressure-level": level,

@@ -31,9 +31,10 @@ from bpmon.collectors.flink_plan import (
 )
 from bpmon.collectors.flink_status import WAITING
 from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump, task_thread
+from bpmon.collectors.flink_window import disagreements
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.model.errors import CollectorError, TargetNotFoundError
-from bpmon.model.values import Edge, Metrics
+from bpmon.model.values import Edge, Metrics, SubtaskWindow, VertexObservation
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -175,6 +176,22 @@ def test_flinks_own_levels_read_from_the_backpressure_endpoint() -> None:
     level = flink_level(doc("slow-sink", "backpressure-1"))
     assert level.level == "HIGH" and list(level.ratios) == [0] and level.ratios[0] > 0.5
     assert flink_level({"status": "deprecated"}).level is None
+
+
+@pytest.mark.parametrize(
+    ("backpressured", "level"), [(10, "OK"), (11, "LOW"), (50, "LOW"), (51, "HIGH")]
+)
+def test_the_samples_are_held_to_flinks_own_levels_to_find_a_disagreement(
+    backpressured: int, level: str
+) -> None:
+    """Flink's JobVertexBackPressureHandler: OK <= 0.10 < LOW <= 0.50 < HIGH, fixed in Flink
+    whatever ``[levels]`` says (the web's Flink endpoint gives the same levels)."""
+    sub = SubtaskWindow(0, "map (1/1)#0", samples=100, backpressured=backpressured)
+    vertices = (VertexObservation("map", 1, subtasks=(sub,)),)
+    assert disagreements(vertices, {"map": (level, 0.3)}) == []
+    other = "HIGH" if level == "OK" else "OK"
+    [found] = disagreements(vertices, {"map": (other, 0.3)})
+    assert found.detail.endswith(f"say {level} ({backpressured / 100:.2f})")
 
 
 # -- thread dumps -------------------------------------------------------------------------------
