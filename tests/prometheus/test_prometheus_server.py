@@ -35,6 +35,7 @@ from bpmon.model.datafiles import data_file
 from bpmon.model.values import Report
 from bpmon.prometheus import make_registry
 from tests.prometheus.bottleneck import BOTTLENECK
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "dashboards" / "bpmon-overview.json"
@@ -70,15 +71,9 @@ def _free_port() -> int:
 
 
 def _until(what: str, check: Callable[[], Any]) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {WAIT_S:.0f} s for {what}; last answer: {got!r}")
-        time.sleep(0.2)
+    """Poll ``check`` (an HTTP query: every 0.1 s) until it answers something; fail naming
+    ``what`` after WAIT_S."""
+    return wait_until(check, what, WAIT_S, poll_s=0.1)
 
 
 @dataclass(frozen=True)
