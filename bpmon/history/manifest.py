@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bpmon.history.atomic import atomic_write
+from bpmon.model.clock import format_timestamp
 from bpmon.model.errors import HistoryError
 from bpmon.model.report_json import (
     LEVELS,
     SOURCES,
-    format_timestamp,
     parse_timestamp,
     root_cause_from_dict,
     root_cause_to_dict,

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 
 from bpmon.history.schema import TABLES, TableName
+from bpmon.model.clock import as_utc
 from bpmon.model.values import Metrics, Report
 
 Columns = dict[str, list[object]]
@@ -37,7 +38,7 @@ class WindowKey:
     @classmethod
     def of(cls, report: Report, burst: int) -> WindowKey:
         """The key of ``report``, stored as burst ``burst`` of its run."""
-        start, end = utc(report.window.start), utc(report.window.end)
+        start, end = as_utc(report.window.start), as_utc(report.window.end)
         return cls(report.job, start.date(), report.run_id, burst, start, end, report.source)
 
     def values(self) -> dict[str, object]:
@@ -51,11 +52,6 @@ class WindowKey:
             "window_end": self.end,
             "source": self.source,
         }
-
-
-def utc(moment: datetime) -> datetime:
-    """``moment`` in UTC (a naive datetime is taken as UTC already)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def empty_columns(table: TableName) -> Columns:

@@ -37,6 +37,7 @@ from pathlib import Path
 from bpmon.history import manifest
 from bpmon.history.atomic import atomic_write
 from bpmon.history.manifest import MANIFEST_FILE, BurstSummary
+from bpmon.model.clock import as_utc
 from bpmon.model.errors import ConfigError, HistoryError, SaveError, TargetNotFoundError
 from bpmon.model.report_json import report_from_json, report_to_json
 from bpmon.model.values import Report, RunInfo
@@ -65,7 +66,7 @@ def new_run_id(job: str, now: datetime, rng: random.Random) -> str:
         now: the clock's current time (a naive datetime is taken as UTC).
         rng: the source of the 16 random bits that tell apart runs started in the same second.
     """
-    moment = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    moment = as_utc(now)
     slug = _JOB_SLUG_UNSAFE.sub("-", job).strip("-.")[:40].rstrip("-.") or "job"
     return f"{moment:%Y%m%dT%H%M%SZ}-{slug}-{rng.getrandbits(16):04x}"
 
@@ -248,7 +249,7 @@ class RunStore:
         temporary files go too. Returns (runs removed, bursts removed): with ``dry_run``, what
         would be, and nothing is touched.
         """
-        cutoff = before.replace(tzinfo=UTC) if before.tzinfo is None else before
+        cutoff = as_utc(before)
         runs_removed = bursts_removed = 0
         for run_dir in self._run_dirs():
             bursts = _bursts(run_dir)

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bpmon.history.rows import Columns, empty_columns, utc
+from bpmon.history.rows import Columns, empty_columns
 from bpmon.history.store import HistoryStore, require_pyarrow
+from bpmon.model.clock import as_utc
 from bpmon.model.errors import ConfigError
 
 VERTICES = ("source", "parse", "enrich", "sink")
@@ -109,7 +110,7 @@ def run_id(plan: SynthPlan, k: int, i: int) -> str:
 
 def run_start(plan: SynthPlan, k: int, i: int) -> datetime:
     """When run ``i`` of job ``k`` begins (jobs are a minute apart)."""
-    return utc(plan.start) + i * plan.every + timedelta(minutes=k - 1)
+    return as_utc(plan.start) + i * plan.every + timedelta(minutes=k - 1)
 
 
 def regression_run(plan: SynthPlan) -> int | None:

@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bpmon.model.capacity import MIN_BUSY
-from bpmon.model.report_json import format_timestamp, json_text
+from bpmon.model.clock import format_timestamp
+from bpmon.model.report_json import json_text
 
 ANALYSIS_SCHEMA = "bpmon.analysis/1"
 

@@ -2,7 +2,9 @@
 tells the time and sleeps.
 
 :func:`utc_now` is the wall clock every window, report and run id is stamped with (injected as a
-``Callable[[], datetime]`` where it is read). For intervals:
+``Callable[[], datetime]`` where it is read). A naive datetime is taken as UTC everywhere
+(:func:`as_utc`), never as the machine's local time, and every surface writes a moment as
+:func:`format_timestamp` does. For intervals:
 
 Everything in the runtime that reads the time or waits takes a ``now`` callable (and a ``sleep``
 callable where it waits) instead of calling :mod:`time` itself, so tests drive it with a
@@ -20,6 +22,17 @@ from typing import Protocol
 def utc_now() -> datetime:
     """The current time in UTC, aware."""
     return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC, aware; a naive datetime is taken as UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """``2026-11-22T10:15:02.000Z``: UTC, milliseconds (the report's JSON, the dashboard's
+    figures and the browser's clock read it)."""
+    return as_utc(moment).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 class Clock(Protocol):

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
+from bpmon.model.clock import as_utc, format_timestamp
 from bpmon.model.errors import HistoryError
 from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import (
@@ -138,13 +139,6 @@ def comparison_to_json(
 def json_text(doc: object, indent: int | None = 2) -> str:
     """The one way bpmon writes JSON: UTF-8 text, strict (a NaN is a bug, never written)."""
     return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)
-
-
-def format_timestamp(moment: datetime) -> str:
-    """``2026-11-22T10:15:02.000Z``: UTC, milliseconds. A naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def _number(value: float | None, digits: int) -> float | None:
@@ -302,9 +296,7 @@ def parse_timestamp(text: str, field: str = "timestamp") -> datetime:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise _bad(field, text, "expected a UTC timestamp like 2026-11-22T10:15:02.000Z") from None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    return as_utc(moment)
 
 
 def _check_schema(schema: str) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from bpmon.model.report_json import format_timestamp, root_cause_to_dict
+from bpmon.model.clock import format_timestamp
+from bpmon.model.report_json import root_cause_to_dict
 from bpmon.model.values import Report, RootCause, RunInfo, worst_level
 from bpmon.render.fit import Col, fit_table
 from bpmon.render.report import level_text, top_cause

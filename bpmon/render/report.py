@@ -18,8 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from bpmon.model import numbers
+from bpmon.model.clock import format_timestamp
 from bpmon.model.numbers import NULL
-from bpmon.model.report_json import format_timestamp, report_to_json
+from bpmon.model.report_json import report_to_json
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
 from bpmon.render.fit import Col, fit_table
 

@@ -23,11 +23,11 @@ from bpmon.history.compaction import Compaction, compact
 from bpmon.history.export import write_aggregates
 from bpmon.history.importer import ImportResult, import_runs
 from bpmon.history.retention import Pruned, prune_days
-from bpmon.history.rows import utc
 from bpmon.history.runs import RunStore
 from bpmon.history.store import HISTORY_DIR, HistoryStore, Scan, require_pyarrow
 from bpmon.history.synth import SynthPlan, SynthResult, synthesize
 from bpmon.model.analysis import Analysis, Thresholds
+from bpmon.model.clock import as_utc
 from bpmon.model.errors import BpmonError, ConfigError, HistoryError
 from bpmon.rules.config import RulesConfig
 from bpmon.service.facade import Settings
@@ -264,7 +264,7 @@ def prune_history(
         raise ConfigError(f"--keep-days {days}: expected 0 (keep everything) or more days")
     if days == 0:
         return Pruning(0, None, None, 0, 0, dry_run)
-    cutoff = utc(settings.now()) - timedelta(days=days)
+    cutoff = as_utc(settings.now()) - timedelta(days=days)
     root = history_dir(settings)
     try:
         dataset = prune_days(root, cutoff.date(), dry_run=dry_run)
@@ -316,7 +316,7 @@ def maintain(settings: Settings) -> Maintenance:
     root = history_dir(settings)
     if root.is_dir():
         try:
-            compaction = compact(require_pyarrow(), root, today=utc(settings.now()).date())
+            compaction = compact(require_pyarrow(), root, today=as_utc(settings.now()).date())
             problems += compaction.problems
         except Exception as exc:  # a server's housekeeping never raises
             problems.append(f"{root}: not compacted ({_reason(exc)})")

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from bpmon.model.clock import as_utc
 from bpmon.model.values import Level, Report
 from bpmon.service.stored import BurstSummary
 from bpmon.web import numbers
@@ -73,7 +74,7 @@ class Point:
 
 def plot_time(moment: datetime) -> str:
     """A time as plotly's date axes read it: UTC, no zone suffix, milliseconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return as_utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def series_data(points: Sequence[Point]) -> dict[str, Any]:

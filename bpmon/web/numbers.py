@@ -1,14 +1,18 @@
 """How figures read on the dashboard: ratios with two decimals, rates in a few characters, an en
 dash for a value the source could not give, times in UTC to the second.
 
-Ratios, rates and the en dash come from :mod:`bpmon.model.numbers`, as in the CLI's report.
+Ratios, rates and the en dash come from :mod:`bpmon.model.numbers`, as in the CLI's report;
+``iso`` (what the browser's clock and plotly read) is the report's own
+:func:`~bpmon.model.clock.format_timestamp`.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 
+from bpmon.model.clock import as_utc
+from bpmon.model.clock import format_timestamp as iso
 from bpmon.model.numbers import NULL, rate, ratio
 from bpmon.model.values import Level
 
@@ -19,16 +23,10 @@ LEVEL_WORDS: dict[Level | None, str] = {"OK": "OK", "LOW": "LOW", "HIGH": "HIGH"
 
 
 def when(moment: datetime | None) -> str:
-    """``2026-11-23 12:35:00 UTC``, or an en dash."""
+    """``2026-11-23 12:35:00 UTC``, or an en dash (a naive datetime is UTC, as everywhere)."""
     if moment is None:
         return NULL
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def iso(moment: datetime) -> str:
-    """An ISO 8601 time with milliseconds and ``Z`` (what the browser's clock and plotly read)."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return as_utc(moment).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def rounded(value: float | None, digits: int = 3) -> float | None:

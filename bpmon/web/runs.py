@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bpmon.model.report_json import format_timestamp
+from bpmon.model.clock import format_timestamp
 from bpmon.model.values import Report, RootCause, RunInfo
 from bpmon.service import facade
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
