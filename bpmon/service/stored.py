@@ -5,13 +5,13 @@ be cheap and must never wait long, whatever the size of the runs directory:
 
 - **it reads manifests, not reports, and not all of them**: of each run folder's
   ``bursts.jsonl`` (:mod:`bpmon.history.manifest`) it reads the first line and the newest
-  :data:`HISTORY_LIMIT` at first, then from where the last reading stopped, so a restart over
+  :data:`RECENT_BURSTS` at first, then from where the last reading stopped, so a restart over
   weeks of bursts reads a few lines per run. Only each job's newest report is read whole. A
   report without its manifest line (a run saved before manifests, a process killed between the
   two writes) is read once and its line added (should its writer add the same line a moment
   later, the duplicate is harmless).
-- **it keeps what it shows**: per run, the last :data:`HISTORY_LIMIT` bursts in short; per job,
-  the last :data:`HISTORY_LIMIT` of its runs' bursts and its newest report.
+- **it keeps what it shows**: per run, the last :data:`RECENT_BURSTS` bursts in short; per job,
+  the last :data:`RECENT_BURSTS` of its runs' bursts and its newest report.
 - **it refreshes beside the requests**: a reading older than ``ttl_s`` starts a refresh on a
   thread of its own; the caller waits for it at most ``wait_s`` (usually it is done by then)
   and otherwise gets the previous reading. Only one refresh runs at a time.
@@ -40,10 +40,11 @@ from bpmon.model.errors import HistoryError, TargetNotFoundError
 from bpmon.model.values import Report
 from bpmon.service.facade import Settings
 
-__all__ = ["HISTORY_LIMIT", "BurstSummary", "StoredJob", "StoredJobs"]
+__all__ = ["RECENT_BURSTS", "BurstSummary", "StoredJob", "StoredJobs"]
 
-HISTORY_LIMIT = 1000
-"""The most bursts kept per job (the newest)."""
+RECENT_BURSTS = 1000
+"""The most bursts kept per job and per run (the newest): a job's recent bursts, in short (the
+Parquet history, ``bpmon.history``, keeps them all)."""
 STORED_TTL_S = 2.0
 """How long a reading of the runs directory is served before it is read again."""
 REFRESH_WAIT_S = 1.0
@@ -58,13 +59,13 @@ class StoredJob:
 
     job: str
     latest: Report
-    history: tuple[BurstSummary, ...]
+    recent_bursts: tuple[BurstSummary, ...]
 
 
 @dataclass(eq=False)
 class _Run:
     """One run folder as read so far (owned by the refresh, never shared): its first burst, its
-    newest :data:`HISTORY_LIMIT` bursts, and where its manifest was read up to."""
+    newest :data:`RECENT_BURSTS` bursts, and where its manifest was read up to."""
 
     run_id: str
     mtime_ns: int = -1
@@ -84,8 +85,8 @@ class _Run:
         self.recent[summary.burst] = summary
         if self.first is None or summary.burst < self.first.burst:
             self.first = summary
-        if len(self.recent) > HISTORY_LIMIT * 5 // 4:  # trim now and then, not every time
-            keep = sorted(self.recent)[-HISTORY_LIMIT:]
+        if len(self.recent) > RECENT_BURSTS * 5 // 4:  # trim now and then, not every time
+            keep = sorted(self.recent)[-RECENT_BURSTS:]
             self.recent = {b: self.recent[b] for b in keep}
 
     def forget(self) -> None:
@@ -202,12 +203,12 @@ class StoredJobs:
             latest = self._newest_report(group, errors, used)
             if latest is None:
                 continue
-            history: list[BurstSummary] = []
+            recent: list[BurstSummary] = []
             for _, _, run in reversed(group):
-                history[:0] = [run.recent[b] for b in sorted(run.recent)]
-                if len(history) >= HISTORY_LIMIT:
+                recent[:0] = [run.recent[b] for b in sorted(run.recent)]
+                if len(recent) >= RECENT_BURSTS:
                     break
-            jobs[job] = StoredJob(job, latest, tuple(history[-HISTORY_LIMIT:]))
+            jobs[job] = StoredJob(job, latest, tuple(recent[-RECENT_BURSTS:]))
         return jobs
 
     def _newest_report(
@@ -260,8 +261,8 @@ def _new_lines(run: _Run, folder: Path) -> manifest.Lines:
         if not lines.restarted:
             return lines
         run.forget()
-    run.first = manifest.first(folder)  # the run's start, for ordering (not in its history)
-    return manifest.tail(folder, HISTORY_LIMIT)
+    run.first = manifest.first(folder)  # the run's start, for ordering (not a recent burst)
+    return manifest.tail(folder, RECENT_BURSTS)
 
 
 def _add_missing(run: _Run, folder: Path) -> tuple[str, ...]:

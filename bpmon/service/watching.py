@@ -3,7 +3,7 @@
 A :class:`Watches` registry starts watches (a scenario on bpmon's runtime, a process read with
 py-spy, a Flink job) through the service's run loop with ``bursts=None``, a burst every
 ``every_s`` seconds, and consumes each watch's events on a thread of its own. Per job it keeps
-the latest report, the last :data:`~bpmon.service.stored.HISTORY_LIMIT` bursts in short and the
+the latest report, the last :data:`~bpmon.service.stored.RECENT_BURSTS` bursts in short and the
 watch's state — nothing that grows with the watch's age — and hands every new report to the job's
 readers (the server's event streams) through :mod:`bpmon.service.subscriptions`, so a slow reader
 never holds a watch up. Jobs only in the runs directory are served too, from
@@ -46,7 +46,7 @@ from bpmon.model.events import (
 from bpmon.model.values import Report, Source
 from bpmon.scenario import Scenario
 from bpmon.service import facade, history
-from bpmon.service.stored import HISTORY_LIMIT, BurstSummary, StoredJob, StoredJobs
+from bpmon.service.stored import RECENT_BURSTS, BurstSummary, StoredJob, StoredJobs
 from bpmon.service.subscriptions import Notice, Subscribers
 
 JobState = Literal["running", "ended", "failed", "stored"]
@@ -72,7 +72,7 @@ class AlreadyWatchedError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class JobView:
-    """One job as the server shows it: state, latest report and the history of its bursts.
+    """One job as the server shows it: state, latest report and its recent bursts.
 
     ``run_id`` and ``latest`` always belong together: the run a report came from (a running
     watch before its first report: its own run, and no report yet).
@@ -83,7 +83,7 @@ class JobView:
         source: what was watched (None for a watch that has no report yet and no stored run).
         run_id: the run of ``latest``; for a running watch without a report, its own run.
         latest: the newest report (None before the first burst of a job never seen before).
-        history: the job's bursts, oldest first: stored runs, then this watch's.
+        recent_bursts: the job's newest bursts, oldest first: stored runs, then this watch's.
         error: why the watch failed.
         leaks: what did not end cleanly when the watch stopped.
         trouble: while running, the last setback since the last report (the target
@@ -98,7 +98,7 @@ class JobView:
     source: Source | None
     run_id: str | None
     latest: Report | None
-    history: tuple[BurstSummary, ...]
+    recent_bursts: tuple[BurstSummary, ...]
     error: str | None = None
     leaks: tuple[str, ...] = ()
     trouble: str | None = None
@@ -123,7 +123,7 @@ class _Watch:
     state: JobState = "running"
     error: str | None = None
     latest: Report | None = None
-    history: deque[BurstSummary] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT))
+    recent_bursts: deque[BurstSummary] = field(default_factory=lambda: deque(maxlen=RECENT_BURSTS))
     leaks: tuple[str, ...] = ()
     thread: threading.Thread | None = None
     beat: float = field(default_factory=time.monotonic)
@@ -312,7 +312,7 @@ class Watches:
                 watch.run_id = event.run_id
                 watch.runs.add(event.run_id)
                 watch.latest = event.report
-                watch.history.append(summary)
+                watch.recent_bursts.append(summary)
                 watch.trouble, watch.overrun = event.save_error, False
                 self._counters["diagnoses_total"] += 1
                 if event.save_error is not None:
@@ -479,9 +479,9 @@ class Watches:
         Before its first report a running watch shows its own run and no report; an ended one
         shows the newest stored run instead (its own run has no report to show).
         """
-        past = () if stored is None else stored.history
+        past = () if stored is None else stored.recent_bursts
         own = watch.runs | {watch.run_id}
-        history = tuple(s for s in past if s.run_id not in own) + tuple(watch.history)
+        recent = tuple(s for s in past if s.run_id not in own) + tuple(watch.recent_bursts)
         run_id: str | None = watch.run_id
         latest = watch.latest
         if latest is None and watch.state != "running":
@@ -493,7 +493,7 @@ class Watches:
             source=watch.source,
             run_id=run_id,
             latest=latest,
-            history=history[-HISTORY_LIMIT:],
+            recent_bursts=recent[-RECENT_BURSTS:],
             error=watch.error,
             leaks=watch.leaks,
             trouble=watch.trouble if watch.state == "running" else None,
@@ -509,7 +509,7 @@ def _stored_view(stored: StoredJob) -> JobView:
         source=stored.latest.source,
         run_id=stored.latest.run_id,
         latest=stored.latest,
-        history=stored.history,
+        recent_bursts=stored.recent_bursts,
     )
 
 

@@ -28,7 +28,7 @@ from bpmon.model.report_json import report_to_dict, report_to_json
 from bpmon.model.values import worst_level
 from bpmon.service import facade
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
-from bpmon.service.stored import HISTORY_LIMIT, BurstSummary
+from bpmon.service.stored import RECENT_BURSTS, BurstSummary
 from bpmon.service.watching import JobView, Watches
 from bpmon.web.runs import (
     CORRUPT_STATUS,
@@ -129,7 +129,7 @@ def start_job(body: StartWatch, request: Request) -> JSONResponse:
 def get_job(
     job: str,
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=HISTORY_LIMIT, description="Newest bursts shown.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=RECENT_BURSTS, description="Newest bursts shown.")] = 100,
 ) -> JSONResponse:
     """The job's summary, its latest report (``spec/report.md``) and its last ``limit`` bursts,
     oldest first."""
@@ -140,7 +140,7 @@ def get_job(
     doc = job_summary(view)
     doc["leaks"] = list(view.leaks)
     doc["latest"] = None if view.latest is None else report_to_dict(view.latest)
-    doc["history"] = [burst_to_dict(b) for b in view.history[-limit:]]
+    doc["history"] = [burst_to_dict(b) for b in view.recent_bursts[-limit:]]
     return JSONResponse(doc)
 
 

@@ -41,9 +41,9 @@ class BurstReports:
     def recent(self, view: JobView, limit: int = SERIES_BURSTS) -> list[Point]:
         """The job's newest ``limit`` bursts, oldest first, with their full reports: a watched
         job's own (the job's stored ones while its watch has none)."""
-        own = [s for s in view.history if s.run_id in view.runs]
+        own = [s for s in view.recent_bursts if s.run_id in view.runs]
         points = []
-        for summary in (own or view.history)[-limit:]:
+        for summary in (own or view.recent_bursts)[-limit:]:
             key = (summary.run_id, summary.burst)
             report = self._cached(key)
             if report is None and view.latest is not None:

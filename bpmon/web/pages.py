@@ -144,7 +144,8 @@ def _waiting_figure() -> dict[str, Any]:
 
 
 def _latest_key(view: JobView) -> str | None:
-    return f"{view.history[-1].run_id}/{view.history[-1].burst}" if view.history else None
+    last = view.recent_bursts[-1] if view.recent_bursts else None
+    return None if last is None else f"{last.run_id}/{last.burst}"
 
 
 def _default_vertex(report: Report | None) -> str | None:
@@ -177,7 +178,7 @@ def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
         status = 404 if "has no burst" in str(exc) else 422
         return shell.error_page(status, public_message(str(exc), watches.settings))
     view = watches.job(report.job)
-    bursts = sorted({b.burst for b in view.history if b.run_id == run_id}) if view else []
+    bursts = sorted({b.burst for b in view.recent_bursts if b.run_id == run_id}) if view else []
     return shell.page(
         "run.html",
         f"Run {run_id}",

@@ -189,15 +189,15 @@ def _history_page(watches: Watches) -> HTMLResponse:
     jobs = [
         HistoryCard(
             view.job,
-            len(view.history),
+            len(view.recent_bursts),
             PageFigure(
                 f"trend-{n}",
-                charts.level_trend(view.job, view.history),
+                charts.level_trend(view.job, view.recent_bursts),
                 f"level trend of {view.job}",
             ),
             [r for r in runs if r.job == view.job],
         )
-        for n, view in enumerate(v for v in watches.jobs() if v.history)
+        for n, view in enumerate(v for v in watches.jobs() if v.recent_bursts)
     ]
     runs_dir = watches.settings.runs_dir
     return shell.page(

@@ -16,7 +16,7 @@ from bpmon.history.runs import RunStore
 from bpmon.model.errors import SaveError
 from bpmon.model.values import Report
 from bpmon.service.facade import Settings
-from bpmon.service.stored import HISTORY_LIMIT, StoredJobs
+from bpmon.service.stored import RECENT_BURSTS, StoredJobs
 from tests.history.reports import T0, run_report
 
 
@@ -91,26 +91,26 @@ def test_the_index_adds_the_lines_of_reports_saved_without_one(tmp_path: Path) -
     (run_dir / MANIFEST_FILE).unlink()  # saved before manifests existed
     stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
     job = stored.jobs()["orders"]
-    assert [s.burst for s in job.history] == [0, 1, 2]
+    assert [s.burst for s in job.recent_bursts] == [0, 1, 2]
     assert job.latest == report("20261122T101500Z-orders-0001", 2)
     assert [s.burst for s in manifest.read(run_dir).summaries] == [0, 1, 2]  # kept for next time
     restarted = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
-    assert restarted.jobs()["orders"].history == job.history
+    assert restarted.jobs()["orders"].recent_bursts == job.recent_bursts
 
 
 def test_the_index_keeps_a_bounded_window_of_a_long_run(tmp_path: Path) -> None:
     run_id = "20261122T101500Z-orders-0002"
     run_dir = tmp_path / run_id
     run_dir.mkdir()
-    total = HISTORY_LIMIT * 2 + 7
+    total = RECENT_BURSTS * 2 + 7
     with open(run_dir / MANIFEST_FILE, "w", encoding="utf-8") as out:
         for k in range(total - 1):  # a long run's lines (its older reports pruned)...
             out.write(summary(run_id, k).to_line())
     RunStore(tmp_path).save(report(run_id, total - 1), burst=total - 1)  # ...and its newest
     stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
-    history = stored.jobs()["orders"].history
-    assert len(history) == HISTORY_LIMIT
-    assert [s.burst for s in history] == list(range(total - HISTORY_LIMIT, total))
+    recent = stored.jobs()["orders"].recent_bursts
+    assert len(recent) == RECENT_BURSTS
+    assert [s.burst for s in recent] == list(range(total - RECENT_BURSTS, total))
     assert stored.errors == ()
 
 
@@ -197,5 +197,5 @@ def test_a_report_saved_after_the_newest_line_without_its_own_is_found(tmp_path:
     run_dir = tmp_path / run_id
     manifest.rewrite(run_dir, lambda burst: burst < 2)  # killed before lines 2 and 3
     stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
-    assert [s.burst for s in stored.jobs()["orders"].history] == [0, 1, 2, 3]
+    assert [s.burst for s in stored.jobs()["orders"].recent_bursts] == [0, 1, 2, 3]
     assert [s.burst for s in manifest.read(run_dir).summaries] == [0, 1, 2, 3]  # added

@@ -61,7 +61,7 @@ def test_each_new_report_arrives_as_an_event(serve: ServeFactory, live: Watches)
         assert opening["retry"] == "3000" and "watching job" in opening[""]
         view = live.job("live")
         assert view is not None
-        seen = len(view.history)  # bursts before the stream was open
+        seen = len(view.recent_bursts)  # bursts before the stream was open
         reports = [next(e for e in events if e.get("event") == "report") for _ in range(2)]
     bursts = []
     for event in reports:

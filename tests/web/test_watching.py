@@ -48,7 +48,7 @@ def registry(tmp_path: Path) -> Iterator[Watches]:
 
 def reports_of(watches: Watches, job: str) -> int:
     view = watches.job(job)
-    return 0 if view is None else len(view.history)
+    return 0 if view is None else len(view.recent_bursts)
 
 
 def test_a_watch_takes_a_burst_after_another_and_saves_each(
@@ -60,9 +60,9 @@ def test_a_watch_takes_a_burst_after_another_and_saves_each(
     view = registry.job(job)
     assert view is not None and view.latest is not None
     assert (view.state, view.source, view.watched) == ("running", "runtime", True)
-    assert [b.burst for b in view.history[:3]] == [0, 1, 2]
-    assert {b.run_id for b in view.history} == {view.run_id}
-    assert dict(view.history[0].levels).keys() == {"src", "out"}
+    assert [b.burst for b in view.recent_bursts[:3]] == [0, 1, 2]
+    assert {b.run_id for b in view.recent_bursts} == {view.run_id}
+    assert dict(view.recent_bursts[0].levels).keys() == {"src", "out"}
     saved = tmp_path / "runs" / str(view.run_id)
     assert report_from_json((saved / "report.json").read_text()).run_id == view.run_id
     counters = registry.counters()
@@ -149,15 +149,15 @@ def test_stored_jobs_are_read_again_only_after_their_time(runs_dir: Path) -> Non
     now = [0.0]
     stored = StoredJobs(facade.Settings(runs_dir=runs_dir), ttl_s=10, clock=lambda: now[0])
     assert sorted(stored.jobs()) == ["alpha", "beta"]
-    assert len(stored.jobs()["beta"].history) == 1
+    assert len(stored.jobs()["beta"].recent_bursts) == 1
     beta = next(p for p in runs_dir.iterdir() if "beta" in p.name)
     shutil.copytree(beta, runs_dir / "20990101T000000Z-beta-0001")  # another run of beta
     torn = runs_dir / "20990101T000000Z-torn-0000"
     torn.mkdir()
     (torn / "report.json").write_text("torn")
-    assert len(stored.jobs()["beta"].history) == 1  # not read again yet
+    assert len(stored.jobs()["beta"].recent_bursts) == 1  # not read again yet
     now[0] = 10.0
-    assert len(stored.jobs()["beta"].history) == 2
+    assert len(stored.jobs()["beta"].recent_bursts) == 2
     assert len(stored.errors) == 1 and torn.name in stored.errors[0]
     assert sorted(stored.jobs()) == ["alpha", "beta"]
     assert (torn / "report.json").read_text() == "torn"
@@ -167,14 +167,14 @@ def test_a_watched_job_continues_its_stored_history(runs_dir: Path) -> None:
     settings = facade.Settings(runs_dir=runs_dir)
     watches = Watches(settings, every_s=0.2, stored=StoredJobs(settings, ttl_s=0))
     before = watches.job("alpha")
-    assert before is not None and before.state == "stored" and len(before.history) == 3
+    assert before is not None and before.state == "stored" and len(before.recent_bursts) == 3
     watches.start_scenario(parse_scenario(tiny("alpha")))
     wait_until(lambda: reports_of(watches, "alpha") >= 5, "two new bursts")
     view = watches.job("alpha")
     assert view is not None
-    assert view.history[:3] == before.history
-    assert all(b.run_id == view.run_id for b in view.history[3:])
-    assert len({(b.run_id, b.burst) for b in view.history}) == len(view.history)
+    assert view.recent_bursts[:3] == before.recent_bursts
+    assert all(b.run_id == view.run_id for b in view.recent_bursts[3:])
+    assert len({(b.run_id, b.burst) for b in view.recent_bursts}) == len(view.recent_bursts)
     assert [r.job for r in watches.latest()] == ["alpha", "beta"]
     assert watches.stop_all() == ()
 
@@ -239,7 +239,7 @@ def test_views_pair_a_run_with_its_own_report(runs_dir: Path) -> None:
     running = watches.job("alpha")
     assert running is not None and running.state == "running"
     assert running.run_id != stored.run_id and running.latest is None  # its own run, no report
-    assert running.history == stored.history  # the past is still shown
+    assert running.recent_bursts == stored.recent_bursts  # the past is still shown
     ended = watches.stop("alpha")  # stopped before its first burst
     assert ended is not None and ended.state == "ended"
     assert (ended.run_id, ended.latest) == (stored.run_id, stored.latest)  # a run that exists
@@ -351,7 +351,7 @@ def test_a_watch_that_goes_on_in_new_runs_shows_each_burst_once(tmp_path: Path) 
     wait_until(lambda: reports_of(watches, "rolls") >= 5, "five bursts in three runs")
     view = watches.job("rolls")
     assert view is not None and view.latest is not None
-    keys = [(b.run_id, b.burst) for b in view.history]
+    keys = [(b.run_id, b.burst) for b in view.recent_bursts]
     assert len(keys) == len(set(keys))  # the stored runs of this watch are not shown twice
     assert len({run for run, _ in keys}) >= 3
     assert view.run_id == view.latest.run_id == keys[-1][0]

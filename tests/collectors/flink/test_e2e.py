@@ -204,10 +204,10 @@ def test_serve_watches_a_flink_job_burst_after_burst(
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             view = watches.job(name)
-            if view is not None and len(view.history) >= 2:
+            if view is not None and len(view.recent_bursts) >= 2:
                 break
             time.sleep(0.5)
-        assert view is not None and view.state == "running" and len(view.history) >= 2
+        assert view is not None and view.state == "running" and len(view.recent_bursts) >= 2
         assert view.latest is not None and view.latest.source == "flink"
         causes = view.latest.root_causes or ()
         assert causes and (causes[0].vertex, causes[0].kind) == ("enrich", "slow-operator")
