@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bpmon.history.atomic import atomic_write
 from bpmon.history.store import MissingDependencyError
 from bpmon.model.errors import BpmonError
 
@@ -141,7 +142,8 @@ def _start(master: str, ui: bool, progress: Callable[[str], None] | None) -> Spa
 
     config = Path(tempfile.gettempdir()) / f"bpmon-log4j2-{os.getuid()}.properties"
     if not config.is_file() or config.read_text() != _LOG4J:
-        config.write_text(_LOG4J)
+        with atomic_write(config) as out:  # another bpmon's Spark may be reading it now
+            out.write(_LOG4J.encode())
     cores = local_cores(master)
     builder = (
         SparkSession.builder.master(master)
