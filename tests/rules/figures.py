@@ -150,9 +150,8 @@ def _offered(c: Check, f: EvidenceFigure) -> None:
     if f.vertex in following:
         c.value(f, following[f.vertex].offered_rate)
     offered, on_path = _offered_after(c, f.vertex)
-    if not on_path:
+    if not on_path:  # before the cause: held back by it (through a join: not derivable)
         offered, on_path = _offered_before(c, f.vertex)
-        on_path = (on_path and offered is not None) or _joined(c, f.vertex)
     c.expect(on_path, "not in series with the cause")
     if offered is not None:
         c.value(f, offered, within=0.005 * offered + 1)
@@ -196,11 +195,6 @@ def _offered_before(c: Check, name: str) -> tuple[float | None, bool]:
         rin, rout = on_the_way.metrics.records_in_per_s, on_the_way.metrics.records_out_per_s
         offered = offered * rin / rout if rin is not None and rout else None
     return offered, True
-
-
-def _joined(c: Check, name: str) -> bool:
-    """Upstream of the cause through a join: its offer is not derivable from the table."""
-    return name in _upstream(c) and _offered_before(c, name)[0] is None
 
 
 def _needed(c: Check, f: EvidenceFigure) -> None:
@@ -369,7 +363,7 @@ CHECKS: dict[FigureKind, Rule] = {
 def _names(report: Report) -> list[str]:
     """The report's vertex names and the operators of its chains, longest first."""
     names = {v.name for v in report.vertices}
-    names |= {op for n in list(names) for op in n.split(" -> ")}
+    names |= {op for n in list(names) for op in re.split(r" -> |, |[()]", n) if op}
     return sorted(names, key=len, reverse=True)
 
 

@@ -63,6 +63,9 @@ def test_the_operator_most_on_the_stack_is_named_with_its_share() -> None:
         "to make cheaper, or to split off (chain = false)"
     )
     assert texts(cause)[0] == "busy 99%" and texts(cause)[2] == "more"
+    figures = [(f.what, f.value) for f in cause.evidence[1].figures]
+    assert figures == [("chain-share", 0.8), *[("chain-share", s) for _, s in share.shares],
+                       ("chain-samples", 100)]  # fmt: skip
 
 
 def test_only_the_causes_subtasks_count() -> None:
