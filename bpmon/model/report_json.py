@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 from bpmon.model.clock import as_utc, format_timestamp
 from bpmon.model.errors import HistoryError
@@ -45,9 +45,9 @@ SCHEMA_NAME, _, _MAJOR = REPORT_SCHEMA.partition("/")
 SCHEMA_MAJOR = int(_MAJOR)
 """The major version of ``bpmon.report`` this module reads; minor versions only add fields."""
 
-LEVELS: tuple[Level, ...] = ("OK", "LOW", "HIGH")
-SOURCES: tuple[Source, ...] = ("runtime", "pyspy", "flink")
-LEVELS_FROM: tuple[LevelsFrom, ...] = ("samples", "time")
+LEVELS: tuple[Level, ...] = get_args(Level)
+SOURCES: tuple[Source, ...] = get_args(Source)
+LEVELS_FROM: tuple[LevelsFrom, ...] = get_args(LevelsFrom)
 
 _RATIO_DIGITS = 3
 _RATE_DIGITS = 1
