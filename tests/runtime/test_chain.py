@@ -16,6 +16,7 @@ from bpmon.scenario import parse_scenario
 from bpmon.scenario.chained import chained_scenario
 from bpmon.service.facade import Settings, drain, run_scenario
 from tests.runtime.jobs import StopJob
+from tests.waiting import wait_until
 
 CHAINED = """
 name = "chained"
@@ -96,9 +97,14 @@ def test_window_metrics_report_each_member(stop_job: StopJob) -> None:
     job = Job(parse_scenario(CHAINED.format(records=100000)))
     try:
         job.start()
-        time.sleep(0.5)
+        chain = job.tasks["enrich -> check"]
+        wait_until(
+            lambda: [t.name for t in chain if not t.records_out.total],
+            "records out of every subtask of the chain",
+            until=lambda waiting: not waiting,
+        )
         start = counters(job.tasks)
-        time.sleep(0.5)
+        time.sleep(0.5)  # the window measured
         metrics = window_metrics(start, counters(job.tasks))["enrich -> check"][0]
         names = [op.name for op in metrics.operators]
         assert names == ["enrich", "check"]
