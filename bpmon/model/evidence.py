@@ -154,12 +154,17 @@ def subtasks(vertex: str, indices: Sequence[int]) -> tuple[EvidencePart, ...]:
     return (*parts, "]")
 
 
+def table_percent(value: float) -> str:
+    """A share as a whole percentage rounded as the report table's two decimals are (0.945 is
+    shown 0.94 there, so ``94%``): the text quotes the very figure the table shows."""
+    return f"{round(value, 2) * 100:.0f}%"
+
+
 def percent(
     what: FigureKind, value: float, vertex: str = "", of: Iterable[int] = ()
 ) -> EvidenceFigure:
-    """A share as a whole percentage rounded as the report table's two decimals are (0.945 is
-    shown 0.94 there, so ``94%``): the text quotes the very figure the table shows."""
-    return EvidenceFigure(what, value, "%", f"{round(value, 2) * 100:.0f}%", vertex, tuple(of))
+    """A share as :func:`table_percent` writes it."""
+    return EvidenceFigure(what, value, "%", table_percent(value), vertex, tuple(of))
 
 
 def rounded_percent(

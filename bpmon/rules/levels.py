@@ -12,7 +12,8 @@ without either has no ratio and no level: nothing is invented.
 The ``blended_*`` functions are the measures the bottleneck search uses: they combine both views
 when both exist, so one noisy view does not decide alone. The figures the evidence QUOTES are the
 report's own (:func:`busy_ratio`, :func:`idle_ratio`, :func:`shown_busy`), written with
-:func:`percent`, so that a line of text never disagrees with the table beside it.
+:func:`bpmon.model.evidence.percent`, so that a line of text never disagrees with the table beside
+it.
 """
 
 from __future__ import annotations
@@ -76,12 +77,6 @@ def shown_busy(vertex: VertexObservation) -> float | None:
 def shown_idle(vertex: VertexObservation) -> float | None:
     """The vertex's idle ratio as its report shows it: its idlest subtask's :func:`idle_ratio`."""
     return max_known(idle_ratio(s) for s in vertex.subtasks)
-
-
-def percent(value: float) -> str:
-    """A ratio as a whole percentage, rounded as the report table's two decimals are (0.945 is
-    shown 0.94 there, so 94% here): the text quotes the very figure the table shows."""
-    return f"{round(value, 2) * 100:.0f}%"
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

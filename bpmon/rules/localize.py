@@ -51,13 +51,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from bpmon.model.evidence import table_percent
 from bpmon.model.values import Finding, Observation
 from bpmon.rules.channels import credit_in_transit, held_at_link, nothing_waits, remote_channels
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.execution import execution_observation, lift, merge_findings, vertex_of
 from bpmon.rules.graph import JobGraph, Mechanism, Suspect, VertexSummary, build_graph, summarize
 from bpmon.rules.lag import keeps_up
-from bpmon.rules.levels import level_of, max_known, percent
+from bpmon.rules.levels import level_of, max_known
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +471,7 @@ class _Search:
             "head-of-line",
             vertex_of(name)[0],
             f"{name} is {level_of(bp, self.rules.levels)} ({bp:.2f}) while its consumer "
-            f"{consumer} idles {percent(idle)}: under TCP flow control its channel shares a "
+            f"{consumer} idles {table_percent(idle)}: under TCP flow control its channel shares a "
             f"task-manager connection with the bottleneck {blocker}, whose full receiver stops "
             "the whole connection (collateral, not a root cause)",
         )
