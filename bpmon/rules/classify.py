@@ -35,11 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bpmon.model.evidence import (
-    EvidenceFigure,
     EvidenceLine,
     EvidencePart,
     count,
-    decimal,
     line,
     milliseconds,
     percent,
@@ -55,6 +53,7 @@ from bpmon.model.values import (
     SubtaskWindow,
     VertexObservation,
 )
+from bpmon.rules.channel_lines import held_line, transit_line
 from bpmon.rules.channels import credit_in_transit, held_at_link
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.graph import Suspect
@@ -132,55 +131,10 @@ def _network(
     else:
         lines.append(line(name, " input pool usage unknown: the network is inferred"))
         certainty = rules.confidence.no_pool_metrics
-    if held:
-        worst = max(held, key=lambda c: c.backlog)
-        lines.append(
-            line(
-                *_channel(worst),
-                " holds ",
-                decimal(
-                    "backlog", worst.backlog, "buffers", 1, worst.producer, [worst.producer_index]
-                ),
-                " buffers for ",
-                subtasks(worst.consumer, [worst.consumer_index]),
-                " on a remote channel with credit to send and none queued at the consumer: the "
-                "data waits for the link (",
-                *_such_channels(held, name),
-                ")",
-            )
-        )
-        certainty = 1.0
-    elif transit:
-        worst = max(transit, key=lambda c: c.no_credit or 0.0)
-        no_credit = percent(
-            "no-credit", worst.no_credit or 0.0, worst.producer, [worst.producer_index]
-        )
-        lines.append(
-            line(
-                *_channel(worst),
-                " had buffers for ",
-                subtasks(worst.consumer, [worst.consumer_index]),
-                " and no credit ",
-                no_credit,
-                " of the time while the consumer idled with none queued: its credit was on the "
-                "way back, so the channel carries its few credits per round trip (",
-                *_such_channels(transit, name),
-                ")",
-            )
-        )
+    if held or transit:
+        lines.append(held_line(held, name) if held else transit_line(transit, name))
         certainty = 1.0
     return Classification("network", tuple(s.index for s in idle), tuple(lines), certainty)
-
-
-def _channel(channel: ChannelWindow) -> tuple[EvidencePart, ...]:
-    """The producing subtask of ``channel``, as a line names it: ``source[0]``."""
-    return subtasks(channel.producer, [channel.producer_index])
-
-
-def _such_channels(found: Sequence[ChannelWindow], consumer: str) -> tuple[EvidencePart, ...]:
-    """``3 such channels`` (or ``1 such channel``) into ``consumer``."""
-    plural = "s" if len(found) != 1 else ""
-    return (count("channels", len(found), consumer), f" such channel{plural}")
 
 
 def busy_subtasks(vertex: VertexObservation, rules: RulesConfig) -> list[SubtaskWindow]:
@@ -356,7 +310,7 @@ def _verb(subs: Sequence[object], one: str, many: str) -> str:
     return one if len(subs) == 1 else many
 
 
-def busy_span(vertex: str, subs: Sequence[SubtaskWindow]) -> tuple[EvidenceFigure | str, ...]:
+def busy_span(vertex: str, subs: Sequence[SubtaskWindow]) -> tuple[EvidencePart, ...]:
     """The busy ratios of ``subs`` as the report shows them: ``95%``, or ``90% to 99%``."""
     values = [busy_ratio(s) or 0.0 for s in subs]
     of = [s.index for s in subs]
