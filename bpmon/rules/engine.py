@@ -30,7 +30,7 @@ from bpmon.model.evidence import (
     subtasks,
 )
 from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
-from bpmon.rules.advice import advise, capacity_of_windows, offered_rates
+from bpmon.rules.advice import advise, capacity_of_windows
 from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.classify import Classification, classify
 from bpmon.rules.config import RulesConfig, load_rules
@@ -43,6 +43,7 @@ from bpmon.rules.levels import (
     vertex_status,
 )
 from bpmon.rules.localize import Localization, localize
+from bpmon.rules.offered import offered_rates
 from bpmon.rules.scheduling import scheduling_causes
 from bpmon.rules.series import evidence_line, next_in_series, recommendation_tail
 from bpmon.rules.sources import source_causes

@@ -8,10 +8,11 @@ import re
 import pytest
 
 from bpmon.model.values import Observation
-from bpmon.rules.advice import capacity_of_windows, offered_rates
+from bpmon.rules.advice import capacity_of_windows
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
+from bpmon.rules.offered import offered_rates
 
 from .figures import problems, texts
 from .observations import edge, lag, observation, sub, vertex
