@@ -1,7 +1,8 @@
 """The dashboard's pages about jobs: the Jobs list, a Job, and one stored Run in full.
 
-Pages are rendered on the server (:mod:`bpmon.web.markup`, :mod:`bpmon.web.figures`) and read
-the same registry as the API (:class:`~bpmon.service.watching.Watches`). A Job page stays current
+Pages are rendered on the server from ``templates/jobs.html``, ``job.html`` and ``run.html``
+(:mod:`bpmon.web.templating`; the figures' JSON from :mod:`bpmon.web.figures`) and read the same
+registry as the API (:class:`~bpmon.service.watching.Watches`). A Job page stays current
 without reloading: its script listens to the job's event stream (``/api/v1/jobs/{job}/events``) and,
 on each new report, fetches ``/job/{job}/live.json`` (the same fragments and figures this module
 renders) and redraws in place. The Compare and History pages are in :mod:`bpmon.web.review`.

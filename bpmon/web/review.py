@@ -7,6 +7,9 @@
 - **History** is read from the stored runs directly: per job its worst level burst by burst and
   its runs. When ``bpmon analyze --format html --out RUNS_DIR/analysis`` has written the Spark
   analytics' HTML report, the page links to it (served from that folder only).
+
+Both are ``templates/compare.html`` and ``templates/history.html``, rendered with the values made
+here (:class:`ComparePickers`, :class:`CompareSide`, :class:`HistoryCard`).
 """
 
 from __future__ import annotations
