@@ -10,12 +10,12 @@ bpmon.render.analysis), plotly and jinja2 (the web extra).
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from bpmon.model.analysis import Analysis
 from bpmon.model.errors import BpmonError
 from bpmon.render.analysis import sections, summary
+from bpmon.web.figures import label_text
 
 
 def analysis_html(analysis: Analysis) -> str:
@@ -42,7 +42,7 @@ def analysis_html(analysis: Analysis) -> str:
         figures.append(_chronic_figure(go, analysis))
     # plotly's own HTML of each figure (a div and the script that draws it), passed through as
     # it is: the one place a page holds HTML not written by a template. Names inside the figures
-    # are JSON in plotly's script, escaped by plotly (its hover templates by _trend_figure).
+    # are JSON in plotly's script; the vertex in a hover template is escaped by label_text.
     plots = [
         Markup(pio.to_html(f, include_plotlyjs="inline" if i == 0 else False, full_html=False))
         for i, f in enumerate(figures)
@@ -71,7 +71,7 @@ def _trend_figure(go: Any, analysis: Analysis, job: str) -> Any:
                 name=v.vertex,
                 text=[p.run_id for p in points],
                 hovertemplate="%{text}<br>%{y:,.0f} records/s per subtask<extra>"
-                + html.escape(v.vertex)
+                + label_text(v.vertex)
                 + "</extra>",
             )
         )
