@@ -28,7 +28,7 @@ from typing import Any
 from bpmon.model.clock import as_utc
 from bpmon.model.values import Level, Report
 from bpmon.service.stored import BurstSummary
-from bpmon.web import numbers
+from bpmon.web import formats
 from bpmon.web.figures import EDGE_INK, LEVEL_FILL, Figure, label_text
 
 SERIES_KEYS = ("ratio", "busy", "idle", "out_pool", "in_pool", "records_in", "records_out")
@@ -100,7 +100,7 @@ def series_data(points: Sequence[Point]) -> dict[str, Any]:
                 for values in columns.values():
                     values.append(None)
         xs.append(plot_time(p.time))
-        labels.append(f"{p.run_id}/{p.burst} ({numbers.when(p.time)})")
+        labels.append(f"{p.run_id}/{p.burst} ({formats.when(p.time)})")
         found = {v.name: v for v in p.report.vertices}
         for name, columns in vertices.items():
             for key, value in _values(found.get(name)).items():
@@ -133,7 +133,7 @@ def _values(v: Any) -> dict[str, Any]:
         m.records_out_per_s,
     )
     out = {
-        key: numbers.rounded(value, 1 if key.startswith("rec") else 3)
+        key: formats.rounded(value, 1 if key.startswith("rec") else 3)
         for key, value in zip(SERIES_KEYS, raw, strict=True)
     }
     return out | {"level": v.level}
@@ -249,7 +249,7 @@ def _line(
     if key == "ratio":
         levels = values["level"] if values else []
         trace["marker"] = {"size": 9, "color": [LEVEL_FILL[lv] for lv in levels]}
-        trace["text"] = [numbers.LEVEL_WORDS[lv] for lv in levels]
+        trace["text"] = [formats.LEVEL_WORDS[lv] for lv in levels]
         trace["hovertemplate"] = "burst %{customdata}<br>backpressure %{y} (%{text})<extra></extra>"
     return trace
 
@@ -278,7 +278,7 @@ def level_trend(job: str, history: Sequence[BurstSummary]) -> Figure:
         cause = burst.root_causes[0] if burst.root_causes else None
         said = "not diagnosed" if burst.root_causes is None else "no root cause"
         if cause is not None:
-            said = f"{cause.kind} at {cause.vertex} ({numbers.ratio(cause.confidence)})"
+            said = f"{cause.kind} at {cause.vertex} ({formats.ratio(cause.confidence)})"
         xs.append(plot_time(burst.time))
         ys.append(_LEVEL_Y[worst])
         colours.append(LEVEL_FILL[worst])

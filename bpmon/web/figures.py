@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bpmon.model.values import Level, Report, VertexStatus
-from bpmon.web import numbers
+from bpmon.web import formats
 from bpmon.web.topology import culprits, layout
 
 Figure = dict[str, Any]
@@ -144,9 +144,9 @@ def _heat_trace(
         line: list[float | None] = [None] * width
         said, shown = [""] * width, [""] * width
         for s in v.subtasks:
-            value = numbers.rounded(s.ratio if key == "ratio" else s.metrics.busy_ratio)
+            value = formats.rounded(s.ratio if key == "ratio" else s.metrics.busy_ratio)
             line[s.index] = value
-            said[s.index] = numbers.LEVEL_WORDS[s.level]
+            said[s.index] = formats.LEVEL_WORDS[s.level]
             star = STAR if (r, s.index) in named else ""
             shown[s.index] = star + ("–" if value is None else f"{value:.2f}")
         z.append(line)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bpmon.model.values import Edge, Report, VertexStatus
-from bpmon.web import numbers, shading
+from bpmon.web import formats, shading
 from bpmon.web.figures import EDGE_INK, ROOT_FRAME, Figure, label_text, short
 from bpmon.web.topology import culprits, layout, unconnected, victims
 
@@ -98,9 +98,9 @@ def boxes(report: Report) -> dict[str, Box]:
 
 
 def _lines(v: VertexStatus, culprit: bool, victim: bool) -> tuple[str, ...]:
-    word = numbers.LEVEL_WORDS[v.level]
-    status = word if v.ratio is None else f"{word} {numbers.ratio(v.ratio)}"
-    busy = f"busy {numbers.ratio(v.metrics.busy_ratio)}"
+    word = formats.LEVEL_WORDS[v.level]
+    status = word if v.ratio is None else f"{word} {formats.ratio(v.ratio)}"
+    busy = f"busy {formats.ratio(v.metrics.busy_ratio)}"
     role = " · victim" if victim else ""
     name = ("★ " if culprit else "") + short(v.name)
     return (name, f"{status} · {busy}", f"parallelism {v.parallelism}{role}")
@@ -324,12 +324,12 @@ def _hover_points(made: dict[str, Box], centre: dict[str, tuple[float, float]]) 
             "<br>".join(
                 [
                     f"<b>{label_text(v.name)}</b> (parallelism {v.parallelism})",
-                    f"level {numbers.LEVEL_WORDS[v.level]}, ratio {numbers.ratio(v.ratio)}",
-                    f"busy {numbers.ratio(m.busy_ratio)}, idle {numbers.ratio(m.idle_ratio)}",
-                    f"out pool {numbers.ratio(m.out_pool_usage)}, "
-                    f"in pool {numbers.ratio(m.in_pool_usage)}",
-                    f"records/s in {numbers.rate(m.records_in_per_s)}, "
-                    f"out {numbers.rate(m.records_out_per_s)}",
+                    f"level {formats.LEVEL_WORDS[v.level]}, ratio {formats.ratio(v.ratio)}",
+                    f"busy {formats.ratio(m.busy_ratio)}, idle {formats.ratio(m.idle_ratio)}",
+                    f"out pool {formats.ratio(m.out_pool_usage)}, "
+                    f"in pool {formats.ratio(m.in_pool_usage)}",
+                    f"records/s in {formats.rate(m.records_in_per_s)}, "
+                    f"out {formats.rate(m.records_out_per_s)}",
                 ]
             )
         )

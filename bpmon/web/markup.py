@@ -18,7 +18,7 @@ from markupsafe import Markup
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
 from bpmon.render.report import DISAGREEMENT_NOTE, NO_BACKPRESSURE, no_cause_line
 from bpmon.service.comparison import capacity_of_vertex
-from bpmon.web import numbers
+from bpmon.web import formats
 from bpmon.web.templating import macro
 
 NO_DIAGNOSIS = "No diagnosis yet: the report holds metrics only."
@@ -150,13 +150,13 @@ def _row(label: str, status: VertexStatus | SubtaskStatus, vertex: str, marked: 
     else:
         disagree = status.disagreement
     cells = (
-        numbers.ratio(status.ratio),
-        numbers.ratio(m.busy_ratio),
-        numbers.ratio(m.idle_ratio),
-        numbers.ratio(m.out_pool_usage),
-        numbers.ratio(m.in_pool_usage),
-        numbers.rate(m.records_in_per_s),
-        numbers.rate(m.records_out_per_s),
+        formats.ratio(status.ratio),
+        formats.ratio(m.busy_ratio),
+        formats.ratio(m.idle_ratio),
+        formats.ratio(m.out_pool_usage),
+        formats.ratio(m.in_pool_usage),
+        formats.rate(m.records_in_per_s),
+        formats.rate(m.records_out_per_s),
     )
     css = "vertex" if is_vertex else "subtask"
     mark = None

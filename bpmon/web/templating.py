@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from bpmon.model.values import worst_level
-from bpmon.web import numbers
+from bpmon.web import formats
 
 _TAGS = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _LINE_BREAK = re.compile(r"\n([ \t]*)")
@@ -55,13 +55,13 @@ def environment() -> Environment:
         auto_reload=False,
     )
     env.filters.update(
-        ratio=numbers.ratio,
-        rate=numbers.rate,
-        when=numbers.when,
-        iso=numbers.iso,
-        counted=numbers.counted,
+        ratio=formats.ratio,
+        rate=formats.rate,
+        when=formats.when,
+        iso=formats.iso,
+        counted=formats.counted,
         path=path_part,
-        level_word=lambda level: numbers.LEVEL_WORDS[level],
+        level_word=lambda level: formats.LEVEL_WORDS[level],
         worst_level=worst_level,
     )
     # tojson escapes <, >, & and ' (no text inside can close the script block it is put in).

@@ -11,7 +11,7 @@ import pytest
 from bpmon.model.report_json import report_to_dict
 from bpmon.model.values import Report, Window
 from bpmon.web.charts import plot_time
-from bpmon.web.numbers import iso, when
+from bpmon.web.formats import iso, when
 
 
 @pytest.fixture
