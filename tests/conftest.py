@@ -77,3 +77,21 @@ def assert_fits(draw: Callable[[Console], object], width: int, also: str = "") -
 def fits() -> Callable[..., str]:
     """:func:`assert_fits`: a table drawn at 80 or 120 columns fits and breaks no word."""
     return assert_fits
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With pytest-xdist (``-n``), a module's tests run on one worker, so its module-scoped runs
+    are made once, and every Flink test shares one worker and its one cluster.
+
+    (xdist's own ``--dist loadgroup`` marks no longer group anything under pytest 9.2, whose
+    node ids xdist can no longer suffix; a scheduler of our own does not depend on that.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "flink" if module.startswith("tests/collectors/flink/") else module
+
+    return ByModule(config, log)

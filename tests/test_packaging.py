@@ -10,6 +10,7 @@ inside the installed package, and ``BPMON_DATA_DIR`` must override a shipped pro
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -20,6 +21,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 OFFLINE = ("--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check")
 """pip downloads nothing: no dependencies, no build environment, no index, no version check."""
+NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "node_modules")
+"""What a copy of the checkout leaves out: it is built, not developed in."""
 CHECK = """
 import json
 import bpmon
@@ -58,7 +61,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     of this environment (the ``test`` extra requires the one ``[build-system]`` names).
     """
     out = tmp_path_factory.mktemp("wheels")
-    _run([sys.executable, "-m", "pip", "wheel", str(REPO), *OFFLINE, "-q", "-w", str(out)])
+    # pip builds in the source tree: from a copy, so no build/ or *.egg-info left in the checkout
+    # by an earlier, interrupted build can leak into this wheel (it once lacked the package)
+    source = tmp_path_factory.mktemp("source") / "bpmon"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    _run([sys.executable, "-m", "pip", "wheel", str(source), *OFFLINE, "-q", "-w", str(out)])
     (built,) = out.glob("bpmon-*.whl")
     return built
 

@@ -169,7 +169,11 @@ def test_the_report_the_compare_page_and_spark_give_one_capacity_on_a_real_run(
     (cause,) = [c for c in report.root_causes or () if c.vertex == "work"]
     assert cause.subtasks == (0, 1, 2)  # the same subtasks in all three
     figures = [s.metrics.records_in_per_s / s.metrics.busy_ratio for s in work.subtasks]
-    assert statistics.median(figures) > 1.02 * statistics.mean(figures)  # the run tells them apart
+    # the run tells the mean from the median by far more than the checks below allow (0.1%): 4%
+    # on a quiet machine, 1.4% seen on a loaded one
+    assert abs(statistics.median(figures) - statistics.mean(figures)) > 0.005 * statistics.mean(
+        figures
+    ), figures
     spark = next(v for v in analysis.vertices if (v.job, v.vertex) == ("uneven", "work"))
     (point,) = spark.by_run
     assert cause.capacity_per_subtask == pytest.approx(statistics.mean(figures), abs=0.5)
