@@ -79,10 +79,38 @@ def fits() -> Callable[..., str]:
     return assert_fits
 
 
+SHARED_CLUSTERS = {
+    "tests/collectors/flink/test_e2e.py": "flink",
+    "tests/collectors/flink/test_corpus.py": "flink",
+    "tests/collectors/flink/test_verify.py": "flink-adaptive",
+    "tests/collectors/flink/test_chaos.py": "flink-adaptive",
+}
+"""Modules that share a session's Flink cluster (``flink_cluster``, ``adaptive_cluster``): each
+group runs on one worker, which starts its cluster once. (A module left out still passes: its
+worker starts a cluster of its own.)"""
+
+LONGEST_FIRST = ("flink", "flink-adaptive", "tests/service/test_soak.py", "tests/cli/test_cli.py")
+"""The work that takes longest on one worker, started first so that no worker ends the run
+alone with it (the soak alone is 2.5 minutes)."""
+
+
+def _scope(nodeid: str) -> str:
+    """What runs on one worker: a module, or a group of modules sharing a Flink cluster."""
+    module = nodeid.split("::", 1)[0]
+    return SHARED_CLUSTERS.get(module, module)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest work first (every worker sorts its collection alike)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        first = {scope: rank for rank, scope in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: first.get(_scope(item.nodeid), len(first)))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """With pytest-xdist (``-n``), a module's tests run on one worker, so its module-scoped runs
-    are made once, and every Flink test shares one worker and its one cluster.
+    are made once, and the modules of :data:`SHARED_CLUSTERS` share a worker and its cluster.
 
     (xdist's own ``--dist loadgroup`` marks no longer group anything under pytest 9.2, whose
     node ids xdist can no longer suffix; a scheduler of our own does not depend on that.)
@@ -91,7 +119,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "flink" if module.startswith("tests/collectors/flink/") else module
+            return _scope(nodeid)
 
     return ByModule(config, log)
