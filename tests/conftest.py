@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import shutil
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,16 @@ def assert_fits(draw: Callable[[Console], object], width: int, also: str = "") -
     ]
     assert not broken, f"words split at {width} columns: {sorted(broken)}\n{narrow}"
     return narrow
+
+
+@pytest.fixture
+def away_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone five hours behind UTC, so local and UTC readings differ."""
+    monkeypatch.setenv("TZ", "EST+05")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture(scope="session")

@@ -16,23 +16,12 @@ from typing import Any
 from markupsafe import Markup
 
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
-from bpmon.render.report import DISAGREEMENT_NOTE, NO_BACKPRESSURE, no_cause_line
+from bpmon.render.report import COLUMNS, DISAGREEMENT_NOTE, NO_BACKPRESSURE, no_cause_line
 from bpmon.service.comparison import capacity_of_vertex
 from bpmon.web import formats
 from bpmon.web.templating import macro
 
 NO_DIAGNOSIS = "No diagnosis yet: the report holds metrics only."
-COLUMNS = (
-    "vertex",
-    "level",
-    "ratio",
-    "busy",
-    "idle",
-    "out pool",
-    "in pool",
-    "rec/s in",
-    "rec/s out",
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,23 +3,11 @@ and every surface writes a moment as :func:`~bpmon.model.clock.format_timestamp`
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from bpmon.model.clock import as_utc, format_timestamp
-
-
-@pytest.fixture
-def away_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone five hours behind UTC, so local and UTC readings differ."""
-    monkeypatch.setenv("TZ", "EST+05")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.mark.usefixtures("away_from_utc")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -12,16 +10,6 @@ from bpmon.model.report_json import report_to_dict
 from bpmon.model.values import Report, Window
 from bpmon.web.charts import plot_time
 from bpmon.web.formats import iso, when
-
-
-@pytest.fixture
-def away_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone five hours behind UTC, so local and UTC readings differ."""
-    monkeypatch.setenv("TZ", "EST+05")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.mark.usefixtures("away_from_utc")
