@@ -56,9 +56,7 @@ def _link(temp: str, target: Path) -> None:
     """Give ``temp`` the name ``target`` unless it exists (FileExistsError then)."""
     try:
         os.link(temp, target)
-    except FileExistsError:
-        raise
-    except OSError as exc:
+    except OSError as exc:  # FileExistsError (EEXIST) is not one of _NO_LINKS: raised as it is
         if exc.errno not in _NO_LINKS:
             raise
         if target.exists():

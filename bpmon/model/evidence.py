@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from bpmon.model import numbers
+
 FigureKind = Literal[
     "subtask",  # a subtask index, as in ``enrich[3]``
     "parallelism",  # a vertex's subtasks, as in ``all 3 subtasks``
@@ -177,8 +179,8 @@ def rounded_percent(
 def ratio(
     what: FigureKind, value: float, vertex: str = "", of: Iterable[int] = ()
 ) -> EvidenceFigure:
-    """A ratio with two decimals (``0.80``), as the report's table shows it."""
-    return EvidenceFigure(what, value, "ratio", f"{value:.2f}", vertex, tuple(of))
+    """A ratio with two decimals (``0.80``), as the report's table shows it (``numbers.ratio``)."""
+    return EvidenceFigure(what, value, "ratio", numbers.ratio(value), vertex, tuple(of))
 
 
 def whole(

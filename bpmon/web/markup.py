@@ -168,8 +168,3 @@ def findings(report: Report, level: int = 2) -> Markup:
 def vertex_table(report: Report) -> Markup:
     """The vertex table of ``report`` (the Job page redraws it on each report)."""
     return macro("report.html", "vertex_table", vertex_table_of(report))
-
-
-def json_block(element_id: str, value: Any) -> Markup:
-    """``value`` as JSON in a script block no text inside can close or break out of."""
-    return macro("figures.html", "json_block", element_id, value)

@@ -25,6 +25,7 @@ from bpmon.service.watching import Watches
 from bpmon.service.whatif import SettingChange, changed
 from bpmon.web.graph import job_graph
 from bpmon.web.shell import plotly_name
+from bpmon.web.templating import macro
 
 from .dashboard_runs import Chain, copy_runs
 from .servers import TOKEN, WAIT_S, ServeFactory, tiny, wait_until
@@ -205,7 +206,7 @@ def test_vertex_names_are_text_everywhere(chain: Chain) -> None:
     report = replace(before, vertices=(first, *before.vertices[1:]))
     table = markup.vertex_table(report)
     assert evil not in table and "&lt;img src=x" in table
-    block = markup.json_block("graph-json", job_graph(report))
+    block = macro("figures.html", "json_block", "graph-json", job_graph(report))
     assert "</script>" not in block.removesuffix("</script>") and "<img" not in block
 
 
