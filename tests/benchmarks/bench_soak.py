@@ -69,6 +69,8 @@ class Poll:
     threads: int
     reports: int
     history_files: int
+    health_failure: str = ""
+    """Why ``/healthz`` did not answer in time (empty when it did)."""
 
 
 @dataclass
@@ -155,14 +157,22 @@ def count_files(folder: Path, pattern: str) -> int:
     return sum(1 for _, _, names in os.walk(folder) for n in names if match(n))
 
 
-def health(client: httpx.Client) -> tuple[int | None, float | None]:
-    """``/healthz``'s status and latency (ms); None, None when it did not answer in time."""
+def health(url: str) -> tuple[int | None, float | None, str]:
+    """``/healthz``'s status and latency (ms), or None, None and why it did not answer in time.
+
+    Every probe opens a connection of its own, as a health checker (Kubernetes, a load balancer)
+    does. On one kept alive, a probe every 5 s races the server's 5 s keep-alive timeout: now and
+    then the server closes the idle connection just as the request leaves, and the probe reads
+    "connection reset by peer" from a server that is fine (seen in CI, reproduced by sending at
+    the timeout's end).
+    """
     began = time.perf_counter()
     try:
-        status = client.get("/healthz", timeout=HEALTH_TIMEOUT_S).status_code
-    except httpx.HTTPError:
-        return None, None
-    return status, (time.perf_counter() - began) * 1000
+        with httpx.Client(base_url=url, timeout=HEALTH_TIMEOUT_S) as client:
+            status = client.get("/healthz").status_code
+    except httpx.HTTPError as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+    return status, (time.perf_counter() - began) * 1000, ""
 
 
 def soak(runs_dir: Path, minutes: float, poll_s: float) -> Soak:
@@ -172,20 +182,19 @@ def soak(runs_dir: Path, minutes: float, poll_s: float) -> Soak:
     seen = Soak()
     began = time.monotonic()
     try:
-        with httpx.Client(base_url=server.url) as client:
-            while (elapsed := time.monotonic() - began) < minutes * 60:
-                status, latency = health(client)
-                rss, threads = status_of(server.process.pid)
-                reports = count_files(runs_dir, r"report(-\d+)?\.json")
-                parts = count_files(runs_dir / "history", r".*\.parquet")
-                seen.polls.append(Poll(elapsed, status, latency, rss, threads, reports, parts))
-                print(
-                    f"  {elapsed / 60:5.1f} min  healthz {status} {latency or 0:6.1f} ms  "
-                    f"rss {rss:6.1f} MB  threads {threads:3d}  reports {reports:6d}  "
-                    f"history files {parts:5d}",
-                    flush=True,
-                )
-                time.sleep(max(0.0, poll_s - (time.monotonic() - began - elapsed)))
+        while (elapsed := time.monotonic() - began) < minutes * 60:
+            status, latency, why = health(server.url)
+            rss, threads = status_of(server.process.pid)
+            reports = count_files(runs_dir, r"report(-\d+)?\.json")
+            parts = count_files(runs_dir / "history", r".*\.parquet")
+            seen.polls.append(Poll(elapsed, status, latency, rss, threads, reports, parts, why))
+            print(
+                f"  {elapsed / 60:5.1f} min  healthz {status} {latency or 0:6.1f} ms  "
+                f"rss {rss:6.1f} MB  threads {threads:3d}  reports {reports:6d}  "
+                f"history files {parts:5d}" + (f"  ({why})" if why else ""),
+                flush=True,
+            )
+            time.sleep(max(0.0, poll_s - (time.monotonic() - began - elapsed)))
     finally:
         seen.exit_code, seen.stop_s = server.stop()
         seen.stderr_tail = "".join(server.tail)[-2000:]
@@ -234,7 +243,7 @@ def restart(runs_dir: Path) -> dict[str, float | int | bool]:
     server = Server(runs_dir)
     try:
         with httpx.Client(base_url=server.url, timeout=30.0) as client:
-            while health(client)[0] != 200:
+            while health(server.url)[0] != 200:
                 time.sleep(0.01)
             up = time.monotonic()
             jobs = client.get("/api/v1/jobs").json()["jobs"]
