@@ -1,4 +1,5 @@
-"""Fixtures shared by the top-level tests: the installed ``bpmon`` command, Prometheus's tools."""
+"""Fixtures shared across the tests: the installed ``bpmon`` command, Prometheus's tools, the
+shipped examples' runs; and how pytest-xdist shares the work out."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tests.diagnosis.watched import ShippedRuns
 from tests.optional import tool_missing
 
 
@@ -85,20 +87,30 @@ def away_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def shipped_runs(tmp_path_factory: pytest.TempPathFactory) -> ShippedRuns:
+    """The shipped examples, each run on the real runtime once a session when first asked for
+    (one shortened burst after its warm-up: ``tests/diagnosis/watched.py``)."""
+    return ShippedRuns(tmp_path_factory.mktemp("shipped-runs"))
+
+
+@pytest.fixture(scope="session")
 def fits() -> Callable[..., str]:
     """:func:`assert_fits`: a table drawn at 80 or 120 columns fits and breaks no word."""
     return assert_fits
 
 
-SHARED_CLUSTERS = {
+SHARED_WORK = {
     "tests/collectors/flink/test_e2e.py": "flink",
     "tests/collectors/flink/test_corpus.py": "flink",
     "tests/collectors/flink/test_verify.py": "flink-adaptive",
     "tests/collectors/flink/test_chaos.py": "flink-adaptive",
+    "tests/diagnosis/test_diagnosis_e2e.py": "shipped-runs",
+    "tests/rules/test_evidence_consistency.py": "shipped-runs",
 }
-"""Modules that share a session's Flink cluster (``flink_cluster``, ``adaptive_cluster``): each
-group runs on one worker, which starts its cluster once. (A module left out still passes: its
-worker starts a cluster of its own.)"""
+"""Modules that share a session's expensive fixture: a Flink cluster (``flink_cluster``,
+``adaptive_cluster``) or the shipped examples' runs (``shipped_runs``). Each group runs on one
+worker, which makes the shared thing once. (A module left out still passes: its worker makes
+one of its own.)"""
 
 LONGEST_FIRST = ("flink", "flink-adaptive", "tests/service/test_soak.py", "tests/cli/test_cli.py")
 """The work that takes longest on one worker, started first so that no worker ends the run
@@ -108,7 +120,7 @@ alone with it (the soak alone is 2.5 minutes)."""
 def _scope(nodeid: str) -> str:
     """What runs on one worker: a module, or a group of modules sharing a Flink cluster."""
     module = nodeid.split("::", 1)[0]
-    return SHARED_CLUSTERS.get(module, module)
+    return SHARED_WORK.get(module, module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -121,7 +133,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """With pytest-xdist (``-n``), a module's tests run on one worker, so its module-scoped runs
-    are made once, and the modules of :data:`SHARED_CLUSTERS` share a worker and its cluster.
+    are made once, and the modules of :data:`SHARED_WORK` share a worker and what they share.
 
     (xdist's own ``--dist loadgroup`` marks no longer group anything under pytest 9.2, whose
     node ids xdist can no longer suffix; a scheduler of our own does not depend on that.)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.model.events import JobEnded, JobFailed
 from bpmon.model.values import Report
 from bpmon.scenario import (
@@ -29,29 +28,10 @@ from bpmon.scenario import (
     load_scenario,
     parse_scenario,
 )
-from bpmon.service.facade import Settings, WatchPlan, watch
+
+from .watched import SAMPLES, ShippedRuns, watch_once
 
 CASES = Path(__file__).parents[1] / "scenarios"
-SAMPLES = 60
-INTERVAL_MS = 50.0
-
-
-def watch_once(scenario: Scenario, runs_dir: Path) -> tuple[Report, JobEnded]:
-    """Run ``scenario``, take one shortened burst after its warm-up, stop it; report and end."""
-    plan = WatchPlan(
-        samples=SAMPLES,
-        interval_ms=INTERVAL_MS,
-        bursts=1,
-        warmup_s=scenario.monitor.warmup_s,
-        settle_s=scenario.monitor.settle_s,
-    )
-    *_, ended = watch(RuntimeTarget(scenario), plan, Settings(runs_dir=runs_dir))
-    assert isinstance(ended, JobEnded), ended
-    assert len(ended.reports) == 1, ended
-    report = ended.reports[0]
-    assert ended.paths == (runs_dir / report.run_id / "report.json",)
-    assert ended.paths[0].is_file()
-    return report, ended
 
 
 def summary(report: Report) -> str:
@@ -93,13 +73,14 @@ def check_diagnosis(report: Report, ended: JobEnded, expected: Expectation) -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", example_names())
-def test_shipped_example_is_diagnosed_as_its_expect_table_says(name: str, tmp_path: Path) -> None:
+def test_shipped_example_is_diagnosed_as_its_expect_table_says(
+    name: str, shipped_runs: ShippedRuns
+) -> None:
     expected = load_expectation(example_path(name))
     assert expected is not None, f"shipped example {name} has no [expect] table"
-    scenario = load_example(name)
-    report, ended = watch_once(scenario, tmp_path)
-    check_diagnosis(report, ended, expected)
-    check_head_of_line(report, scenario)
+    run = shipped_runs[name]
+    check_diagnosis(run.report, run.ended, expected)
+    check_head_of_line(run.report, run.scenario)
 
 
 @pytest.mark.slow

@@ -3,15 +3,14 @@
 Two halves. Hand-built observations pin each contradiction users met (each test fails on the old
 wording): a HIGH vertex under "No backpressure: every vertex is OK.", a busy figure from another
 view than the table's, "all 1 subtasks", "busy at least 100%", capacity figures in the text but
-null in the JSON. Then real jobs: shipped examples run on bpmon's runtime (shortened), and every
-figure every evidence line quotes is checked against the report's fields (:mod:`.figures`).
+null in the JSON. Then real jobs: shipped examples run on bpmon's runtime (the shortened runs the
+diagnosis end to end checks, made once a session), and every figure every evidence line quotes
+is checked against the report's fields (:mod:`.figures`).
 """
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -21,8 +20,7 @@ from bpmon.model.values import Observation, Report, RootCause, TargetSettings
 from bpmon.render.report import render_markdown, render_text
 from bpmon.rules.config import RulesConfig
 from bpmon.rules.engine import diagnose
-from bpmon.scenario import load_example
-from bpmon.service.facade import Settings, drain, run_scenario
+from tests.diagnosis.watched import ShippedRuns
 
 from .figures import problems, texts
 from .observations import edge, lag, observation, sub, vertex
@@ -219,20 +217,17 @@ SATURATED_RUNS = 3
 """Runs of an example at most, while the runtime reports it could not keep up (a busy machine)."""
 
 
-@pytest.fixture(scope="session")
-def example_reports() -> dict[str, Report]:
-    """Each example run on bpmon's runtime, shortened: its warm-up, then 40 samples 25 ms apart."""
+@pytest.fixture(scope="module")
+def example_reports(shipped_runs: ShippedRuns) -> dict[str, Report]:
+    """Each example's report from the session's shipped runs (those the diagnosis end to end
+    checks), run again while it says the runtime could not keep up."""
     reports = {}
-    with tempfile.TemporaryDirectory() as runs:
-        for name in EXAMPLES:
-            scenario = load_example(name)
-            monitor = replace(scenario.monitor, samples=40, interval_ms=25)
-            short = replace(scenario, duration_s=monitor.warmup_s + 1.5, monitor=monitor)
-            for _ in range(SATURATED_RUNS):  # a machine too busy describes itself: run again
-                ended = drain(run_scenario(short, Settings(runs_dir=Path(runs))))
-                reports[name] = ended.reports[0]
-                if not any(f.kind == "runtime-saturated" for f in reports[name].findings):
-                    break
+    for name in EXAMPLES:
+        reports[name] = shipped_runs[name].report
+        for _ in range(SATURATED_RUNS - 1):  # a machine too busy describes itself: run again
+            if not any(f.kind == "runtime-saturated" for f in reports[name].findings):
+                break
+            reports[name] = shipped_runs.fresh(name).report
     return reports
 
 
