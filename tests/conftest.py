@@ -112,7 +112,13 @@ SHARED_WORK = {
 worker, which makes the shared thing once. (A module left out still passes: its worker makes
 one of its own.)"""
 
-LONGEST_FIRST = ("flink", "flink-adaptive", "tests/service/test_soak.py", "tests/cli/test_cli.py")
+LONGEST_FIRST = (
+    "flink",
+    "shipped-runs",
+    "flink-adaptive",
+    "tests/service/test_soak.py",
+    "tests/cli/test_cli.py",
+)
 """The work that takes longest on one worker, started first so that no worker ends the run
 alone with it (the soak alone is 2.5 minutes)."""
 
