@@ -159,20 +159,29 @@ public final class CorpusParts {
 
     /** Sleeps ``micros`` per record on average (one sleep per millisecond of debt): a call to an
      * external system. A sleeping thread is busy for Flink's time accounting and for a stack
-     * sample, and leaves the shared CPU to others. */
+     * sample, and leaves the shared CPU to others.
+     *
+     * <p>A sleep that wakes late has served the extra time too: it counts against the debt (up
+     * to {@link #MAX_CREDIT_NANOS} of credit), so a record costs ``micros`` however loaded the
+     * machine is. Without that, on two busy cores ``Thread.sleep(1)`` took about 2 ms, every
+     * subtask of the slow-instance job then served ~476 records/s instead of 1,000, and one slow
+     * subtask of four looked like a slow operator. Only the sleep's own overrun is credited, never
+     * time spent waiting for input, so an idle subtask gets no records for free. */
     static final class Sleep implements java.io.Serializable {
+        static final long MAX_CREDIT_NANOS = 5_000_000L;
         private final long micros;
-        private long debt;
+        private long debtNanos;
 
         Sleep(long micros) {
             this.micros = micros;
         }
 
         void pay() throws InterruptedException {
-            debt += micros;
-            if (debt >= 1000) {
-                Thread.sleep(debt / 1000);
-                debt %= 1000;
+            debtNanos += micros * 1000;
+            if (debtNanos >= 1_000_000L) {
+                long began = System.nanoTime();
+                Thread.sleep(debtNanos / 1_000_000L); // whole milliseconds: park would look idle
+                debtNanos = Math.max(-MAX_CREDIT_NANOS, debtNanos - (System.nanoTime() - began));
             }
         }
     }
