@@ -124,7 +124,7 @@ alone with it (the soak alone is 2.5 minutes)."""
 
 
 def _scope(nodeid: str) -> str:
-    """What runs on one worker: a module, or a group of modules sharing a Flink cluster."""
+    """What runs on one worker: a module, or a group of modules of :data:`SHARED_WORK`."""
     module = nodeid.split("::", 1)[0]
     return SHARED_WORK.get(module, module)
 
