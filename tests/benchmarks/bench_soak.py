@@ -69,8 +69,6 @@ class Poll:
     threads: int
     reports: int
     history_files: int
-    health_failure: str = ""
-    """Why ``/healthz`` did not answer in time (empty when it did)."""
 
 
 @dataclass
@@ -187,7 +185,7 @@ def soak(runs_dir: Path, minutes: float, poll_s: float) -> Soak:
             rss, threads = status_of(server.process.pid)
             reports = count_files(runs_dir, r"report(-\d+)?\.json")
             parts = count_files(runs_dir / "history", r".*\.parquet")
-            seen.polls.append(Poll(elapsed, status, latency, rss, threads, reports, parts, why))
+            seen.polls.append(Poll(elapsed, status, latency, rss, threads, reports, parts))
             print(
                 f"  {elapsed / 60:5.1f} min  healthz {status} {latency or 0:6.1f} ms  "
                 f"rss {rss:6.1f} MB  threads {threads:3d}  reports {reports:6d}  "

@@ -8,6 +8,7 @@ worker under pytest-xdist, so each example runs once a session, not once a modul
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,6 @@ class ShippedRuns:
     def fresh(self, name: str) -> ShippedRun:
         """A new run of ``name``, not kept (a test that needs another try)."""
         scenario = load_example(name)
-        runs_dir = self._folder / f"{name}-{len(list(self._folder.glob(f'{name}-*')))}"
+        runs_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._folder))
         report, ended = watch_once(scenario, runs_dir)
         return ShippedRun(scenario, report, ended)

@@ -57,7 +57,7 @@ def test_bursts_back_to_back_each_get_a_fresh_graph(flame_cluster: Cluster, slow
     burst waits for a new one (newer than the first's) instead of taking the cached one."""
     target = FlinkTarget(flame_cluster.url, slow_map)
     # what is tested is that the second graph is a new one, not how late a busy TaskManager may
-    # deliver it: on a loaded machine (the suite on three workers) a graph came later than the
+    # deliver it: on a loaded machine (the suite on four workers) a graph came later than the
     # 5 s of slack bpmon gives it before taking thread dumps instead
     target.bursts.flame.slack_s = 30.0
     target.start()

@@ -164,9 +164,9 @@ public final class CorpusParts {
      * <p>A sleep that wakes late has served the extra time too: it counts against the debt (up
      * to {@link #MAX_CREDIT_NANOS} of credit, 20 ms, the lag bpmon's own runtime forgives: a
      * loaded machine's run queue holds a woken thread that long), so a record costs ``micros``
-     * however loaded the machine is. Without that, on two busy cores ``Thread.sleep(1)`` took about 2 ms, every
-     * subtask of the slow-instance job then served ~476 records/s instead of 1,000, and one slow
-     * subtask of four looked like a slow operator. Only the sleep's own overrun is credited, never
+     * however loaded the machine is. Without that, on two busy cores ``Thread.sleep(1)`` took
+     * about 2 ms, every subtask of the slow-instance job then served ~476 records/s instead of
+     * 1,000, and one slow subtask of four looked like a slow operator. Only the sleep's own overrun is credited, never
      * time spent waiting for input, so an idle subtask gets no records for free. */
     static final class Sleep implements java.io.Serializable {
         static final long MAX_CREDIT_NANOS = 20_000_000L;
