@@ -94,20 +94,15 @@ public class BpmonFlinkJobs {
 
     /** A map that spins on the CPU for ``micros`` per record (a parse, a model, a regex). */
     static final class CpuMap implements MapFunction<Long, Long> {
-        private final long nanos;
+        private final long micros;
 
         CpuMap(long micros) {
-            this.nanos = micros * 1000;
+            this.micros = micros;
         }
 
         @Override
         public Long map(Long value) {
-            long until = System.nanoTime() + nanos;
-            long x = value;
-            while (System.nanoTime() < until) {
-                x = x * 6364136223846793005L + 1442695040888963407L;
-            }
-            return x == 42 ? value + 1 : value;
+            return CorpusParts.spin(micros, value) == 42 ? value + 1 : value;
         }
     }
 

@@ -5,6 +5,8 @@
  * async lookup with a fixed latency, sinks that write per record or in batches.
  */
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -187,14 +189,30 @@ public final class CorpusParts {
         }
     }
 
-    /** Spins on the CPU for ``micros`` per record: a parse, a regex, a model. */
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+
+    /**
+     * Spins until this thread has run ``micros`` of CPU: a parse, a regex, a model. CPU time, not
+     * wall time: a thread preempted halfway (a busy TaskManager) resumes with the rest of its work
+     * still to do, as a real parser does. A spin on ``System.nanoTime`` would end at once after a
+     * long preemption, and a thread dump requested meanwhile (taken at the thread's next
+     * safepoint) would find the thread in the NEXT operator of its chain.
+     */
     static long spin(long micros, long seed) {
-        long until = System.nanoTime() + micros * 1000;
+        long until = cpuNanos() + micros * 1000;
         long x = seed;
-        while (System.nanoTime() < until) {
-            x = x * 6364136223846793005L + 1442695040888963407L;
+        while (cpuNanos() < until) {
+            for (int i = 0; i < 64; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
         }
         return x;
+    }
+
+    private static long cpuNanos() {
+        return THREADS.isCurrentThreadCpuTimeSupported()
+                ? THREADS.getCurrentThreadCpuTime()
+                : System.nanoTime();
     }
 
     /** A map that sleeps ``micros`` per record. */
