@@ -143,8 +143,10 @@ def _scope(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the longest work first (every worker sorts its collection alike)."""
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+    """Under pytest-xdist, the longest work first: every worker sorts its collection alike, and
+    the scheduler queues the scopes in that order. (On a worker, xdist's ``workerinput`` is set,
+    while ``-n`` reads as none.)"""
+    if hasattr(config, "workerinput"):
         first = {scope: rank for rank, scope in enumerate(LONGEST_FIRST)}
         items.sort(key=lambda item: first.get(_scope(item.nodeid), len(first)))
 
