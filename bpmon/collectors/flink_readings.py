@@ -38,8 +38,14 @@ FRESH_TRIES = 2
 MAX_FETCH_WAIT_S = 2.0
 """The longest a window's second reading waits for the metric store's next refresh (a cluster
 whose store refreshes less often gives Flink's own one-minute gauges for a shorter window)."""
-QUIET_MIN_S = 1.0
-"""The least unsampled time whose counters give rates undisturbed by thread dumps."""
+QUIET_MIN_S = 3.0
+"""The least unsampled time whose counters give rates undisturbed by thread dumps. Not less:
+Flink adds an idle stretch to its running total when the stretch ends (``TimerGauge.markEnd``,
+or its update every 5 s), so one under way at a reading is busy time until then. Subtasks fed
+by one producer that stalls idle in step, and over one second their busy shares read high
+together: a slow-instance job's fast subtasks, 0.33 busy, read 0.18-0.62 over 1 s spans,
+0.21-0.46 over 2 s, 0.24-0.39 over 3 s (0.62 for all three at once made a CI run call a slow
+instance a slow operator)."""
 QUIET_FROM_S = 1.0
 """Thread-dump bursts planned this long or longer get an unsampled span for their rates; a
 shorter one spans less than Flink's running totals can tell apart (its rates are Flink's

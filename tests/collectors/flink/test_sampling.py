@@ -162,3 +162,18 @@ def test_a_windows_second_reading_waits_for_the_next_refresh() -> None:
     second = readings.after()
     assert second.at - first.at >= 1.0
     assert second.values != first.values
+
+
+def test_a_quiet_span_is_three_seconds_of_the_stores_refreshes() -> None:
+    """Shorter, an idle stretch under way at a reading (busy for Flink until it ends) moves
+    the busy share of subtasks that idle in step by a third."""
+    store = Store(interval_s=1.0)
+    readings = Readings(store.read, 1.0, clock=lambda: store.now, sleep=store.sleep)
+    previous = readings.read()
+    store.sleep(1.5)  # the previous window ended 1.5 s ago: too short a span
+    start, end = readings.quiet_span(previous)
+    assert start is not previous
+    spanned_ms = end.values["v"]["0.numRecordsIn"] - start.values["v"]["0.numRecordsIn"]
+    assert spanned_ms >= 3000
+    store.sleep(4.0)  # 4 s since: that span will do
+    assert readings.quiet_span(end)[0] is end
