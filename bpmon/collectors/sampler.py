@@ -184,8 +184,8 @@ def record_burst(
         start=wall0,
         end=wall0 + timedelta(seconds=clock() - t0),
         samples=len(lateness),
-        interval_ms=_achieved_interval_ms(taken_at, interval_ms),
-        jitter_ms_p99=_jitter_p99_ms(lateness),
+        interval_ms=achieved_interval_ms(taken_at, interval_ms),
+        jitter_ms_p99=jitter_p99_ms(lateness),
         threads=tally.result(),
         missed=missed,
         planned_samples=samples,
@@ -379,14 +379,15 @@ def _sleep_until(
         remaining = deadline - clock()
 
 
-def _achieved_interval_ms(taken_at: list[float], planned_ms: float) -> float:
+def achieved_interval_ms(taken_at: list[float], planned_ms: float) -> float:
     """The mean gap between consecutive samples taken; the planned one below two samples."""
     if len(taken_at) < 2:
         return float(planned_ms)
     return round((taken_at[-1] - taken_at[0]) / (len(taken_at) - 1) * 1000.0, 3)
 
 
-def _jitter_p99_ms(lateness: list[float]) -> float | None:
+def jitter_p99_ms(lateness: list[float]) -> float | None:
+    """The 99th percentile of how late the samples were, relative to the earliest."""
     if not lateness:
         return None
     base = min(lateness)

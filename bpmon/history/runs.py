@@ -51,7 +51,9 @@ LIST_HINT = "`bpmon history` lists the stored runs"
 STALE_TEMP_S = 3600.0
 """A temporary file this old was left by a writer that died: no save takes an hour."""
 
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+"""What a run id looks like (:func:`new_run_id` makes them): letters, digits, ``.``, ``_`` and
+``-``, starting with a letter or digit (so no separator and no ``..``), at most 200 characters."""
 _BURST_FILE = re.compile(r"report(?:-([1-9][0-9]*))?\.json")
 _TEMP_FILE = re.compile(r"\..*\.tmp")
 _JOB_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
@@ -175,7 +177,7 @@ class RunStore:
     def _resolve(self, run_id_or_path: str | Path) -> Path:
         """The run folder or file that ``run_id_or_path`` names (store run ids first)."""
         text = str(run_id_or_path)
-        if isinstance(run_id_or_path, str) and _RUN_ID.fullmatch(text):
+        if isinstance(run_id_or_path, str) and RUN_ID.fullmatch(text):
             in_store = self.root / text
             if in_store.is_dir():
                 return in_store
@@ -369,7 +371,7 @@ def burst_numbers(run_dir: Path) -> list[int]:
 
 
 def _checked_run_id(run_id: str) -> str:
-    if not _RUN_ID.fullmatch(run_id):
+    if not RUN_ID.fullmatch(run_id):
         raise ConfigError(
             f"run_id = {run_id!r} cannot name a run folder: use letters, digits, '.', '_' and "
             "'-', starting with a letter or digit (new_run_id makes one)"

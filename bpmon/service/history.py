@@ -6,13 +6,16 @@ values back (:class:`~bpmon.model.analysis.Analysis`, plain results); they never
 at all when there is nothing to analyse, so an empty history is answered at once.
 
 :func:`maintain` is what a long-running server calls now and then (at start, then hourly): it
-compacts what needs it and prunes what ``[history] keep_days`` no longer keeps, never raising.
+compacts what needs it and prunes what ``[history] keep_days`` no longer keeps, never raising;
+:class:`Upkeep` calls it on a thread of its own, for ``bpmon serve``.
 
 May import: the service, the history layer, the rules' values, the model.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,12 +33,16 @@ from bpmon.model.analysis import Analysis, Thresholds
 from bpmon.model.clock import as_utc
 from bpmon.model.errors import BpmonError, ConfigError, HistoryError
 from bpmon.rules.config import RulesConfig
-from bpmon.service.facade import Settings
+from bpmon.service.settings import Settings
 
 DEFAULT_MASTER = "local[*]"
+UPKEEP_EVERY_S = 3600.0
+"""How often a server compacts and prunes its history (and once when it starts)."""
 SYNTH_EVERY = timedelta(hours=6)
 
 Progress = Callable[[str], None]
+
+_log = logging.getLogger(__name__)
 
 
 def history_dir(settings: Settings) -> Path:
@@ -321,6 +328,54 @@ def maintain(settings: Settings) -> Maintenance:
         except Exception as exc:  # a server's housekeeping never raises
             problems.append(f"{root}: not compacted ({_reason(exc)})")
     return Maintenance(compaction, pruning, tuple(problems), time.monotonic() - began)
+
+
+class Upkeep:
+    """:func:`maintain` now and then every ``every_s`` on a thread of its own, and what dead
+    writers left in the run folders removed; what could not be done is logged and handed to
+    ``done`` with the rest of what was done.
+
+    Args:
+        settings: the runs directory and its history.
+        done: called after each round (on the upkeep's thread) with what it did.
+        every_s: the time between two rounds.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        done: Callable[[Maintenance], None],
+        every_s: float = UPKEEP_EVERY_S,
+    ) -> None:
+        self._settings, self._done, self._every_s = settings, done, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bpmon-upkeep", daemon=True)
+
+    def start(self) -> None:
+        """The first round now, then one every ``every_s``."""
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """No more rounds; wait up to ``timeout_s`` for one in progress (a compaction under way
+        is left to finish on its own past that)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout_s))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            done = maintain(self._settings)
+            try:
+                removed = self._settings.store().remove_stale_temp()
+            except (OSError, BpmonError) as exc:  # the runs directory went away: next time
+                removed = 0
+                done = replace(done, problems=(*done.problems, f"temporary files: {exc}"))
+            for problem in done.problems:
+                _log.warning("bpmon: history upkeep: %s", problem)
+            if removed:
+                _log.info("bpmon: removed %d temporary file(s) left by dead writers", removed)
+            self._done(done)
+            self._stop.wait(self._every_s)
 
 
 def _busy(root: Path, what: str) -> str:

@@ -35,12 +35,12 @@ from pathlib import Path
 
 from bpmon.history import manifest
 from bpmon.history.manifest import BurstSummary, Position
-from bpmon.history.runs import burst_file_name, burst_numbers, read_report
+from bpmon.history.runs import RUN_ID, burst_file_name, burst_numbers, read_report
 from bpmon.model.errors import HistoryError, TargetNotFoundError
 from bpmon.model.values import Report
-from bpmon.service.facade import Settings
+from bpmon.service.settings import Settings
 
-__all__ = ["RECENT_BURSTS", "BurstSummary", "StoredJob", "StoredJobs"]
+__all__ = ["RECENT_BURSTS", "BurstSummary", "StoredJob", "StoredJobs", "find_run", "is_run_id"]
 
 RECENT_BURSTS = 1000
 """The most bursts kept per job and per run (the newest): a job's recent bursts, in short (the
@@ -309,3 +309,22 @@ def _run_folders(root: Path) -> list[tuple[Path, int]]:
         except OSError:  # removed meanwhile (a prune)
             continue
     return folders
+
+
+def is_run_id(text: str) -> bool:
+    """Whether ``text`` has the form of a run id (:data:`bpmon.history.runs.RUN_ID`)."""
+    return RUN_ID.fullmatch(text) is not None
+
+
+def find_run(run_id: str, settings: Settings) -> Path | None:
+    """The folder of run ``run_id`` inside the runs directory; None when there is none.
+
+    None as well for any text that is not a run id, or whose folder (links followed) is not
+    directly inside the runs directory: a run id from a request reaches its folder and nothing
+    else, and only that resolved path is used, never the text of the request.
+    """
+    if not is_run_id(run_id):
+        return None
+    root = settings.runs_dir.resolve()
+    path = (root / run_id).resolve()
+    return path if path.parent == root and path.is_dir() else None

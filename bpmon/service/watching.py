@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from bpmon.collectors.target import Target
@@ -60,8 +60,6 @@ STUCK_AFTER_S = 60.0
 STUCK_AFTER_MIN_S = 5.0
 """The least ``stuck_after_s`` a server takes: a watch beats once a second, but one Flink
 request or py-spy call of a burst may take a few seconds on a loaded machine."""
-UPKEEP_EVERY_S = 3600.0
-"""How often a server compacts and prunes its history (and once when it starts)."""
 
 _log = logging.getLogger(__name__)
 
@@ -164,8 +162,7 @@ class Watches:
         self._counters["watches_started_total"] = 0
         self._closed = False
         self._clock: Callable[[], float] = time.monotonic
-        self._upkeep: threading.Thread | None = None
-        self._upkeep_stop = threading.Event()
+        self._upkeep: history.Upkeep | None = None
         self.last_upkeep: history.Maintenance | None = None
 
     # ------------------------------------------------------------------------------- starting
@@ -345,35 +342,20 @@ class Watches:
 
     # ----------------------------------------------------------------------------------- upkeep
 
-    def start_upkeep(self, every_s: float = UPKEEP_EVERY_S) -> None:
+    def start_upkeep(self, every_s: float = history.UPKEEP_EVERY_S) -> None:
         """Compact and prune the history now and then every ``every_s`` on a thread of its own
-        (:func:`bpmon.service.history.maintain`, which never raises), and remove what dead
-        writers left in the run folders; what could not be done is logged and counted as an
-        error. Stopped by :meth:`stop_all`."""
+        (:class:`bpmon.service.history.Upkeep`); what could not be done counts as an error.
+        Stopped by :meth:`stop_all`."""
         with self._lock:
             if self._upkeep is not None or self._closed:
                 return
-            self._upkeep = threading.Thread(
-                target=self._keep_up, args=(every_s,), name="bpmon-upkeep", daemon=True
-            )
+            self._upkeep = history.Upkeep(self.settings, self._kept_up, every_s)
         self._upkeep.start()
 
-    def _keep_up(self, every_s: float) -> None:
-        while not self._upkeep_stop.is_set():
-            done = history.maintain(self.settings)
-            try:
-                removed = self.settings.store().remove_stale_temp()
-            except (OSError, BpmonError) as exc:  # the runs directory went away: next time
-                removed = 0
-                done = replace(done, problems=(*done.problems, f"temporary files: {exc}"))
-            with self._lock:
-                self.last_upkeep = done
-                self._counters["errors_total"] += len(done.problems)
-            for problem in done.problems:
-                _log.warning("bpmon: history upkeep: %s", problem)
-            if removed:
-                _log.info("bpmon: removed %d temporary file(s) left by dead writers", removed)
-            self._upkeep_stop.wait(every_s)
+    def _kept_up(self, done: history.Maintenance) -> None:
+        with self._lock:
+            self.last_upkeep = done
+            self._counters["errors_total"] += len(done.problems)
 
     # ------------------------------------------------------------------------------- stopping
 
@@ -397,11 +379,10 @@ class Watches:
             self._closed = True
             watches = list(self._watches.values())
             upkeep = self._upkeep
-        self._upkeep_stop.set()
         began = self._clock()
         self._join(watches, deadline_s)
-        if upkeep is not None:  # a compaction in progress is left to finish on its own
-            upkeep.join(max(0.0, deadline_s - (self._clock() - began)))
+        if upkeep is not None:
+            upkeep.stop(deadline_s - (self._clock() - began))
         self.close_streams()
         with self._lock:
             return tuple(f"{w.job}: {leak}" for w in watches for leak in w.leaks)

@@ -28,13 +28,11 @@ from bpmon.model.report_json import report_to_dict, report_to_json
 from bpmon.model.values import worst_level
 from bpmon.service import facade
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
-from bpmon.service.stored import RECENT_BURSTS, BurstSummary
+from bpmon.service.stored import RECENT_BURSTS, BurstSummary, find_run, is_run_id
 from bpmon.service.watching import JobView, Watches
 from bpmon.web.runs import (
     CORRUPT_STATUS,
-    RUN_ID,
     cause_to_dict,
-    find_run,
     inside,
     no_job,
     public_message,
@@ -200,7 +198,7 @@ def get_run(
 ) -> Response:
     """The report document of ``spec/report.md``, byte-identical to ``bpmon diagnose``'s."""
     settings = _watches(request).settings
-    if not RUN_ID.fullmatch(run_id):
+    if not is_run_id(run_id):
         raise HTTPException(
             400, f"{run_id[:80]!r} is not a run id (letters, digits, '.', '_', '-'); {NOT_A_RUN}"
         )

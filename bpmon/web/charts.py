@@ -21,12 +21,12 @@ milliseconds. Times are UTC. Plain dicts in plotly's figure schema, as in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from bpmon.model.clock import as_utc
-from bpmon.model.values import Level, Report
+from bpmon.model.values import Level
+from bpmon.service.reports import StoredBurst
 from bpmon.service.stored import BurstSummary
 from bpmon.web import formats
 from bpmon.web.figures import EDGE_INK, LEVEL_FILL, Figure, label_text
@@ -58,26 +58,12 @@ RUN_LABELS = 6
 _LEVEL_Y: dict[Level | None, int | None] = {"OK": 0, "LOW": 1, "HIGH": 2, None: None}
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One burst of a job: its run, its number in the run, and its report."""
-
-    run_id: str
-    burst: int
-    report: Report
-
-    @property
-    def time(self) -> datetime:
-        """When the burst's window ended."""
-        return self.report.window.end
-
-
 def plot_time(moment: datetime) -> str:
     """A time as plotly's date axes read it: UTC, no zone suffix, milliseconds."""
     return as_utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def series_data(points: Sequence[Point]) -> dict[str, Any]:
+def series_data(points: Sequence[StoredBurst]) -> dict[str, Any]:
     """Every vertex's values burst by burst, a gap (None) between two runs.
 
     ``{"x", "labels", "vertices": {name: {key: [...], "level": [...]}}, "keys", "axis",
@@ -147,7 +133,7 @@ def time_range(first: datetime, last: datetime) -> list[str]:
     return [plot_time(last - timedelta(seconds=span) - pad), plot_time(last + pad)]
 
 
-def _time_axis(points: Sequence[Point]) -> dict[str, Any]:
+def _time_axis(points: Sequence[StoredBurst]) -> dict[str, Any]:
     """The series' x axis as plotly's relayout takes it: its range, and a labelled dotted line
     where each run after the first starts."""
     if not points:

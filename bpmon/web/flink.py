@@ -31,8 +31,9 @@ from fastapi.responses import JSONResponse
 
 from bpmon.model.errors import BpmonError
 from bpmon.model.values import Report, SubtaskStatus, VertexStatus, level_by_flink
+from bpmon.service.stored import find_run
 from bpmon.service.watching import Watches
-from bpmon.web.runs import CORRUPT_STATUS, find_run, last_burst, no_job, public_message
+from bpmon.web.runs import CORRUPT_STATUS, last_burst, no_job, public_message
 
 router = APIRouter(tags=["Flink-compatible"])
 

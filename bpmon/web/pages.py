@@ -19,11 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from bpmon.model.errors import BpmonError
 from bpmon.model.values import Report
 from bpmon.service import facade, scenarios
+from bpmon.service.reports import SERIES_BURSTS, BurstReports
+from bpmon.service.stored import find_run
 from bpmon.service.watching import JobView, Watches
 from bpmon.web import charts, figures, graph, markup, review, shell, topology
-from bpmon.web.bursts import SERIES_BURSTS, BurstReports
 from bpmon.web.markup import PageFigure
-from bpmon.web.runs import RUN_ID, find_run, public_message
+from bpmon.web.runs import public_message
 from bpmon.web.templating import macro
 
 router = APIRouter(include_in_schema=False)
@@ -170,7 +171,7 @@ async def run_page(
 
 
 def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:
-    path = find_run(run_id, watches.settings) if RUN_ID.fullmatch(run_id) else None
+    path = find_run(run_id, watches.settings)
     if path is None:
         return shell.error_page(404, f"no run {run_id[:80]!r}; the History page lists the runs")
     try:

@@ -1,14 +1,12 @@
-"""Stored runs named in a URL: a run id reaches its folder in the runs directory and nothing else.
+"""Stored runs as the web shows them: their last burst, messages without server paths, and
+runs and causes as JSON.
 
-A run id from a request is first held to the pattern run ids are made with (letters, digits,
-``.``, ``_`` and ``-``, starting with a letter or digit: no separator, no ``..``), then its path
-is resolved (symbolic links followed) and must be a folder directly inside the runs directory.
-Only that resolved path is handed to the service, never the text of the request.
+A run id from a request reaches its folder through :func:`bpmon.service.stored.find_run` and
+nothing else: held to the form of a run id, then resolved inside the runs directory.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,23 +17,8 @@ from bpmon.service import facade
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from bpmon.service.watching import Watches
 
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
-"""What a run id looks like (``bpmon.history.runs`` makes them); anything else is refused."""
 CORRUPT_STATUS = 422
 """The HTTP status of a stored report that cannot be read (the file is left untouched)."""
-
-
-def find_run(run_id: str, settings: facade.Settings) -> Path | None:
-    """The folder of run ``run_id`` inside the runs directory; None when there is none.
-
-    None as well for any text that is not a run id, or whose folder (links followed) is not
-    directly inside the runs directory.
-    """
-    if not RUN_ID.fullmatch(run_id):
-        return None
-    root = settings.runs_dir.resolve()
-    path = (root / run_id).resolve()
-    return path if path.parent == root and path.is_dir() else None
 
 
 def last_burst(run: Path, settings: facade.Settings) -> Report:

@@ -40,6 +40,7 @@ import httpx
 import plotly.graph_objects as go
 
 from bpmon.service import facade
+from bpmon.service.reports import StoredBurst
 from bpmon.service.watching import Watches
 from bpmon.web import charts, figures, graph
 from bpmon.web.app import create_app
@@ -66,7 +67,7 @@ def _store(runs: Path, vertices: int, parallelism: int, bursts: int) -> None:
         store.save(report, burst=burst)
 
 
-def _baseline(report: Any, points: list[charts.Point]) -> bytes:
+def _baseline(report: Any, points: list[StoredBurst]) -> bytes:
     """The same figures the plotly way: graph_objects, plotly.js inlined in the answer."""
     data = charts.series_data(points)
     drawn = go.Figure(graph.job_graph(report))
@@ -131,7 +132,7 @@ def measure(vertices: int, parallelism: int, bursts: int, rounds: int) -> dict[s
             thread.join(60)
             sock.close()
         reports = [synthetic(vertices, parallelism, seed=b, burst=b) for b in range(bursts)]
-        points = [charts.Point("run-a", b, r) for b, r in enumerate(reports)]
+        points = [StoredBurst("run-a", b, r) for b, r in enumerate(reports)]
         base_ms, base = [], b""
         for _ in range(max(3, rounds // 4)):
             started = time.perf_counter()

@@ -57,8 +57,8 @@ sys.path.insert(0, str(REPO / "tests" / "collectors" / "flink"))
 
 from cluster import Cluster  # type: ignore[import-not-found]  # noqa: E402
 
-from bpmon.collectors.flink import FlinkTarget  # noqa: E402
-from bpmon.collectors.flink_burst import Sampler  # noqa: E402
+from bpmon.collectors.flink.burst import Sampler  # noqa: E402
+from bpmon.collectors.flink.target import FlinkTarget  # noqa: E402
 from bpmon.model.values import Observation  # noqa: E402
 from bpmon.rules.engine import diagnose  # noqa: E402
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tests" / "collectors" / "flink"))
 
 from cluster import Cluster  # type: ignore[import-not-found]  # noqa: E402
 
-from bpmon.collectors.flink import FlinkTarget  # noqa: E402
+from bpmon.collectors.flink.target import FlinkTarget  # noqa: E402
 from bpmon.collectors.inprocess import RuntimeTarget  # noqa: E402
 from bpmon.model.values import Observation  # noqa: E402
 from bpmon.rules.config import load_rules  # noqa: E402

@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler
+from bpmon.collectors.pyspy.dumps import PySpySampler
 from bpmon.collectors.sampler import Progress, StackSampler
 from bpmon.model.errors import CollectorError
 from bpmon.runtime.job import Job

@@ -15,7 +15,7 @@ import pytest
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler
+from bpmon.collectors.pyspy.dumps import PySpySampler
 from bpmon.model.errors import PermissionDeniedError
 from bpmon.model.values import Observation
 from bpmon.rules.engine import diagnose

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.flink_threads import LEGACY_SOURCE_THREAD, parse_dump
-from bpmon.collectors.flink_window import chain_operators
+from bpmon.collectors.flink.dumps import LEGACY_SOURCE_THREAD, parse_dump
+from bpmon.collectors.flink.window import chain_operators
 from bpmon.collectors.profile import StackClassifier, load_profile, parse_profile
 from bpmon.model.errors import ConfigError
 

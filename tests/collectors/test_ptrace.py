@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.ptrace import PtraceContext, ptrace_denied_message, read_ptrace_context
-from bpmon.collectors.pyspy import py_spy_reason
+from bpmon.collectors.pyspy.dumps import py_spy_reason
+from bpmon.collectors.pyspy.ptrace import PtraceContext, ptrace_denied_message, read_ptrace_context
 
 ALL_CAPS = "000001ffffffffff"
 NO_PTRACE = f"{int(ALL_CAPS, 16) & ~(1 << 19):016x}"  # a container's root: CAP_SYS_PTRACE dropped

@@ -13,7 +13,7 @@ import pytest
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler, find_py_spy
+from bpmon.collectors.pyspy.dumps import PySpySampler, find_py_spy
 from bpmon.collectors.sampler import ThreadCounts
 from bpmon.model.errors import CollectorError, PermissionDeniedError, TargetNotFoundError
 from bpmon.scenario import parse_topology

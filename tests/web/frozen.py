@@ -35,7 +35,7 @@ FROZEN = "frozen"
 
 def thread_ids(pid: int, name: str) -> list[int]:
     """The OS ids of process ``pid``'s threads whose Python name is ``name``."""
-    from bpmon.collectors.pyspy import find_py_spy
+    from bpmon.collectors.pyspy.dumps import find_py_spy
 
     dump = subprocess.run(
         [str(find_py_spy()), "dump", "--pid", str(pid), "--json"],

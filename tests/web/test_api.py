@@ -24,8 +24,9 @@ from bpmon.model.errors import BpmonError
 from bpmon.model.report_json import report_from_json
 from bpmon.scenario import load_example, parse_scenario
 from bpmon.service import facade
+from bpmon.service.stored import find_run
 from bpmon.service.watching import Watches
-from bpmon.web.runs import find_run, public_message
+from bpmon.web.runs import public_message
 
 from .servers import ServeFactory, tiny, wait_until
 

@@ -23,6 +23,7 @@ from bpmon.model.values import (
     VertexStatus,
     Window,
 )
+from bpmon.service.reports import StoredBurst
 from bpmon.service.stored import BurstSummary
 from bpmon.web import charts, figures, graph
 from bpmon.web.topology import columns, layout, victims
@@ -60,7 +61,7 @@ def synthetic(vertices: int, parallelism: int, seed: int = 3, burst: int = 0) ->
 @pytest.mark.parametrize("size", [(1, 1), (5, 2), (50, 8)])
 def test_every_figure_is_valid_plotly(size: tuple[int, int]) -> None:
     reports = [synthetic(*size, burst=b) for b in range(3)]
-    points = [charts.Point("run-a", b, r) for b, r in enumerate(reports)]
+    points = [StoredBurst("run-a", b, r) for b, r in enumerate(reports)]
     data = charts.series_data(points)
     history = [BurstSummary.of("run-a", b, r) for b, r in enumerate(reports)]
     for figure in (
@@ -222,7 +223,7 @@ def test_the_heat_map_opens_on_backpressure_when_the_cause_is_not_a_busy_vertex(
     assert healthy["layout"]["shapes"] == []
 
 
-def _points(runs: dict[str, list[int]]) -> list[charts.Point]:
+def _points(runs: dict[str, list[int]]) -> list[StoredBurst]:
     """Bursts of one job in several runs, ``{run: [seconds after START of each burst's end]}``."""
     points = []
     for run, ends in runs.items():
@@ -230,7 +231,7 @@ def _points(runs: dict[str, list[int]]) -> list[charts.Point]:
             report = synthetic(3, 2, burst=0)
             at = START + timedelta(seconds=end)
             window = Window(at - timedelta(seconds=5), at, 100, 50.0)
-            points.append(charts.Point(run, burst, replace(report, run_id=run, window=window)))
+            points.append(StoredBurst(run, burst, replace(report, run_id=run, window=window)))
     return points
 
 
@@ -263,7 +264,7 @@ def test_the_series_draw_only_the_lines_some_vertex_has_figures_for() -> None:
     window = Window(START, START + timedelta(seconds=5), 100, 50.0)
     stacks_only = (VertexStatus("a", 1, "OK", 0.0, Metrics(busy_ratio=0.5, idle_ratio=0.5)),)
     report = Report("run-p", "p", "pyspy", window, stacks_only, ())
-    data = charts.series_data([charts.Point("run-p", 0, report)])
+    data = charts.series_data([StoredBurst("run-p", 0, report)])
     assert data["keys"] == ["ratio", "busy", "idle"]
     figure = charts.series_figure(data, "a")
     assert [t["meta"] for t in figure["data"]] == ["ratio", "busy", "idle"]

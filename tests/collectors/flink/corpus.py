@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpmon.collectors.flink import FlinkTarget
+from bpmon.collectors.flink.target import FlinkTarget
 from bpmon.model.errors import BpmonError
 from bpmon.model.events import JobEnded, ReportReady
 from bpmon.model.values import Report

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bpmon.collectors.flink_metrics import CANDIDATES
+from bpmon.collectors.flink.metrics import CANDIDATES
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink_config import DEFAULTS, config_of, duration_ms
-from bpmon.collectors.flink_flame import flame_graph, frame_of
-from bpmon.collectors.flink_threads import Tally
+from bpmon.collectors.flink.config import DEFAULTS, config_of, duration_ms
+from bpmon.collectors.flink.dumps import Tally
+from bpmon.collectors.flink.flame import flame_graph, frame_of
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.model.errors import CollectorError
 

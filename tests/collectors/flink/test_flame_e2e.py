@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.flink import FlinkTarget
-from bpmon.collectors.flink_placement import STARVED_AFTER_S
+from bpmon.collectors.flink.placement import STARVED_AFTER_S
+from bpmon.collectors.flink.target import FlinkTarget
 
 from .cluster import Cluster
 from .conftest import started_cluster

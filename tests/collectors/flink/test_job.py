@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.collectors.flink import FlinkTarget
+from bpmon.collectors.flink.target import FlinkTarget
 from bpmon.model.errors import JobError, JobOverError, UnavailableError
 from bpmon.model.values import Observation
 from bpmon.service.facade import Settings, drain, monitor_flink

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink_metrics import (
+from bpmon.collectors.flink.dumps import Tally, attempt_of, parse_dump, task_thread
+from bpmon.collectors.flink.metrics import (
     MAX_QUERY_CHARS,
     flink_level,
     pool_means,
@@ -21,7 +22,7 @@ from bpmon.collectors.flink_metrics import (
     window_accounting,
     young_rate,
 )
-from bpmon.collectors.flink_plan import (
+from bpmon.collectors.flink.plan import (
     chained_operators,
     display_names,
     graph_of,
@@ -29,9 +30,8 @@ from bpmon.collectors.flink_plan import (
     pick_job,
     placements_of,
 )
-from bpmon.collectors.flink_status import WAITING
-from bpmon.collectors.flink_threads import Tally, attempt_of, parse_dump, task_thread
-from bpmon.collectors.flink_window import disagreements
+from bpmon.collectors.flink.status import WAITING
+from bpmon.collectors.flink.window import disagreements
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.model.errors import CollectorError, TargetNotFoundError
 from bpmon.model.values import Edge, Metrics, SubtaskWindow, VertexObservation

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink import FlinkTarget
+from bpmon.collectors.flink.target import FlinkTarget
 from bpmon.service.facade import Settings, drain, monitor_flink
 
 from .fake_flink import recorded, serving

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from bpmon.collectors import flink_rest
-from bpmon.collectors.flink_rest import RETRY_DELAYS_S, FlinkRest, NotFoundError
+from bpmon.collectors.flink import rest as flink_rest
+from bpmon.collectors.flink.rest import RETRY_DELAYS_S, FlinkRest, NotFoundError
 from bpmon.model.errors import CollectorError, UnavailableError
 
 from .cluster import free_port

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink_config import FlinkClusterConfig
-from bpmon.collectors.flink_readings import FRESH_TRIES, Readings
-from bpmon.collectors.flink_rest import FlinkRest
-from bpmon.collectors.flink_sampling import FlameSampler, FlameUnavailableError, version_tuple
-from bpmon.collectors.flink_threads import Tally
+from bpmon.collectors.flink.burst import version_tuple
+from bpmon.collectors.flink.config import FlinkClusterConfig
+from bpmon.collectors.flink.dumps import Tally
+from bpmon.collectors.flink.flame import FlameSampler, FlameUnavailableError
+from bpmon.collectors.flink.readings import FRESH_TRIES, Readings
+from bpmon.collectors.flink.rest import FlinkRest
 from bpmon.collectors.profile import StackClassifier, load_profile
 
 from .fake_flink import Script, serving

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bpmon.collectors.flink_placement import STARVED_AFTER_S
+from bpmon.collectors.flink.placement import STARVED_AFTER_S
 
 from .cluster import Cluster
 from .conftest import started_cluster

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink_placement import starving
-from bpmon.collectors.flink_plan import SubtaskPlacement, placements_of
-from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
+from bpmon.collectors.flink.placement import starving
+from bpmon.collectors.flink.plan import SubtaskPlacement, placements_of
+from bpmon.collectors.flink.status import root_exception, state_error, tasks_error
 from bpmon.model.errors import JobError, JobOverError, UnavailableError
 
 from .fake_flink import recorded

@@ -4,24 +4,40 @@ A watched job's series are its watch's own runs: the job's other runs in the run
 (``bpmon run``, ``bpmon whatif``, an earlier watch) are not mixed into its timeline; they are on
 the History and Compare pages. A stored job's series are its stored runs, each run apart.
 
-A job's history (:class:`~bpmon.service.watching.JobView`) says per burst only the levels and the
-root causes; the series need every metric, so the reports are read from their run folders. A stored
-report is never rewritten (see :mod:`bpmon.service.stored`), so each one is read once and kept, the
-least recently used dropped past :data:`CACHE_REPORTS`. A burst whose report cannot be read is left
-out of the series (the runs list names the unreadable run).
+A job's recent bursts (:class:`~bpmon.service.watching.JobView`) say per burst only the levels
+and the root causes; the series need every metric, so the reports are read from their run
+folders. A stored report is never rewritten (see :mod:`bpmon.service.stored`), so each one is
+read once and kept, the least recently used dropped past :data:`CACHE_REPORTS`. A burst whose
+report cannot be read is left out of the series (the runs list names the unreadable run).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
 
 from bpmon.model.errors import HistoryError
 from bpmon.model.values import Report
-from bpmon.service import facade
+from bpmon.service.settings import Settings
+from bpmon.service.stored import find_run
 from bpmon.service.watching import JobView
-from bpmon.web.charts import Point
-from bpmon.web.runs import find_run
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBurst:
+    """One burst of a job: its run, its number in the run, and its report."""
+
+    run_id: str
+    burst: int
+    report: Report
+
+    @property
+    def time(self) -> datetime:
+        """When the burst's window ended."""
+        return self.report.window.end
+
 
 SERIES_BURSTS = 60
 """The newest bursts a job page shows in its series."""
@@ -32,13 +48,13 @@ CACHE_REPORTS = 2000
 class BurstReports:
     """Recent burst reports of jobs, each read from disk once (thread-safe)."""
 
-    def __init__(self, settings: facade.Settings, capacity: int = CACHE_REPORTS) -> None:
+    def __init__(self, settings: Settings, capacity: int = CACHE_REPORTS) -> None:
         self.settings = settings
         self.capacity = capacity
         self._lock = threading.Lock()
         self._reports: OrderedDict[tuple[str, int], Report] = OrderedDict()
 
-    def recent(self, view: JobView, limit: int = SERIES_BURSTS) -> list[Point]:
+    def recent(self, view: JobView, limit: int = SERIES_BURSTS) -> list[StoredBurst]:
         """The job's newest ``limit`` bursts, oldest first, with their full reports: a watched
         job's own (the job's stored ones while its watch has none)."""
         own = [s for s in view.recent_bursts if s.run_id in view.runs]
@@ -54,7 +70,7 @@ class BurstReports:
                 report = self._read(*key)
             if report is not None:
                 self._keep(key, report)
-                points.append(Point(summary.run_id, summary.burst, report))
+                points.append(StoredBurst(summary.run_id, summary.burst, report))
         return points
 
     def _cached(self, key: tuple[str, int]) -> Report | None:
@@ -76,6 +92,6 @@ class BurstReports:
         if path is None:
             return None
         try:
-            return facade.load_report(str(path), self.settings, burst=burst)
+            return self.settings.store().load(str(path), burst=burst)
         except HistoryError:
             return None

@@ -1,39 +1,48 @@
-"""The waiting and sampling of a watch, as generators of events: the inside of the run loop.
+"""The run loop: a target started, watched and stopped, as one generator of events.
 
-:class:`RunLoop` is what :func:`bpmon.service.facade.watch` drives between a target's start and
-stop: it lets time pass (the warm-up, the settling, the gap between bursts) and samples bursts, and
-yields :class:`~bpmon.model.events.LiveSnapshot` events as it goes — the target's metrics about four
+:func:`watch` owns a watch from start to end: warm-up, bursts, the rest of the job's duration,
+diagnosing and saving each burst, stopping the target however the watch ends. It yields the
+:mod:`bpmon.model.events` every surface consumes (job started, live snapshot, burst sampled,
+report ready, trouble, job ended or failed) over any :class:`~bpmon.collectors.target.Target`.
+
+:class:`RunLoop` is the waiting and sampling inside it: it lets time pass (the warm-up, the
+settling, the gap between bursts) and samples bursts, and yields
+:class:`~bpmon.model.events.LiveSnapshot` events as it goes — the target's metrics about four
 times a second when someone looks (``live``), else a bare heartbeat about once a second, so the
-consumer always knows the loop is alive.
-
-Two ways a long watch goes wrong are handled here, without ending it:
-
-- **a burst that overruns its plan** several times over (a stuck py-spy, a JobManager that
-  takes minutes to answer) is abandoned: :class:`BurstOverrunError` says so, the watch reports
-  it and goes on. The sampler thread is asked to stop; while it has not, no new burst starts.
-- **a target that is unavailable for now** (:class:`~bpmon.model.errors.UnavailableError`: a
-timeout, an HTTP 5xx, a Flink job restarting) is tried again with backoff: :class:`Setbacks` counts
-the tries, says how long to wait, and turns the gap into a ``gap`` finding on the next report; a
-watch with a patience gives up once the gap is longer.
-
-May import: the collectors' target protocol, the model (the service layer).
+consumer always knows the loop is alive. A burst that overruns its plan is abandoned, and a
+target unavailable for now is tried again with backoff (:mod:`bpmon.service.setbacks`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from bpmon.collectors.target import Target
-from bpmon.model.errors import UnavailableError
-from bpmon.model.events import LiveSnapshot, SamplingProgress, WatchEvent
-from bpmon.model.values import Finding, Observation, VertexStatus
+from bpmon.history.runs import RunStore
+from bpmon.history.store import keep_in_history
+from bpmon.model.errors import HistoryError, JobError, JobOverError, SaveError, UnavailableError
+from bpmon.model.events import (
+    BurstSampled,
+    JobEnded,
+    JobFailed,
+    JobStarted,
+    LiveSnapshot,
+    ReportReady,
+    SamplingProgress,
+    Trouble,
+    WatchEvent,
+)
+from bpmon.model.values import Finding, Observation, Report, VertexStatus
 from bpmon.rules.config import RulesConfig
+from bpmon.rules.engine import diagnose
 from bpmon.rules.levels import vertex_status
 from bpmon.rules.settling import PoolTrend
+from bpmon.service.setbacks import BurstOverrunError, Setbacks
+from bpmon.service.settings import Settings, WatchPlan
 
 LIVE_EVERY_S = 0.25
 """How often a live snapshot is taken while a job runs (the CLI's table refreshes at 4 Hz)."""
@@ -47,20 +56,10 @@ OVERRUN_FACTOR = 4.0
 OVERRUN_SLACK_S = 30.0
 """A burst is abandoned once it has run ``OVERRUN_FACTOR`` times its planned length plus
 ``OVERRUN_SLACK_S`` (a 5 s burst: after 50 s)."""
-BACKOFF_FIRST_S = 1.0
-BACKOFF_MAX_S = 30.0
-"""An unavailable target is tried again after 1 s, 2 s, 4 s, ... at most every 30 s."""
-REASONS_KEPT = 3
-"""The different reasons a gap finding names (the tries for others are counted)."""
-_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 class StoppedError(Exception):
     """The watch was asked to stop in the middle of a burst."""
-
-
-class BurstOverrunError(Exception):
-    """A burst ran far past its plan and was abandoned (the message says how far)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,93 +278,193 @@ class RunLoop:
         return LiveSnapshot(self.elapsed(), phase, vertices, sampling)
 
 
-class Setbacks:
-    """The bursts a watch could not take, and what its next report says about them.
-
-    Whatever the length of a gap (a JobManager down for a day), what is kept is bounded: the
-    number of tries, the first :data:`REASONS_KEPT` different reasons (told apart by their
-    words, not their figures: "4 times in 1.7 s" and "4 times in 1.9 s" are one reason, shown
-    as last seen) and how many bursts were abandoned, with the last one's text.
-
-    Args:
-        job: the job the findings name.
-        patience_s: how long the target may stay unreadable before the watch gives up (None:
-            for ever, a watch until stopped).
-        clock: monotonic seconds.
-    """
-
-    def __init__(
-        self, job: str, patience_s: float | None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.job, self.patience_s, self._clock = job, patience_s, clock
-        self._since: float | None = None
-        self._tries = 0
-        self._reasons: dict[str, str] = {}
-        self._other_reasons = 0
-        self._overruns = 0
-        self._last_overrun = ""
-
-    def unavailable(self, exc: UnavailableError) -> float:
-        """A burst could not be read: the seconds to wait before the next try.
-
-        Raises:
-            UnavailableError: ``exc`` itself, once the gap is longer than the patience.
-        """
-        self._tried()
-        key = _FIGURES.sub("#", str(exc))
-        if key in self._reasons or len(self._reasons) < REASONS_KEPT:
-            self._reasons[key] = str(exc)
-        elif key not in self._reasons:
-            self._other_reasons += 1
-        if self._out_of_patience():
-            raise exc
-        return float(min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** min(self._tries - 1, 30)))
-
-    def overran(self, exc: BurstOverrunError) -> None:
-        """A burst was abandoned: its next report says so (and the gap goes on).
-
-        Raises:
-            UnavailableError: the gap is longer than the patience.
-        """
-        self._tried()
-        self._overruns += 1
-        self._last_overrun = str(exc)
-        if self._out_of_patience():
-            raise UnavailableError(f"no burst could be taken for {self.patience_s:g} s: {exc}")
-
-    def _tried(self) -> None:
-        if self._since is None:
-            self._since = self._clock()
-        self._tries += 1
-
-    def _out_of_patience(self) -> bool:
-        assert self._since is not None
-        return self.patience_s is not None and self._clock() - self._since > self.patience_s
-
-    def findings(self) -> tuple[Finding, ...]:
-        """What the next report must say about the bursts missed since the last one; resets."""
-        notes = []
-        if self._overruns:
-            before = f"{self._overruns} bursts abandoned; the last: " if self._overruns > 1 else ""
-            notes.append(Finding("overrun", self.job, before + self._last_overrun))
-        if self._since is not None and self._reasons:
-            gap_s = self._clock() - self._since
-            reasons = "; then ".join(self._reasons.values())
-            others = self._other_reasons
-            more = f" (and {others} tries for other reasons)" if others else ""
-            notes.append(
-                Finding(
-                    "gap",
-                    self.job,
-                    f"no window for {gap_s:.0f} s before this one ({self._tries} tries): "
-                    f"{reasons}{more}",
-                )
-            )
-        self._since, self._tries, self._reasons = None, 0, {}
-        self._other_reasons, self._overruns, self._last_overrun = 0, 0, ""
-        return tuple(notes)
-
-
 def observation_levels(observation: Observation, rules: RulesConfig) -> tuple[VertexStatus, ...]:
     """The report lines of an observation, without a diagnosis (levels and totals only)."""
     return tuple(vertex_status(v, rules.levels) for v in observation.vertices)
+
+
+SAVE_ERRORS_KEPT = 10
+"""The reasons of failed saves a watch keeps (it counts the rest)."""
+
+
+def watch(
+    target: Target,
+    plan: WatchPlan,
+    settings: Settings | None = None,
+    *,
+    stop: threading.Event | None = None,
+    live: bool = True,
+) -> Iterator[WatchEvent]:
+    """The run loop: start ``target``, sample it as ``plan`` says, diagnose and save every burst.
+
+    The rules are read and the runs directory checked writable here, before anything starts, so
+    a bad rules file or a read-only ``--runs-dir`` is an error at once. The returned stream
+    yields :class:`JobStarted`, then :class:`LiveSnapshot` about four times a second (``live``;
+    else a bare heartbeat about once a second), :class:`BurstSampled` and :class:`ReportReady`
+    per burst, :class:`Trouble` for a burst that could not be taken or saved, and last
+    :class:`JobEnded` (or :class:`JobFailed`). The target is stopped however the stream ends:
+    exhausted, closed by the consumer (``close()``), interrupted (Ctrl-C) or through ``stop``.
+
+    A watch until stopped (``plan.bursts`` None) keeps no report: each goes to disk and to the
+    consumer, and :attr:`JobEnded.reports` is empty. A target unavailable for now is tried again
+    with backoff (``plan.patience_s`` bounds the gap); a job that ends by itself (finished,
+    cancelled) ends the watch as :class:`JobEnded` with its ``reason``.
+
+    Raises:
+        BpmonError: bad settings at once; an unreadable target while watching (after the
+            patience, for one unavailable for now). A failed runtime job is not raised: it ends
+            the stream with :class:`JobFailed`.
+    """
+    settings = settings or Settings()
+    rules = settings.rules()
+    store = settings.store()
+    store.check_writable()
+    loop_plan = LoopPlan(plan.samples, plan.interval_ms, plan.abandon_after_s)
+    loop = RunLoop(target, loop_plan, rules, stop or threading.Event(), live=live)
+    cursor = _RunCursor(settings.new_run_id(target.job), lambda: settings.new_run_id(target.job))
+    return _watch(loop, plan, store, cursor)
+
+
+@dataclass
+class _Outcome:
+    """What a watch has done so far: the reports it keeps (a planned number of bursts only),
+    how many bursts it diagnosed, what could not be saved (the first few reasons and a count:
+    a watch until stopped on a full disk keeps no more), and how it ended."""
+
+    keep: bool
+    reports: list[Report] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+    bursts: int = 0
+    save_errors: list[str] = field(default_factory=list)
+    unsaved: int = 0
+    failure: str | None = None
+    reason: str | None = None
+
+    def not_saved(self, why: str) -> None:
+        self.unsaved += 1
+        if len(self.save_errors) < SAVE_ERRORS_KEPT:
+            self.save_errors.append(why)
+
+    def ended(self, run_id: str, leaks: tuple[str, ...]) -> JobEnded:
+        args = (run_id, tuple(self.reports), tuple(self.paths), leaks, self.bursts, self.reason)
+        saving = (tuple(self.save_errors), self.unsaved)
+        if self.failure is not None:
+            return JobFailed(*args, *saving, error=self.failure)
+        return JobEnded(*args, *saving)
+
+
+@dataclass
+class _RunCursor:
+    """The run the next burst is saved in, and its number there. A watch until stopped starts
+    a new run every :attr:`WatchPlan.run_bursts` bursts, so no run folder (nor its manifest)
+    grows without bound: a week at a burst a second is some sixty runs of 10,000 bursts."""
+
+    run_id: str
+    new_run_id: Callable[[], str]
+    burst: int = 0
+
+    def advance(self, run_bursts: int | None) -> None:
+        """The burst was saved: the next one follows it, in a new run past ``run_bursts``."""
+        self.burst += 1
+        if run_bursts is not None and self.burst >= run_bursts:
+            self.run_id, self.burst = self.new_run_id(), 0
+
+
+def _watch(
+    loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor
+) -> Iterator[WatchEvent]:
+    target = loop.target
+    outcome = _Outcome(keep=plan.bursts is not None)
+    try:
+        target.start()
+        yield JobStarted(cursor.run_id, target.job, target.source, plan.bursts, plan.duration_s)
+        yield from loop.warm_up(plan.warmup_s, plan.settle_s)
+        yield from _bursts(loop, plan, store, cursor, outcome)
+        if plan.duration_s is not None:
+            yield from loop.idle(plan.duration_s - loop.elapsed(), "running")
+    except JobError as exc:
+        outcome.failure = str(exc)
+    except JobOverError as exc:
+        outcome.reason = str(exc)
+    except StoppedError:
+        pass  # asked to stop mid-burst: the unfinished burst is dropped, the rest is kept
+    finally:
+        loop.end()
+        ending = target.stop()
+    yield outcome.ended(cursor.run_id, ending.leaks)
+
+
+def _bursts(
+    loop: RunLoop, plan: WatchPlan, store: RunStore, cursor: _RunCursor, outcome: _Outcome
+) -> Iterator[WatchEvent]:
+    """Sample, diagnose and save bursts until the plan is done or the watch is stopped."""
+    setbacks = Setbacks(loop.target.job, plan.patience_s)
+    while not loop.stopped and (plan.bursts is None or outcome.bursts < plan.bursts):
+        run_id, burst = cursor.run_id, cursor.burst
+        began = loop.clock()
+        loop.check()  # a job that finished or failed ends here, even with bursts back to back
+        try:
+            observation = yield from loop.sample(burst)
+        except UnavailableError as exc:
+            delay = setbacks.unavailable(exc)
+            yield Trouble(run_id, burst, "unavailable", f"{exc}; trying again in {delay:g} s")
+            yield from loop.idle(delay, "unavailable")
+            continue
+        except BurstOverrunError as exc:
+            setbacks.overran(exc)
+            yield Trouble(run_id, burst, "overrun", str(exc))
+            continue
+        observation = replace(observation, run_id=run_id)
+        yield BurstSampled(run_id, burst, observation)
+        report = _diagnosed(observation, loop.rules, setbacks.findings())
+        yield _saved(store, report, burst, outcome)
+        cursor.advance(plan.run_bursts)
+        if plan.every_s is not None and (plan.bursts is None or outcome.bursts < plan.bursts):
+            yield from loop.idle(plan.every_s - (loop.clock() - began), "waiting")
+
+
+def _diagnosed(observation: Observation, rules: RulesConfig, notes: Sequence[Finding]) -> Report:
+    """The report of a window, with the collector's own findings (a Flink burst's sampling) and
+    the watch's (a gap before it) after the diagnosis's."""
+    report = diagnose(observation, rules)
+    extra = (*observation.notes, *notes)
+    return replace(report, findings=(*report.findings, *extra)) if extra else report
+
+
+def _saved(store: RunStore, report: Report, burst: int, outcome: _Outcome) -> ReportReady:
+    """Save a burst's report and keep what the watch keeps; a failed save is said, not raised."""
+    outcome.bursts += 1
+    if outcome.keep:
+        outcome.reports.append(report)
+    try:
+        path = save_report(store, report, burst)
+    except (HistoryError, SaveError) as exc:
+        outcome.not_saved(str(exc))
+        return ReportReady(report.run_id, burst, report, None, str(exc))
+    if outcome.keep:
+        outcome.paths.append(path)
+    return ReportReady(report.run_id, burst, report, path)
+
+
+def save_report(store: RunStore, report: Report, burst: int = 0) -> Path:
+    """Save ``report`` as burst ``burst`` of its run, then add it to the history dataset.
+
+    The one save path of every surface (run, monitor, serve). The report.json is written first
+    and is what counts; adding it to ``<runs-dir>/history/`` (Parquet) is best effort: without
+    pyarrow it is skipped with one warning, and a failed append is one warning line naming the
+    fix (``bpmon history import``), never a failed run.
+    """
+    path = store.save(report, burst=burst)
+    keep_in_history(store.root, report, burst)
+    return path
+
+
+def drain(events: Iterator[WatchEvent]) -> JobEnded:
+    """Run a watch to its end without looking at it; JobError if the job failed."""
+    last: WatchEvent | None = None
+    for event in events:
+        last = event
+    if isinstance(last, JobFailed):
+        raise JobError(last.error)
+    assert isinstance(last, JobEnded)
+    return last

@@ -1,11 +1,26 @@
-"""One Flink window's samples and the metric readings around them: which sampler takes it, and
-over which span its rates and busy time are read.
+"""Which sampler takes a Flink window's stack samples, and over which span its rates and busy
+time are read: the one place that decides.
+
+Two ways to sample a task thread's stack over REST:
+
+- **Flink's own sampler** (:class:`~bpmon.collectors.flink.flame.FlameSampler`), when the cluster
+  sets ``rest.flamegraph.enabled: true`` and is Flink 1.17 or newer (a flame graph per subtask):
+  the JobManager asks each TaskManager for ``rest.flamegraph.num-samples`` samples of the vertex's
+  task threads, ``delay-between-samples`` apart, taken inside the TaskManager's JVM. It barely
+  slows the job, so the window's rates are read over the sampled span itself. Measured on a 1
+  ms-a-record job: 1.4-1.5% of its throughput per 100 x 50 ms burst (``docs/flink.md``).
+- **Thread dumps** of every TaskManager (:func:`~bpmon.collectors.flink.dumps.dump_sample`)
+  otherwise: a full ``jstack`` of the JVM per sample, which stops it at a safepoint, costs a
+  CPU-bound job a fifth of its throughput or more while it runs, and is often slower than the
+  50 ms grid (samples are skipped). Their rates come from an unsampled span before them
+  (:mod:`~bpmon.collectors.flink.readings`).
 
 :class:`Bursts` keeps what lasts from window to window of a watch: the cluster's settings, Flink's
-sampler (or why it is not used), the fresh readings of the job's metrics and the last one taken.
-Each :meth:`Bursts.take` tries Flink's own sampler first (its rates over the sampled span, which it
-barely slows), and takes thread dumps when it cannot (their rates over an unsampled span before
-them: :mod:`~bpmon.collectors.flink_readings`).
+sampler (or why it is not used: :func:`flame_reason`), the fresh readings of the job's metrics and
+the last one taken. Each :meth:`Bursts.take` tries Flink's own sampler first and takes thread
+dumps when it cannot give a fresh graph in time (a cached graph younger than its refresh interval
+allows, a sampler that answers disabled); the ``sampling`` finding (:func:`sampling_note`) says
+which sampler ran, why, and what the window cost.
 """
 
 from __future__ import annotations
@@ -14,24 +29,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bpmon.collectors.flink_config import FlinkClusterConfig
-from bpmon.collectors.flink_placement import JobPlacement
-from bpmon.collectors.flink_readings import QUIET_FROM_S, Reading, Readings, VertexValues
-from bpmon.collectors.flink_rest import FlinkRest
-from bpmon.collectors.flink_sampling import (
-    MIN_VERSION,
-    FlameSampler,
-    FlameUnavailableError,
-    FlinkSampling,
-    dump_sample,
-    flame_window,
-    version_tuple,
-)
-from bpmon.collectors.flink_threads import Tally
-from bpmon.collectors.flink_window import SampleGrid, dump_cost
+from bpmon.collectors.flink.config import FlinkClusterConfig
+from bpmon.collectors.flink.dumps import DumpCost, SampleGrid, Tally, dump_cost, dump_sample
+from bpmon.collectors.flink.flame import FlameSampler, FlameUnavailableError, flame_window
+from bpmon.collectors.flink.placement import JobPlacement
+from bpmon.collectors.flink.readings import QUIET_FROM_S, Reading, Readings, VertexValues
+from bpmon.collectors.flink.rest import Cost, FlinkRest
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.model.clock import utc_now
-from bpmon.model.values import Window
+from bpmon.model.values import Finding, Window
+
+Method = Literal["flame-graph", "thread-dumps", "none"]
+
+MIN_VERSION = (1, 17)
+"""The first Flink that gives a flame graph per subtask (``subtaskindex``)."""
 
 Sampler = Literal["auto", "thread-dumps"]
 """``auto``: Flink's own sampler where the cluster enables it, else thread dumps; the benchmark
@@ -50,6 +61,41 @@ class FlinkBurst:
     window: Window
     span: Span
     sampling: FlinkSampling
+
+
+@dataclass(frozen=True, slots=True)
+class FlinkSampling:
+    """How a window's samples were taken.
+
+    Attributes:
+        method: ``flame-graph`` (Flink's sampler), ``thread-dumps``, or ``none`` (no task
+            runs).
+        taken: samples taken, over every subtask sampled.
+        planned: samples planned, over every subtask.
+        subtasks: subtasks sampled.
+        reason: why thread dumps were used (None: the flame graph ran, or was never enabled).
+        dumps: the thread dumps' median cost (thread dumps only).
+        span: what the window's rates and busy time were read over.
+    """
+
+    method: Method
+    taken: int
+    planned: int
+    subtasks: int
+    reason: str | None = None
+    dumps: DumpCost | None = None
+    span: str = ""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"1.17.2"`` as ``(1, 17, 2)``; the leading numeric parts only."""
+    parts = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits or digits != part[: len(digits)]:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
 
 
 def flame_reason(config: FlinkClusterConfig, version: str, sampler: Sampler) -> str | None:
@@ -158,7 +204,9 @@ class Bursts:
         quiet = samples * interval_ms / 1000 >= QUIET_FROM_S
         before = self.readings.quiet_span(self._previous, stop) if quiet else self.readings.read()
         grid = SampleGrid(self._clock, self._sleep, samples, interval_ms)
-        window, costs = grid.run(lambda: dump_sample(self.rest, placement, tally), progress, stop)
+        window, costs = grid.run(
+            lambda: dump_sample(self.rest, placement.task_managers, tally), progress, stop
+        )
         self._previous = self.readings.read()  # the next window's unsampled span starts here
         if isinstance(before, tuple):
             span = before
@@ -191,3 +239,38 @@ class Bursts:
             return "a stale answer of Flink's metric store was read again"
         interval = self.config.fetch_interval_s
         return f"each at most {interval:g} s old (metrics.fetcher.update-interval)"
+
+
+def sampling_note(
+    job: str, window: Window, sampling: FlinkSampling, cost: Cost, managers: int, fresh: str
+) -> Finding:
+    """The ``sampling`` finding: the sampler used (and why), samples taken of those planned,
+    what the window cost, what its rates span and how ``fresh`` they are."""
+    if sampling.method == "none":
+        how = "nothing sampled: no task of the job runs (every subtask waits to be deployed)"
+    elif sampling.method == "flame-graph":
+        how = (
+            f"{sampling.taken} of {sampling.planned} samples taken by Flink's flame-graph "
+            f"sampler ({sampling.subtasks} subtask(s) x {window.planned_samples} x "
+            f"{window.planned_interval_ms:g} ms: rest.flamegraph.num-samples, "
+            "delay-between-samples)"
+        )
+    else:
+        dump = (
+            f"one thread dump took {sampling.dumps.median_ms:.0f} ms and "
+            f"{sampling.dumps.median_bytes / 1024:.0f} KB (median)"
+            if sampling.dumps is not None
+            else "no thread dump was taken"
+        )
+        why = f"{sampling.reason}; " if sampling.reason else ""
+        planned = window.planned_samples or window.samples
+        how = (
+            f"{window.samples} of {planned} samples taken by thread dumps ({why}"
+            f"{managers} task manager(s)); {dump}"
+        )
+    return Finding(
+        "sampling",
+        job,
+        f"{how}; {window.seconds:.1f} s, {cost.requests} requests, "
+        f"{cost.bytes / 1024:.0f} KB; rates and busy time {sampling.span}; {fresh}",
+    )

@@ -1,25 +1,28 @@
-"""Which sampler takes a Flink window's stack samples, how it runs, and what it cost.
+"""Flink's own stack sampler: a window's flame graphs asked for, awaited and read as stacks.
 
-Two ways to sample a task thread's stack over REST:
+``GET /jobs/{job}/vertices/{vertex}/flamegraph?type=full[&subtaskindex=N]`` (Flink 1.13+, one
+subtask since 1.17) answers ``{"endTimestamp": ms, "data": node}``, where a node is
+``{"name": "package.Class.method:line", "value": samples through it, "children": [...]}`` under a
+root named ``root`` whose value is the number of samples. Frames go from the caller
+(``java.lang.Thread.run``) to the innermost. A sample whose stack ends at a node counts in that
+node's value and in none of its children's: a node's *own* count (its value less its children's)
+is the number of samples whose whole stack is the path from the root to it. Those paths are the
+stacks :func:`stacks_of` returns, innermost frame first as a thread dump writes them.
 
-- **Flink's own sampler** (:class:`FlameSampler`), when the cluster sets
-  ``rest.flamegraph.enabled: true`` and is Flink 1.17 or newer (a flame graph per subtask). One
-  request per vertex starts it: the JobManager asks each TaskManager for
-  ``rest.flamegraph.num-samples`` samples of the vertex's task threads,
-  ``delay-between-samples`` apart, taken inside the TaskManager's JVM (one thread's stack, not a
-  dump of all threads). The answer comes from a cache: a graph that ended less than
-  ``rest.flamegraph.refresh-interval`` ago is served as it is and nothing is sampled, so bpmon
-  keeps the ``endTimestamp`` of its first answer and polls until a graph NEWER than that one
-  arrives (never one taken before the window). Flink files the vertex's samples per subtask, and
-  ``&subtaskindex=N`` then reads each subtask's share from that cache. Measured on a 1 ms-a-record
-  job: 1.4-1.5% of its throughput per 100 x 50 ms burst (:file:`docs/flink.md`).
-- **Thread dumps** of every TaskManager (:func:`dump_sample`) otherwise: a full ``jstack`` of the
-  JVM per sample, which stops it at a safepoint, costs a CPU-bound job 40-48% of its throughput
-  while it runs, and is often slower than the 50 ms grid (samples are skipped).
+Flink answers with placeholders too: ``endTimestamp`` -1 when the vertex (or subtask) is no
+longer running, -2 when ``rest.flamegraph.enabled`` is false, -3 while the first samples are being
+taken. A graph's ``endTimestamp`` is the JobManager's wall-clock time (ms) when its samples ended;
+Flink serves it from a cache until ``rest.flamegraph.refresh-interval`` after that
+(:mod:`~bpmon.collectors.flink.config`), so the age of what is served is read from it.
 
-Flink's sampler falls back to thread dumps for a window when it cannot give a fresh graph in
-time (a cached graph younger than its refresh interval allows, a sampler that answers disabled);
-the ``sampling`` finding says which sampler ran, why, and what the window cost.
+Only the task's own thread is sampled: a legacy ``SourceFunction`` loops on a thread of its own,
+which Flink's sampler does not see (its task thread waits for mail, a ``suspended`` sample).
+
+:class:`FlameSampler` takes a window: one request per vertex starts Flink's sampling, where its
+cache allows (a graph that ended less than the refresh interval ago is served as it is and nothing
+is sampled), so it keeps the ``endTimestamp`` of its first answer and polls until a graph NEWER
+than that one arrives (never one taken before the window). Flink files the vertex's samples per
+subtask, and ``&subtaskindex=N`` then reads each subtask's share from that cache.
 """
 
 from __future__ import annotations
@@ -27,21 +30,124 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
-from bpmon.collectors.flink_config import FlinkClusterConfig
-from bpmon.collectors.flink_flame import FlameGraph, flame_graph
-from bpmon.collectors.flink_placement import JobPlacement
-from bpmon.collectors.flink_rest import Cost, FlinkRest
-from bpmon.collectors.flink_threads import SubtaskKey, Tally, parse_dump
-from bpmon.collectors.flink_window import DumpCost
+from bpmon.collectors.flink.config import FlinkClusterConfig
+from bpmon.collectors.flink.dumps import SubtaskKey, Tally
+from bpmon.collectors.flink.rest import FlinkRest
 from bpmon.collectors.sampler import StopSignal
-from bpmon.model.values import Finding, Window
+from bpmon.model.errors import CollectorError
+from bpmon.model.values import Window
 
-Method = Literal["flame-graph", "thread-dumps", "none"]
+TERMINATED, DISABLED, WAITING = -1, -2, -3
+"""Flink's placeholder ``endTimestamp`` values (``VertexFlameGraph``)."""
+
+FlameState = Literal["graph", "terminated", "disabled", "waiting"]
+
+Stack = tuple[tuple[str, ...], int]
+"""A stack (frames innermost first, ``package.Class.method``) and how many samples had it."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlameGraph:
+    """One flame graph answer.
+
+    Attributes:
+        state: ``graph``, or the placeholder Flink answered instead.
+        end_ms: when the samples ended (JobManager wall clock, ms); None for a placeholder.
+        stacks: every distinct stack and its sample count.
+    """
+
+    state: FlameState
+    end_ms: int | None = None
+    stacks: tuple[Stack, ...] = ()
+
+    @property
+    def samples(self) -> int:
+        """How many samples the graph holds."""
+        return sum(count for _, count in self.stacks)
+
+
+_PLACEHOLDERS: dict[int, FlameState] = {
+    TERMINATED: "terminated",
+    DISABLED: "disabled",
+    WAITING: "waiting",
+}
+
+
+def flame_graph(answer: Any, where: str) -> FlameGraph:
+    """Parse a ``flamegraph`` answer; ``where`` (the request) names it in errors.
+
+    Raises:
+        CollectorError: not a flame graph (one line naming the request).
+    """
+    end = answer.get("endTimestamp") if isinstance(answer, dict) else None
+    if not isinstance(end, int) or isinstance(end, bool):
+        raise CollectorError(
+            f"{where} answered without an integer endTimestamp; not a Flink flame graph "
+            "(point --flink at the JobManager's REST address)"
+        )
+    if end < 0:
+        state = _PLACEHOLDERS.get(end)
+        if state is None:
+            raise CollectorError(f"{where} answered endTimestamp {end}, which Flink never gives")
+        return FlameGraph(state)
+    root = answer.get("data")
+    if root is None:
+        return FlameGraph("graph", end)
+    return FlameGraph("graph", end, stacks_of(root, where))
+
+
+def frame_of(name: str) -> str:
+    """``package.Class.method`` of a node's name (``package.Class.method:123``)."""
+    head, sep, line = name.rpartition(":")
+    return head if sep and line.lstrip("-").isdigit() else name
+
+
+def stacks_of(root: Mapping[str, Any], where: str) -> tuple[Stack, ...]:
+    """Every stack of the tree under ``root`` with its own count (see the module); the root
+    itself is not a frame. Walked without recursion: a stack may be deep.
+
+    Raises:
+        CollectorError: a node without a name, a count that is not a non-negative integer, or
+            children counting more samples than their parent.
+    """
+    stacks: list[Stack] = []
+    todo: list[tuple[Mapping[str, Any], tuple[str, ...]]] = [(root, ())]
+    while todo:
+        node, path = todo.pop()
+        children = _children(node, where)
+        own = _value(node, where) - sum(_value(c, where) for c in children)
+        if own < 0:
+            raise CollectorError(
+                f"{where}: the children of {path[-1] if path else 'root'!r} count more samples "
+                "than it does; not a Flink flame graph"
+            )
+        if own and path:
+            stacks.append((tuple(reversed(path)), own))
+        for child in children:
+            name = child.get("name")
+            if not isinstance(name, str):
+                raise CollectorError(f"{where}: a flame graph node has no name")
+            todo.append((child, (*path, frame_of(name))))
+    return tuple(stacks)
+
+
+def _children(node: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
+    children = node.get("children") or []
+    if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
+        raise CollectorError(f"{where}: a flame graph node's children are not a list of nodes")
+    return children
+
+
+def _value(node: Mapping[str, Any], where: str) -> int:
+    value = node.get("value")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CollectorError(f"{where}: a flame graph node's value {value!r} is not a count")
+    return value
+
 
 MAX_STALE_WAIT_S = 15.0
 """The longest a window waits for Flink's cached graph to age past its refresh interval (so a
@@ -51,43 +157,6 @@ SLACK_S = 5.0
 busy TaskManager come late; the graph is built on the JobManager)."""
 POLL_S = 0.25
 """How often a graph that is not there yet is asked for again."""
-MIN_VERSION = (1, 17)
-"""The first Flink that gives a flame graph per subtask (``subtaskindex``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FlinkSampling:
-    """How a window's samples were taken.
-
-    Attributes:
-        method: ``flame-graph`` (Flink's sampler), ``thread-dumps``, or ``none`` (no task
-            runs).
-        taken: samples taken, over every subtask sampled.
-        planned: samples planned, over every subtask.
-        subtasks: subtasks sampled.
-        reason: why thread dumps were used (None: the flame graph ran, or was never enabled).
-        dumps: the thread dumps' median cost (thread dumps only).
-        span: what the window's rates and busy time were read over.
-    """
-
-    method: Method
-    taken: int
-    planned: int
-    subtasks: int
-    reason: str | None = None
-    dumps: DumpCost | None = None
-    span: str = ""
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"1.17.2"`` as ``(1, 17, 2)``; the leading numeric parts only."""
-    parts = []
-    for part in version.split("."):
-        digits = "".join(c for c in part if c.isdigit())
-        if not digits or digits != part[: len(digits)]:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
 
 
 class FlameUnavailableError(Exception):
@@ -285,60 +354,4 @@ def flame_window(
         interval_ms=config.flame_delay_ms,
         planned_samples=config.flame_samples,
         planned_interval_ms=config.flame_delay_ms,
-    )
-
-
-def dump_sample(rest: FlinkRest, placement: JobPlacement, tally: Tally) -> list[tuple[float, int]]:
-    """One thread-dump sample: every task manager's dump at once, counted in ``tally``;
-    returns (seconds, bytes) per dump."""
-    managers = placement.task_managers
-
-    def dump(tm: str) -> tuple[str, object, float, int]:
-        before = rest.cost
-        answer = rest.get(f"/taskmanagers/{tm}/thread-dump")
-        spent = rest.cost - before
-        return tm, answer, spent.seconds, spent.bytes
-
-    if len(managers) == 1:
-        results = [dump(managers[0])]
-    else:
-        with ThreadPoolExecutor(len(managers)) as pool:
-            results = list(pool.map(dump, managers))
-    for tm, answer, _, _ in results:
-        tally.add(tm, parse_dump(answer if isinstance(answer, dict) else {}))
-    return [(seconds, size) for _, _, seconds, size in results]
-
-
-def sampling_note(
-    job: str, window: Window, sampling: FlinkSampling, cost: Cost, managers: int, fresh: str
-) -> Finding:
-    """The ``sampling`` finding: the sampler used (and why), samples taken of those planned,
-    what the window cost, what its rates span and how ``fresh`` they are."""
-    if sampling.method == "none":
-        how = "nothing sampled: no task of the job runs (every subtask waits to be deployed)"
-    elif sampling.method == "flame-graph":
-        how = (
-            f"{sampling.taken} of {sampling.planned} samples taken by Flink's flame-graph "
-            f"sampler ({sampling.subtasks} subtask(s) x {window.planned_samples} x "
-            f"{window.planned_interval_ms:g} ms: rest.flamegraph.num-samples, "
-            "delay-between-samples)"
-        )
-    else:
-        dump = (
-            f"one thread dump took {sampling.dumps.median_ms:.0f} ms and "
-            f"{sampling.dumps.median_bytes / 1024:.0f} KB (median)"
-            if sampling.dumps is not None
-            else "no thread dump was taken"
-        )
-        why = f"{sampling.reason}; " if sampling.reason else ""
-        planned = window.planned_samples or window.samples
-        how = (
-            f"{window.samples} of {planned} samples taken by thread dumps ({why}"
-            f"{managers} task manager(s)); {dump}"
-        )
-    return Finding(
-        "sampling",
-        job,
-        f"{how}; {window.seconds:.1f} s, {cost.requests} requests, "
-        f"{cost.bytes / 1024:.0f} KB; rates and busy time {sampling.span}; {fresh}",
     )

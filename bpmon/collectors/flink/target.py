@@ -6,17 +6,17 @@ request tried once, so a wrong address or job is one line at once (exit 5). From
 :meth:`FlinkTarget.start` on, the watch rides out what a long-running job goes through:
 
 - a request that times out or meets an HTTP 5xx is tried again with backoff
-  (:mod:`~bpmon.collectors.flink_rest`), then the window is a gap
+  (:mod:`~bpmon.collectors.flink.rest`), then the window is a gap
   (:class:`~bpmon.model.errors.UnavailableError`: the service waits and tries again, and its next
   report says how long and why);
 - a job restarting, failing over or waiting for a TaskManager is a gap too, a cancelled or
   finished one ends the watch ``ended`` (:class:`~bpmon.model.errors.JobOverError`), a failed one
-  ``failed`` (:mod:`~bpmon.collectors.flink_status`);
+  ``failed`` (:mod:`~bpmon.collectors.flink.status`);
 - the graph, the placement of every subtask and, where the parallelism changed, the metric names
-  are read again at the start of every window (:mod:`~bpmon.collectors.flink_job`), so a rescaled
+  are read again at the start of every window (:mod:`~bpmon.collectors.flink.job`), so a rescaled
   job shows its new subtasks and a ``rescaled`` finding; ``FINISHED`` subtasks are left out;
 - vertices are Flink's vertex ids inside, and named uniquely in the report (``work``,
-  ``work#2``: :mod:`~bpmon.collectors.flink_plan`).
+  ``work#2``: :mod:`~bpmon.collectors.flink.plan`).
 
 One :meth:`~FlinkTarget.observe` is one window:
 
@@ -26,12 +26,12 @@ One :meth:`~FlinkTarget.observe` is one window:
    running the job, fetched together at the planned interval (a sample whose deadline passed
    while the previous dump was still being fetched is skipped, not taken late). Each task
    thread's stack is classified by the ``flink-jvm`` profile
-   (:mod:`~bpmon.collectors.flink_sampling`, :mod:`~bpmon.collectors.flink_threads`); the
-   cluster's settings are read once (:mod:`~bpmon.collectors.flink_config`);
+   (:mod:`~bpmon.collectors.flink.burst`, :mod:`~bpmon.collectors.flink.dumps`); the
+   cluster's settings are read once (:mod:`~bpmon.collectors.flink.config`);
 2. the time and buffer metrics of every subtask, one request per vertex, read fresh (a stale
    answer of Flink's metric store is read again) at both ends of a span the sampling did not
    slow: the sampled window with Flink's sampler, an unsampled span before the dumps with thread
-   dumps (:mod:`~bpmon.collectors.flink_readings`, :mod:`~bpmon.collectors.flink_metrics`);
+   dumps (:mod:`~bpmon.collectors.flink.readings`, :mod:`~bpmon.collectors.flink.metrics`);
 3. Flink's own backpressure endpoint per vertex, as a cross-check: where Flink's level differs
    from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding).
 
@@ -49,23 +49,31 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from bpmon.collectors.flink_burst import Bursts, Sampler, Span, flame_reason
-from bpmon.collectors.flink_config import FlinkClusterConfig, read_config
-from bpmon.collectors.flink_job import WatchedJob
-from bpmon.collectors.flink_metrics import (
+from bpmon.collectors.flink.burst import (
+    Bursts,
+    FlinkSampling,
+    Sampler,
+    Span,
+    flame_reason,
+    sampling_note,
+)
+from bpmon.collectors.flink.config import FlinkClusterConfig, read_config
+from bpmon.collectors.flink.dumps import DumpCost, Tally
+from bpmon.collectors.flink.job import WatchedJob
+from bpmon.collectors.flink.metrics import (
     query_chunks,
     soft_share,
     subtask_metrics,
     values_of,
 )
-from bpmon.collectors.flink_placement import (
+from bpmon.collectors.flink.placement import (
     JobPlacement,
     Slots,
     flink_levels,
     read_slots,
     scheduling_of,
 )
-from bpmon.collectors.flink_plan import (
+from bpmon.collectors.flink.plan import (
     FlinkGraph,
     FlinkVertex,
     graph_of,
@@ -73,13 +81,10 @@ from bpmon.collectors.flink_plan import (
     pick_job,
     plan_of,
 )
-from bpmon.collectors.flink_readings import VertexValues
-from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
-from bpmon.collectors.flink_sampling import FlinkSampling, sampling_note
-from bpmon.collectors.flink_status import WAITING
-from bpmon.collectors.flink_threads import Tally
-from bpmon.collectors.flink_window import (
-    DumpCost,
+from bpmon.collectors.flink.readings import VertexValues
+from bpmon.collectors.flink.rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink.status import WAITING
+from bpmon.collectors.flink.window import (
     ambiguous_note,
     chain_operators,
     disagreements,
@@ -218,7 +223,7 @@ class FlinkTarget:
 
         Raises:
             UnavailableError: the job cannot be read now, or restarted while it was.
-            JobOverError, JobError: the job ended (see :mod:`~bpmon.collectors.flink_status`).
+            JobOverError, JobError: the job ended (see :mod:`~bpmon.collectors.flink.status`).
         """
         try:
             return self._observe(samples, interval_ms, progress, stop)

@@ -1,4 +1,4 @@
-"""Stack samples of Flink task threads, from task managers' thread dumps.
+"""Stack samples of Flink task threads, from task managers' thread dumps: taken and read.
 
 ``GET /taskmanagers/{id}/thread-dump`` answers ``{"threadInfos": [{"threadName",
 "stringifiedThreadInfo"}]}``: every thread of the task manager's JVM, its stack written as
@@ -6,7 +6,7 @@
 ``cluster.thread-dump.stacktrace-max-depth`` frames (50 by default). One dump is one sample.
 
 A task thread is named ``"{vertex} ({index+1}/{parallelism})#{attempt}"`` (Flink's name of the
-vertex, not bpmon's: see :mod:`~bpmon.collectors.flink_plan`): it is matched to the subtask by
+vertex, not bpmon's: see :mod:`~bpmon.collectors.flink.plan`): it is matched to the subtask by
 that name AND by the task manager and attempt Flink reports for the subtask, so a restarted
 task's old thread, or another job's vertex of the same name on another task manager, is not
 counted. Helper threads that carry a task's name (``OutputFlusher for ...``, ``System Time
@@ -33,16 +33,33 @@ window (soft-backpressured vs idle ms/s). A sample blocked requesting a buffer (
 backpressure) is exact, and so is a busy one. A busy sample of a chained task is also counted at
 its chain position: the ``ChainingOutput.pushToOperator`` frames on its stack (the profile's
 ``chain_hop``), 0 in the chain's head.
+
+A window of dumps (:class:`SampleGrid`, :func:`dump_sample`) fetches every task manager's dump at
+once per sample, at the planned instants; a dump takes longer than 50 ms on a busy task manager,
+so a sample whose slot passed meanwhile is skipped, not taken late.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from bpmon.collectors.flink.rest import FlinkRest
 from bpmon.collectors.profile import StackClassifier
-from bpmon.collectors.sampler import ThreadCounts, count_position
+from bpmon.collectors.sampler import (
+    Progress,
+    StopSignal,
+    ThreadCounts,
+    achieved_interval_ms,
+    count_position,
+    jitter_p99_ms,
+)
+from bpmon.model.clock import utc_now
+from bpmon.model.values import Window
 
 _FRAME = re.compile(r"^\s*at (?:[\w.@-]*/{1,2})?(?P<frame>[^\s(]+)\(")
 _ATTEMPT = re.compile(r"#(\d+)$")
@@ -173,7 +190,7 @@ class Tally:
     def add_stack(self, key: SubtaskKey, frames: tuple[str, ...], count: int) -> None:
         """Count ``count`` samples of subtask ``key`` whose stack was ``frames`` (innermost
         first): Flink's own sampler gives each distinct stack once, with how many samples had
-        it (:mod:`~bpmon.collectors.flink_flame`). Classified as a dump's thread is."""
+        it (:mod:`~bpmon.collectors.flink.flame`). Classified as a dump's thread is."""
         for _ in range(count):
             self._count(key, frames)
 
@@ -231,3 +248,96 @@ class Tally:
         """How many of the subtask's samples found it blocked requesting a buffer."""
         c = self._counts.get(key)
         return c.backpressured if c is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DumpCost:
+    """What the thread dumps of one burst cost: how many, their median time and size."""
+
+    dumps: int
+    median_ms: float
+    median_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SampleGrid:
+    """The planned instants of a window's samples: ``samples``, ``interval_ms`` apart.
+
+    A thread dump takes longer than 50 ms on a busy task manager, so a sample whose slot passed
+    while the previous one was still being fetched is skipped, not taken late: the window keeps
+    its planned length, and says how many samples were taken.
+    """
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    samples: int
+    interval_ms: float
+
+    def run(
+        self,
+        sample: Callable[[], list[tuple[float, int]]],
+        progress: Progress | None = None,
+        stop: StopSignal | None = None,
+    ) -> tuple[Window, list[tuple[float, int]]]:
+        """Call ``sample`` at each instant of the grid (it returns each dump's seconds and
+        bytes); the window as taken, and every dump's cost."""
+        began_wall, taken, lateness, costs = utc_now(), [], [], []
+        t0, interval_s = self.clock(), self.interval_ms / 1000
+        for k in range(self.samples):
+            if stop is not None and stop.is_set():
+                break
+            deadline = t0 + k * interval_s
+            if self.clock() > deadline + interval_s:
+                continue  # the previous dump overran this sample's slot: skipped, not late
+            while (left := deadline - self.clock()) > 0:
+                self.sleep(left)
+            at = self.clock()
+            costs.extend(sample())
+            taken.append(at)
+            lateness.append(at - deadline)
+            if progress is not None:
+                progress(k + 1, self.samples)
+        end = t0 + self.samples * interval_s
+        while not (stop is not None and stop.is_set()) and (left := end - self.clock()) > 0:
+            self.sleep(left)
+        window = Window(
+            start=began_wall,
+            end=began_wall + timedelta(seconds=self.clock() - t0),
+            samples=len(taken),
+            interval_ms=achieved_interval_ms(taken, self.interval_ms),
+            jitter_ms_p99=jitter_p99_ms(lateness),
+            planned_samples=self.samples,
+            planned_interval_ms=float(self.interval_ms),
+        )
+        return window, costs
+
+
+def dump_cost(costs: list[tuple[float, int]]) -> DumpCost | None:
+    """The median of the dumps' (seconds, bytes); None without a dump."""
+    if not costs:
+        return None
+    return DumpCost(
+        dumps=len(costs),
+        median_ms=statistics.median(c[0] for c in costs) * 1000,
+        median_bytes=int(statistics.median(c[1] for c in costs)),
+    )
+
+
+def dump_sample(rest: FlinkRest, managers: Sequence[str], tally: Tally) -> list[tuple[float, int]]:
+    """One thread-dump sample: every task manager's (``managers``, their ids) dump at once,
+    counted in ``tally``; returns (seconds, bytes) per dump."""
+
+    def dump(tm: str) -> tuple[str, object, float, int]:
+        before = rest.cost
+        answer = rest.get(f"/taskmanagers/{tm}/thread-dump")
+        spent = rest.cost - before
+        return tm, answer, spent.seconds, spent.bytes
+
+    if len(managers) == 1:
+        results = [dump(managers[0])]
+    else:
+        with ThreadPoolExecutor(len(managers)) as pool:
+            results = list(pool.map(dump, managers))
+    for tm, answer, _, _ in results:
+        tally.add(tm, parse_dump(answer if isinstance(answer, dict) else {}))
+    return [(seconds, size) for _, _, seconds, size in results]

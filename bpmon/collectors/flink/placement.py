@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bpmon.collectors.flink_metrics import flink_level
-from bpmon.collectors.flink_plan import FlinkGraph, SubtaskPlacement, placements_of
-from bpmon.collectors.flink_rest import FlinkRest
-from bpmon.collectors.flink_status import TASKS_OK
-from bpmon.collectors.flink_threads import SubtaskKey, TaskThread, task_thread
+from bpmon.collectors.flink.dumps import SubtaskKey, TaskThread, task_thread
+from bpmon.collectors.flink.metrics import flink_level
+from bpmon.collectors.flink.plan import FlinkGraph, SubtaskPlacement, placements_of
+from bpmon.collectors.flink.rest import FlinkRest
+from bpmon.collectors.flink.status import TASKS_OK
 from bpmon.model.errors import BpmonError, UnavailableError
 from bpmon.model.signals import RESTARTED_STATES, WAITING_STATES, TaskScheduling
 

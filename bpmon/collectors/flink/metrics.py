@@ -265,7 +265,7 @@ def soft_share(m: Metrics) -> float | None:
     """Of the time a task spent suspended in its mailbox, the share it was soft backpressured.
 
     A suspended task waits either for output buffers or for input, and its stack cannot tell
-    which (:mod:`bpmon.collectors.flink_threads`); its own time accounting can. The suspended
+    which (:mod:`bpmon.collectors.flink.dumps`); its own time accounting can. The suspended
     time is what is neither busy nor hard backpressured: ``1000 - busy - hard`` ms/s. (A FLIP-27
     source's idle time overlaps its soft-backpressured time in Flink 2.3, so ``soft + idle`` can
     exceed 1000; the remainder of busy does not.) Without a busy time (legacy sources report

@@ -12,7 +12,7 @@ store as it was. After a quiet spell that answer is as old as the spell (30 s wa
 - a window's second reading is taken no sooner than one interval after the refresh its first
   reading saw (waiting up to :data:`MAX_FETCH_WAIT_S` for it), so the two differ by a refresh and
   Flink's running totals give the rates over the window itself (records in and out, busy, idle and
-  backpressured ms: :func:`~bpmon.collectors.flink_metrics.window_accounting`).
+  backpressured ms: :func:`~bpmon.collectors.flink.metrics.window_accounting`).
 
 Where thread dumps sample the job, the rates and time accounting come from a span the dumps did
 not slow: the time since the previous window when it is long enough (:data:`QUIET_MIN_S`), else a

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.collectors.flink_plan import JobRef, jobs_of, pick_job
-from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink.plan import JobRef, jobs_of, pick_job
+from bpmon.collectors.flink.rest import FlinkRest, NotFoundError
 from bpmon.model.errors import CollectorError
 
 POLL_S = 1.0

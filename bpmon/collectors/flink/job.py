@@ -16,7 +16,7 @@ again at the start of every window, as cheaply as that can be done:
 A change is committed only once the whole job was read, and says what it was: a ``rescaled``
 finding (``enrich: parallelism 2 → 3``) in the next window, a ``finished`` finding in every
 window that leaves finished subtasks out. Anything not readable now is an
-:class:`~bpmon.model.errors.UnavailableError` (:mod:`~bpmon.collectors.flink_status` says which
+:class:`~bpmon.model.errors.UnavailableError` (:mod:`~bpmon.collectors.flink.status` says which
 states).
 
 :meth:`WatchedJob.check` is the state alone, read at most once per ``max_age_s`` (the service asks
@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bpmon.collectors.flink_metrics import MetricNames, resolve_names
-from bpmon.collectors.flink_placement import JobPlacement, read_placement, slot_failures
-from bpmon.collectors.flink_plan import FlinkGraph, FlinkVertex, JobRef, graph_of, plan_of
-from bpmon.collectors.flink_rest import FlinkRest, NotFoundError
-from bpmon.collectors.flink_status import root_exception, state_error, tasks_error
+from bpmon.collectors.flink.metrics import MetricNames, resolve_names
+from bpmon.collectors.flink.placement import JobPlacement, read_placement, slot_failures
+from bpmon.collectors.flink.plan import FlinkGraph, FlinkVertex, JobRef, graph_of, plan_of
+from bpmon.collectors.flink.rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink.status import root_exception, state_error, tasks_error
 from bpmon.model.errors import BpmonError, CollectorError, JobError, UnavailableError
 from bpmon.model.values import Finding
 

@@ -24,7 +24,7 @@ from bpmon.model.events import JobEnded, ReportReady, Trouble, WatchEvent
 from bpmon.model.values import Observation
 from bpmon.scenario import parse_scenario
 from bpmon.service.facade import Settings, WatchPlan, watch
-from bpmon.service.runloop import BACKOFF_MAX_S, REASONS_KEPT, BurstOverrunError, Setbacks
+from bpmon.service.setbacks import BACKOFF_MAX_S, REASONS_KEPT, BurstOverrunError, Setbacks
 from tests.runtime.jobs import task_threads
 from tests.tiny import TINY
 

@@ -6,7 +6,7 @@ absent key is Flink's default. What bpmon reads:
 
 - ``rest.flamegraph.enabled`` (default false): whether Flink's own sampler answers
   ``GET /jobs/{job}/vertices/{vertex}/flamegraph``; a disabled one answers
-  ``{"endTimestamp": -2}`` (:mod:`~bpmon.collectors.flink_flame`);
+  ``{"endTimestamp": -2}`` (:mod:`~bpmon.collectors.flink.flame`);
 - ``rest.flamegraph.num-samples`` (100) and ``rest.flamegraph.delay-between-samples`` (50 ms): the
   burst Flink takes of each task thread (the cluster's, not bpmon's ``--samples``);
 - ``rest.flamegraph.refresh-interval`` (60 s): Flink caches a graph this long after it ended, and
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.collectors.flink_rest import FlinkRest
+from bpmon.collectors.flink.rest import FlinkRest
 from bpmon.model.errors import BpmonError
 
 _UNITS_MS = {

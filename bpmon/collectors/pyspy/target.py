@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bpmon.collectors.observe import observation_from_burst
 from bpmon.collectors.profile import load_profile
-from bpmon.collectors.pyspy import PySpySampler, process_not_found
+from bpmon.collectors.pyspy.dumps import PySpySampler, process_not_found
 from bpmon.collectors.sampler import Progress, StopSignal
 from bpmon.collectors.target import Ending, Sampler
 from bpmon.model.errors import BpmonError, JobOverError

@@ -13,8 +13,8 @@ dump takes to attach is a constant offset, and its variation is reported as jitt
 The target is never paused unless asked (``--nonblocking``): reading a running process can very
 rarely give a torn stack, which is classified as read; a dump that fails is a missed sample.
 Every failure a user can meet is one line with the fix: no such process, permission denied
-(ptrace: what exactly was denied, :mod:`bpmon.collectors.ptrace`), not a Python process, py-spy
-missing, py-spy hanging (every call has a timeout).
+(ptrace: what exactly was denied, :mod:`bpmon.collectors.pyspy.ptrace`), not a Python process,
+py-spy missing, py-spy hanging (every call has a timeout).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bpmon.collectors.profile import Profile, StackClassifier
-from bpmon.collectors.ptrace import ptrace_denied_message, read_ptrace_context
+from bpmon.collectors.pyspy.ptrace import ptrace_denied_message, read_ptrace_context
 from bpmon.collectors.sampler import (
     Progress,
     Snapshot,
