@@ -25,7 +25,7 @@ from types import FrameType
 import pytest
 
 from bpmon.collectors.frames import NEEDS_GC_PAUSE, FrameSource, current_frames, gc_paused
-from bpmon.collectors.pyspy import find_py_spy
+from bpmon.collectors.pyspy.dumps import find_py_spy
 from bpmon.model.errors import CollectorError
 
 STRESS = Path(__file__).with_name("frames_stress.py")
@@ -147,16 +147,18 @@ def parked_threads(n: int) -> Iterator[set[int]]:
 
 
 class Watched:
-    """``sys._current_frames``, counting the collections that run inside the call."""
+    """A frame source (``sys._current_frames`` by default), counting the collections that run
+    inside the call."""
 
-    def __init__(self) -> None:
+    def __init__(self, call: FrameSource = sys._current_frames) -> None:
+        self.call = call
         self.inside = False
         self.collections = 0
 
     def __call__(self) -> Mapping[int, FrameType]:
         self.inside = True
         try:
-            return sys._current_frames()
+            return self.call()
         finally:
             self.inside = False
 
@@ -179,10 +181,21 @@ def collections_inside(watched: Watched, source: FrameSource) -> int:
     return watched.collections
 
 
+def allocating() -> Mapping[int, FrameType]:
+    """A frame source that makes objects as ``sys._current_frames`` does, without its lock."""
+    made = [object() for _ in range(50)]
+    return {id(o): sys._getframe() for o in made[:1]}
+
+
 def test_no_collection_runs_inside_a_paused_frame_source() -> None:
-    with parked_threads(20):  # 20 frame objects to make: the bare call collects meanwhile
-        bare = Watched()
-        assert collections_inside(bare, bare) > 0
+    # The control is a source that allocates without the runtime's HEAD lock: the bare
+    # sys._current_frames under a collection at every object is gh-106883 itself, which can
+    # hang this process for good (it did, in a test worker); the stress tests above show that
+    # one in a child process they can kill.
+    bare = Watched(allocating)
+    assert collections_inside(bare, bare) > 0  # the count sees a collection inside a call
+    paused_control = Watched(allocating)
+    assert collections_inside(paused_control, gc_paused(paused_control)) == 0
     with parked_threads(20) as parked:
         paused = Watched()
         assert collections_inside(paused, gc_paused(paused)) == 0
