@@ -19,6 +19,7 @@ import math
 from dataclasses import replace
 
 from bpmon.collectors.channels import READINGS_PER_BURST, ChannelTally
+from bpmon.collectors.checkpoints import runtime_checkpoints
 from bpmon.collectors.observe import (
     MetricsByVertex,
     PlacementByVertex,
@@ -149,6 +150,7 @@ class RuntimeTarget:
             flow_control=network.flow_control,
             task_managers=network.task_managers,
             segment_size=network.segment_size,
+            debloat=network.debloat,
         )
 
     @property
@@ -192,7 +194,12 @@ class RuntimeTarget:
         load = self.runtime.load(since)
         readings = window_metrics(start, counters(self.runtime.tasks))
         observation = self._observation(burst, readings)
-        observation = replace(observation, load=model_load(load), channels=channels.windows())
+        observation = replace(
+            observation,
+            load=model_load(load),
+            channels=channels.windows(),
+            checkpoints=runtime_checkpoints(self.runtime),
+        )
         return observed_as(observation, self.view)
 
     def _task_threads(self) -> dict[int, str]:

@@ -21,7 +21,10 @@ def observed_as(observation: Observation, signals: frozenset[Signal]) -> Observa
     keep = signals & observation.signals
     vertices = tuple(_vertex(v, keep) for v in observation.vertices)
     channels = observation.channels if Signal.CHANNELS in keep else ()
-    return replace(observation, vertices=vertices, channels=channels, signals=keep)
+    checkpoints = observation.checkpoints if Signal.CHECKPOINTS in keep else None
+    return replace(
+        observation, vertices=vertices, channels=channels, checkpoints=checkpoints, signals=keep
+    )
 
 
 def _vertex(vertex: VertexObservation, keep: frozenset[Signal]) -> VertexObservation:

@@ -49,6 +49,7 @@ from bpmon.history.findings import (
 from bpmon.history.schema import spark_schema
 from bpmon.history.store import Scan
 from bpmon.model.analysis import Analysis, Thresholds
+from bpmon.model.numbers import counted
 
 Progress = Callable[[str], None]
 
@@ -317,7 +318,7 @@ def analyze(
     series = run_vertices(found)
     jobs = job_runs(found)
     progress(
-        f"{_counted(len(found.runs), 'run')} of {_counted(len(jobs), 'job')}: trends, chronic "
+        f"{counted(len(found.runs), 'run')} of {counted(len(jobs), 'job')}: trends, chronic "
         "bottlenecks, regressions between runs, skew over time"
     )
     vertices, chronic = vertex_histories(found, series), chronic_bottlenecks(found)
@@ -340,7 +341,3 @@ def analyze(
         skew=skew,
         skipped=scan.skipped,
     )
-
-
-def _counted(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -28,3 +28,23 @@ def rate(value: float | None) -> str:
     if abs(value) < 10:
         return f"{value:.1f}"
     return f"{value:,.0f}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 run``, ``1,327 runs``: a count with its noun, plural but for one (``plural`` when
+    the noun does not take an ``s``: ``counted(2, "vertex", "vertices")``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def percent(share: float | None) -> str:
+    """A share as a whole percentage (``0.973`` is ``97%``), or :data:`NULL`."""
+    if share is None or not math.isfinite(share):
+        return NULL
+    return f"{share:.0%}"
+
+
+def milliseconds(ms: float | None) -> str:
+    """A duration in whole milliseconds, thousands grouped (``48,200 ms``), or :data:`NULL`."""
+    if ms is None or not math.isfinite(ms):
+        return NULL
+    return f"{ms:,.0f} ms"

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast, get_args
+from typing import Any, cast, get_args
 
+from bpmon.model.checkpoint_json import checkpoints_from, checkpoints_to_dict
 from bpmon.model.clock import as_utc, format_timestamp
 from bpmon.model.errors import HistoryError
 from bpmon.model.evidence import EvidenceLine
+from bpmon.model.json_fields import Fields, bad, typed
 from bpmon.model.values import (
     CAUSE_KINDS,
     REPORT_SCHEMA,
@@ -29,6 +31,7 @@ from bpmon.model.values import (
     ChannelWindow,
     Edge,
     Finding,
+    FindingKind,
     Level,
     LevelsFrom,
     Metrics,
@@ -62,8 +65,6 @@ _METRICS: tuple[tuple[str, int], ...] = (
 )
 """The metric fields shared by vertices and subtasks, in spec order, with their rounding."""
 
-_T = TypeVar("_T")
-
 
 # --------------------------------------------------------------------------------------- writing
 
@@ -84,6 +85,9 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         {"kind": f.kind, "vertex": f.vertex, "detail": f.detail} for f in report.findings
     ]
     doc["levels_from"] = report.levels_from
+    doc["checkpoints"] = (
+        None if report.checkpoints is None else checkpoints_to_dict(report.checkpoints)
+    )
     if report.channels:
         doc["channels"] = [_channel_to_dict(c) for c in report.channels]
     return doc
@@ -249,7 +253,7 @@ def report_from_json(text: str) -> Report:
 
 def report_from_dict(doc: object) -> Report:
     """Build a report from a parsed JSON document; HistoryError names a bad field and value."""
-    top = _Fields(doc, "report")
+    top = Fields(doc, "report")
     _check_schema(top.get("schema", str))
     causes = top.optional("root_causes", list)
     return Report(
@@ -267,15 +271,18 @@ def report_from_dict(doc: object) -> Report:
         else tuple(_cause_from(f) for f in top.children("root_causes")),
         findings=tuple(
             Finding(
-                kind=f.get("kind", str), vertex=f.get("vertex", str), detail=f.get("detail", str)
+                kind=cast(FindingKind, f.get("kind", str)),
+                vertex=f.get("vertex", str),
+                detail=f.get("detail", str),
             )
             for f in top.children("findings", required=False)
         ),
         channels=tuple(_channel_from(f) for f in top.children("channels", required=False)),
+        checkpoints=checkpoints_from(top.child("checkpoints")) if top.has("checkpoints") else None,
     )
 
 
-def _channel_from(f: _Fields) -> ChannelWindow:
+def _channel_from(f: Fields) -> ChannelWindow:
     return ChannelWindow(
         producer=f.get("producer", str),
         producer_index=f.get("producer_index", int),
@@ -295,7 +302,7 @@ def parse_timestamp(text: str, field: str = "timestamp") -> datetime:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise _bad(field, text, "expected a UTC timestamp like 2026-11-22T10:15:02.000Z") from None
+        raise bad(field, text, "expected a UTC timestamp like 2026-11-22T10:15:02.000Z") from None
     return as_utc(moment)
 
 
@@ -303,7 +310,7 @@ def _check_schema(schema: str) -> None:
     name, _, version = schema.partition("/")
     major = version.partition(".")[0]
     if name != SCHEMA_NAME or not major.isdigit():
-        raise _bad("schema", schema, f'expected "{REPORT_SCHEMA}"')
+        raise bad("schema", schema, f'expected "{REPORT_SCHEMA}"')
     if int(major) != SCHEMA_MAJOR:
         raise HistoryError(
             f"report schema = {schema!r}: this bpmon reads {REPORT_SCHEMA} only; "
@@ -311,7 +318,7 @@ def _check_schema(schema: str) -> None:
         )
 
 
-def _window_from(f: _Fields) -> Window:
+def _window_from(f: Fields) -> Window:
     return Window(
         start=parse_timestamp(f.get("start", str), f.path("start")),
         end=parse_timestamp(f.get("end", str), f.path("end")),
@@ -323,7 +330,7 @@ def _window_from(f: _Fields) -> Window:
     )
 
 
-def _metrics_from(f: _Fields) -> dict[str, Any]:
+def _metrics_from(f: Fields) -> dict[str, Any]:
     """level, ratio and the metrics, as keyword arguments of a status dataclass."""
     values: dict[str, Any] = {name: f.optional_number(name) for name, _ in _METRICS}
     values["backpressured_time_ratio"] = f.optional_number("backpressured_time_ratio")
@@ -334,7 +341,7 @@ def _metrics_from(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _vertex_from(f: _Fields) -> VertexStatus:
+def _vertex_from(f: Fields) -> VertexStatus:
     return VertexStatus(
         name=f.get("name", str),
         parallelism=f.get("parallelism", int),
@@ -351,7 +358,7 @@ def _vertex_from(f: _Fields) -> VertexStatus:
     )
 
 
-def _subtask_from(f: _Fields) -> SubtaskStatus:
+def _subtask_from(f: Fields) -> SubtaskStatus:
     return SubtaskStatus(
         index=f.get("index", int),
         disagreement=f.get("disagreement", bool, False),
@@ -361,20 +368,18 @@ def _subtask_from(f: _Fields) -> SubtaskStatus:
 
 def root_cause_from_dict(doc: object, where: str = "root_cause") -> RootCause:
     """One root cause from its JSON object; HistoryError names a bad field and value."""
-    return _cause_from(_Fields(doc, where))
+    return _cause_from(Fields(doc, where))
 
 
-def _cause_from(f: _Fields) -> RootCause:
+def _cause_from(f: Fields) -> RootCause:
     subtasks = f.get("subtasks", list, [])
     return RootCause(
         vertex=f.get("vertex", str),
         kind=f.choice("kind", CAUSE_KINDS),
-        subtasks=tuple(
-            _typed(i, int, f"{f.path('subtasks')}[{n}]") for n, i in enumerate(subtasks)
-        ),
+        subtasks=tuple(typed(i, int, f"{f.path('subtasks')}[{n}]") for n, i in enumerate(subtasks)),
         confidence=f.number("confidence", 0.0),
         evidence=tuple(  # the text alone: the JSON carries no figures
-            EvidenceLine.of_text(_typed(e, str, f"{f.path('evidence')}[{n}]"))
+            EvidenceLine.of_text(typed(e, str, f"{f.path('evidence')}[{n}]"))
             for n, e in enumerate(f.get("evidence", list, []))
         ),
         recommendation=f.get("recommendation", str, ""),
@@ -395,7 +400,7 @@ def _cause_from(f: _Fields) -> RootCause:
     )
 
 
-def _chain_from(f: _Fields) -> ChainShare:
+def _chain_from(f: Fields) -> ChainShare:
     return ChainShare(
         operator=f.get("operator", str),
         position=f.get("position", int),
@@ -403,102 +408,3 @@ def _chain_from(f: _Fields) -> ChainShare:
         busy_samples=f.get("busy_samples", int),
         shares=tuple((s.get("operator", str), s.number("share")) for s in f.children("shares")),
     )
-
-
-# ------------------------------------------------------------------------------ field validation
-
-_MISSING = object()
-_TYPE_NAMES: Mapping[type, str] = {
-    str: "a string",
-    int: "an integer",
-    bool: "true or false",
-    list: "a list",
-    dict: "an object",
-}
-
-
-def _bad(field: str, value: object, expected: str) -> HistoryError:
-    """The one-line error for a field with a wrong value (long values are cut short)."""
-    shown = json.dumps(value, ensure_ascii=False, default=repr)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return HistoryError(f"malformed report: {field} = {shown}: {expected}")
-
-
-def _typed(value: object, kind: type[_T], field: str) -> _T:
-    """``value`` if it is of ``kind`` (a bool is not an integer); HistoryError otherwise."""
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise _bad(field, value, f"expected {_TYPE_NAMES.get(kind, kind.__name__)}")
-
-
-class _Fields:
-    """A JSON object being read, with the dotted path that names it in error messages."""
-
-    def __init__(self, doc: object, where: str) -> None:
-        self.where = where
-        self.doc: dict[str, Any] = _typed(doc, dict, where)
-
-    def path(self, key: str) -> str:
-        """The full name of ``key`` in this object, e.g. ``vertices[1].parallelism``."""
-        return key if self.where == "report" else f"{self.where}.{key}"
-
-    def get(self, key: str, kind: type[_T], default: object = _MISSING) -> _T:
-        """The value of ``key``, of type ``kind``; ``default`` (if given) when it is absent."""
-        if key not in self.doc:
-            if default is _MISSING:
-                raise HistoryError(f"malformed report: {self.path(key)} is missing")
-            return cast(_T, default)
-        return _typed(self.doc[key], kind, self.path(key))
-
-    def optional(self, key: str, kind: type[_T]) -> _T | None:
-        """The value of ``key``, or None when it is absent or null."""
-        value = self.doc.get(key)
-        return None if value is None else _typed(value, kind, self.path(key))
-
-    def optional_number(self, key: str) -> float | None:
-        """A number that may be absent or null (a value the source could not give)."""
-        value = self.doc.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _bad(self.path(key), value, "expected a number or null")
-        return float(value)
-
-    def number(self, key: str, default: float | None = None) -> float:
-        """A number that cannot be None in the model: ``null`` (a NaN when written) reads as NaN."""
-        if key not in self.doc and default is not None:
-            return default
-        if key not in self.doc:
-            raise HistoryError(f"malformed report: {self.path(key)} is missing")
-        value = self.optional_number(key)
-        return math.nan if value is None else value
-
-    def choice(self, key: str, allowed: tuple[_T, ...]) -> _T:
-        """A string that must be one of ``allowed``."""
-        value = self.get(key, str)
-        return self._among(key, value, allowed)
-
-    def optional_choice(self, key: str, allowed: tuple[_T, ...]) -> _T | None:
-        """A string among ``allowed``, or None when absent or null."""
-        value = self.optional(key, str)
-        return None if value is None else self._among(key, value, allowed)
-
-    def _among(self, key: str, value: str, allowed: tuple[_T, ...]) -> _T:
-        for option in allowed:
-            if option == value:
-                return option
-        raise _bad(self.path(key), value, "expected one of " + ", ".join(map(str, allowed)))
-
-    def has(self, key: str) -> bool:
-        """Whether the object has ``key`` with a value other than null."""
-        return self.doc.get(key) is not None
-
-    def child(self, key: str) -> _Fields:
-        """The object under ``key``."""
-        return _Fields(self.get(key, dict), self.path(key))
-
-    def children(self, key: str, *, required: bool = True) -> list[_Fields]:
-        """The objects of the list under ``key`` (an absent list is empty unless required)."""
-        items = self.get(key, list) if required else self.get(key, list, [])
-        return [_Fields(item, f"{self.path(key)}[{n}]") for n, item in enumerate(items)]

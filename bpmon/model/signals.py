@@ -44,6 +44,8 @@ class Signal(StrEnum):
     """Per-channel backlog, queued buffers and credit (no real system publishes these)."""
     SPILL = "spill"
     """Bytes a hybrid or blocking partition writes to and reads from disk."""
+    CHECKPOINTS = "checkpoints"
+    """Each checkpoint's phases per subtask: start delay, alignment, sync and async, sizes."""
 
 
 RUNTIME = frozenset(Signal)

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, get_args
 
+from bpmon.model.checkpoints import CheckpointReport, CheckpointWindow
 from bpmon.model.evidence import EvidenceLine
 from bpmon.model.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
 
@@ -35,6 +36,28 @@ CauseKind = Literal[
 ]
 CAUSE_KINDS: tuple[CauseKind, ...] = get_args(CauseKind)
 """Every kind of root cause a report may name (docs/report.md says what each means)."""
+
+FindingKind = Literal[
+    "head-of-line",
+    "unexplained",
+    "runtime-saturated",
+    "host-busy",
+    "sampling",
+    "flink-disagrees",
+    "rescaled",
+    "finished",
+    "unobserved",
+    "ambiguous-threads",
+    "gap",
+    "overrun",
+    "checkpoint-backpressure",
+    "checkpoint-slow",
+    "checkpoint-failed",
+    "checkpoint-skew",
+    "checkpoints-unread",
+]
+FINDING_KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
+"""Every kind of finding a report may carry (the findings table of docs/report.md, in order)."""
 
 REPORT_SCHEMA = "bpmon.report/1"
 
@@ -246,6 +269,8 @@ class TargetSettings:
     flow_control: FlowControl | None = None
     task_managers: int | None = None
     segment_size: int | None = None
+    debloat: bool | None = None
+    """Buffer debloating (FLIP-183) is on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +321,9 @@ class Observation:
     notes: tuple[Finding, ...] = ()
     """What the collector itself has to say (how many samples a Flink burst took, where Flink's
     own levels differ): added to the report's findings as they are."""
+    checkpoints: CheckpointWindow | None = None
+    """The job's checkpoints as of the window's end (None: checkpointing is off, or the target
+    does not observe them: :data:`~bpmon.model.signals.Signal.CHECKPOINTS`)."""
 
     def vertex(self, name: str) -> VertexObservation:
         """The vertex called ``name``; KeyError if there is none."""
@@ -399,9 +427,12 @@ class RootCause:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A secondary observation that is not a root cause (for example ``head-of-line``)."""
+    """A secondary observation that is not a root cause (for example ``head-of-line``).
 
-    kind: str
+    A report read back keeps a kind it does not know (one a newer bpmon wrote) as it is.
+    """
+
+    kind: FindingKind
     vertex: str
     detail: str
 
@@ -420,6 +451,8 @@ class Report:
     schema: str = REPORT_SCHEMA
     levels_from: LevelsFrom = "samples"
     channels: tuple[ChannelWindow, ...] = ()
+    checkpoints: CheckpointReport | None = None
+    """The job's checkpoints (None: none were observed)."""
 
 
 _LEVEL_ORDER: tuple[Level, ...] = ("OK", "LOW", "HIGH")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from rich.console import Console
 
 from bpmon.model.analysis import Analysis, Regression
+from bpmon.model.numbers import counted
 from bpmon.render.fit import Col, fit_table
 
 Section = tuple[str, list[str], list[list[str]]]
@@ -28,9 +29,9 @@ def summary(analysis: Analysis) -> list[str]:
     runs = sum(j.runs for j in a.jobs)
     windows = sum(j.windows for j in a.jobs)
     lines = [
-        f"History analysis of {a.history}: {_counted(len(a.jobs), 'job')}, "
-        f"{_counted(runs, 'run')}, {_counted(windows, 'window')} from "
-        f"{_counted(a.subtask_rows, 'subtask row')}"
+        f"History analysis of {a.history}: {counted(len(a.jobs), 'job')}, "
+        f"{counted(runs, 'run')}, {counted(windows, 'window')} from "
+        f"{counted(a.subtask_rows, 'subtask row')}"
     ]
     scope = [
         f"job {a.job}" if a.job else "",
@@ -204,11 +205,6 @@ def _regression(r: Regression) -> list[str]:
         value(r.after),
         change,
     ]
-
-
-def _counted(n: int, noun: str) -> str:
-    """``1 run``, ``1,327 runs``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _num(value: float | None) -> str:

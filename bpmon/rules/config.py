@@ -33,6 +33,9 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "confidence.agreement": _NON_NEGATIVE,
     "history.hot_ratio": _AT_LEAST_ONE,
     "history.keep_days": _NON_NEGATIVE,
+    "checkpoints.slow_ms": _NON_NEGATIVE,
+    "checkpoints.skew_ratio": _AT_LEAST_ONE,
+    "checkpoints.skew_min_ms": _NON_NEGATIVE,
 }
 """Inclusive bounds of the numeric parameters that are not ratios in [0, 1]."""
 
@@ -125,6 +128,17 @@ class HistoryRules:
     keep_days: int = 30
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointRules:
+    """``[checkpoints]``: when a checkpoint is slow, held by backpressure, or skewed."""
+
+    slow_ms: float = 1000.0
+    waiting_share: float = 0.5
+    own_share: float = 0.5
+    skew_ratio: float = 3.0
+    skew_min_ms: float = 500.0
+
+
 _TABLES: dict[str, type] = {
     "levels": LevelRules,
     "bottleneck": BottleneckRules,
@@ -134,6 +148,7 @@ _TABLES: dict[str, type] = {
     "capacity": CapacityRules,
     "stall": StallRules,
     "history": HistoryRules,
+    "checkpoints": CheckpointRules,
 }
 
 
@@ -153,6 +168,7 @@ class RulesConfig:
     capacity: CapacityRules = field(default_factory=CapacityRules)
     stall: StallRules = field(default_factory=StallRules)
     history: HistoryRules = field(default_factory=HistoryRules)
+    checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
     origin: str = "defaults"
 
     def __post_init__(self) -> None:

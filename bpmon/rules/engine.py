@@ -32,6 +32,7 @@ from bpmon.model.evidence import (
 from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, capacity_of_windows
 from bpmon.rules.chains import with_chain_evidence
+from bpmon.rules.checkpoints import checkpoint_findings, checkpoint_report
 from bpmon.rules.classify import Classification, classify
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
@@ -81,6 +82,15 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
     missing = unobserved_finding(observation)
     if missing is not None:  # what the target could not show: no rule could use it
         findings = (*findings, missing)
+    window = observation.checkpoints
+    checkpoints = None if window is None else checkpoint_report(window)
+    if window is not None and checkpoints is not None:
+        findings = (
+            *findings,
+            *checkpoint_findings(
+                window, checkpoints, causes, vertices, observation.settings, rules.checkpoints
+            ),
+        )
     return Report(
         run_id=observation.run_id,
         job=observation.job,
@@ -91,6 +101,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         findings=findings,
         levels_from=observation.levels_from,
         channels=observation.channels,
+        checkpoints=checkpoints,
     )
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bpmon.model.values import Edge, Finding, Observation, VertexObservation
+from bpmon.model.values import Edge, Finding, FindingKind, Observation, VertexObservation
 from bpmon.rules.graph import Suspect
 
 _NODE = re.compile(r"(?P<vertex>.*)\[(?P<index>\d+)\]")
@@ -114,7 +114,7 @@ def _vertices(names: Iterable[str]) -> tuple[str, ...]:
 
 def merge_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """One finding per kind and vertex: the details of its subtasks joined."""
-    merged: dict[tuple[str, str], list[str]] = {}
+    merged: dict[tuple[FindingKind, str], list[str]] = {}
     for f in findings:
         details = merged.setdefault((f.kind, f.vertex), [])
         if f.detail not in details:

@@ -27,6 +27,7 @@ CONSEQUENCES: dict[Signal, str] = {
     Signal.CHANNELS: "per-channel readings (a network cause rests on idle consumers and their "
     "input pools alone)",
     Signal.SPILL: "spill figures (spilling cannot be named)",
+    Signal.CHECKPOINTS: "checkpoints (no checkpoint is tied to the cause)",
 }
 """What each missing signal leaves out of the diagnosis, as the finding says it."""
 
@@ -55,6 +56,8 @@ def _matters(signal: Signal, observation: Observation) -> bool:
         return bool(edges)
     if signal is Signal.SLOT_REQUESTS:
         return False  # the free slots size the cause as well: nothing is left out
+    if signal is Signal.CHECKPOINTS:
+        return False  # only a Flink job (or the runtime) takes checkpoints: py-spy's has none
     if signal is Signal.PENDING_RECORDS:
         return any(not v.inputs for v in observation.vertices)
     return True

@@ -24,7 +24,7 @@ from typing import Protocol
 from bpmon.runtime.buffers import Buffer, Recycler
 from bpmon.runtime.gate import InputChannel, InputGate
 from bpmon.runtime.network_pool import NetworkBufferPool
-from bpmon.runtime.subpartition import ChannelEvent, ResultSubpartition
+from bpmon.runtime.subpartition import ChannelEvent, ResultSubpartition, promote_in
 
 
 class ChannelSender(Protocol):
@@ -216,6 +216,22 @@ class RemoteInputChannel(InputChannel):
     def queued_input_bytes(self) -> int:
         """Bytes of the received buffers not read yet."""
         return self.queued_bytes
+
+    def upstream(self) -> ResultSubpartition | None:
+        """The producer's subpartition, on the other task manager (its sender's)."""
+        return self.sender.subpartition if self.sender is not None else None
+
+    def promote_barrier(self, checkpoint_id: int) -> int | None:
+        """A received aligned barrier of ``checkpoint_id`` to the head, as a priority event."""
+        found = promote_in(self._queue, checkpoint_id)
+        if found is not None:
+            self.gate.notify_channel_non_empty(self, priority=True)
+        return found
+
+    def buffers_in_use(self) -> int:
+        """Received buffers not read yet plus the sender's announced backlog, as Flink's
+        ``getBuffersInUseCount`` (queued + required - initial credit)."""
+        return self.queued_buffers + max(0, self._required - self.initial_credit)
 
     def recycle(self, segment: int, channel: int = -1) -> None:
         """An exclusive buffer was read: one more credit, or one floating buffer goes back."""

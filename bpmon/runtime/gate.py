@@ -57,6 +57,21 @@ class InputChannel:
     def release(self) -> None:
         """Give back whatever the channel holds (teardown)."""
 
+    def upstream(self) -> ResultSubpartition | None:
+        """The producer's subpartition this channel reads (where a debloated size is
+        announced); None before a remote channel's connection bound it."""
+        return None
+
+    def promote_barrier(self, checkpoint_id: int) -> int | None:
+        """A received aligned barrier of ``checkpoint_id`` moved to the head as a priority one
+        (lock held); the bytes it overtook, None when none waits here (a local channel's data
+        is its producer's, promoted there)."""
+        return None
+
+    def buffers_in_use(self) -> int:
+        """Buffers this channel's data holds now (Flink's ``getBuffersInUseCount``)."""
+        return self.queue_length()
+
 
 class LocalInputChannel(InputChannel):
     """Reads a producer's subpartition on the same task manager: no copy, no credit."""
@@ -91,6 +106,10 @@ class LocalInputChannel(InputChannel):
         """Bytes queued in the producer's subpartition."""
         return self.subpartition.queued_bytes
 
+    def upstream(self) -> ResultSubpartition:
+        """The producer's subpartition, read directly."""
+        return self.subpartition
+
 
 class InputGate:
     """The input of one subtask from one upstream vertex.
@@ -111,6 +130,8 @@ class InputGate:
         self._parked: list[InputChannel] = []
         self.finished_channels = 0
         self.closed = False
+        self.bytes_read = 0
+        """Bytes of the data buffers polled so far (buffer debloating's throughput)."""
 
     def request_partitions(self) -> None:
         """The consuming task starts: every channel asks for its subpartition (Flink's
@@ -166,6 +187,8 @@ class InputGate:
             if item is END_OF_PARTITION:
                 channel.finished = True
                 self.finished_channels += 1
+            elif isinstance(item, Buffer):
+                self.bytes_read += item.size
             return item, channel.index
         return None
 
@@ -200,6 +223,11 @@ class InputGate:
     def queue_length(self) -> int:
         """Flink's ``inputQueueLength``: buffers waiting in all channels."""
         return sum(channel.queue_length() for channel in self.channels)
+
+    def promote_barrier(self, checkpoint_id: int) -> int:
+        """Every received aligned barrier of ``checkpoint_id`` to its channel's head (lock
+        held); the bytes they overtook."""
+        return sum(c.promote_barrier(checkpoint_id) or 0 for c in self.channels)
 
     def close(self) -> None:
         """Release every channel and the floating pool, and wake the reader (lock held)."""

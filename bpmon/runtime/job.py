@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bpmon.model.errors import JobError
-from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointStats
+from bpmon.runtime.checkpoint import CheckpointCoordinator, CheckpointOutcome
+from bpmon.runtime.debloat import BufferDebloater
 from bpmon.runtime.deployment import ExecutionPlan, PartitionPlan, SubtaskPlan, plan_deployment
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.keygroups import key_table
@@ -46,7 +47,8 @@ class JobResult:
 
     state: str  # "finished" (every task), "cancelled" (ran its course or was stopped), "failed"
     error: str | None = None
-    checkpoints: tuple[CheckpointStats, ...] = ()
+    checkpoints: tuple[CheckpointOutcome, ...] = ()
+    """The completed checkpoints among the last kept (``checkpoint.KEPT``)."""
     leaks: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -172,6 +174,12 @@ class Job:
         writers: list[str],
     ) -> Task:
         network = self.scenario.network
+        checkpoints = self.scenario.checkpoints
+        switch = (
+            checkpoints.aligned_timeout_ms / 1000
+            if checkpoints.mode == "unaligned" and checkpoints.aligned_timeout_ms > 0
+            else None
+        )
         task = Task(
             self.scenario.operator(plan.vertex),
             plan.index,
@@ -181,7 +189,16 @@ class Job:
             condition,
             self._cancel,
             flush_interval_s=network.buffer_timeout_ms / 1000,
-            aligned=self.scenario.checkpoints.mode == "aligned",
+            aligned=checkpoints.mode == "aligned" or switch is not None,
+            switch_after_s=switch,
+            debloaters=[
+                BufferDebloater(
+                    gate, network.segment_size, network.debloat_target_ms / 1000, self._clock
+                )
+                for gate in gates
+            ]
+            if network.debloat
+            else (),
             clock=self._clock,
             seed=self.scenario.seed,
             writers=writers if self.scenario.operator(plan.vertex).members else (),
@@ -204,7 +221,7 @@ class Job:
         checkpoints = self.scenario.checkpoints
         if checkpoints.interval_ms > 0:
             self._coordinator = CheckpointCoordinator(
-                self.all_tasks(), checkpoints.interval_ms / 1000, self.env.lock, self._clock
+                self.all_tasks(), checkpoints, self.env.lock, self._promote_barriers, self._clock
             )
         if self._coordinator is not None:
             self._coordinator.start()
@@ -224,6 +241,18 @@ class Job:
             clock=self._clock,
         )
         self.scheduler.start()
+
+    def _promote_barriers(self, checkpoint_id: int) -> int:
+        """Every queued aligned barrier of ``checkpoint_id`` to its queue's head (the aligned
+        timeout, network lock held): in the producers' subpartitions and in the receivers'
+        remote channels; the bytes of output data they overtook."""
+        overtaken = 0
+        for task in self.all_tasks():
+            for output in task.outputs:
+                overtaken += output.partition.promote_barrier(checkpoint_id)
+            for gate in task.gates:
+                gate.promote_barrier(checkpoint_id)
+        return overtaken
 
     def _deploy(self, task: Task) -> None:
         if not self._cancel.is_set():
@@ -331,9 +360,14 @@ class Job:
             if task.thread.ident is not None:
                 task.thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    def checkpoints(self) -> tuple[CheckpointStats, ...]:
-        """Checkpoints completed so far."""
+    def checkpoints(self) -> tuple[CheckpointOutcome, ...]:
+        """The checkpoints completed so far (the last ``checkpoint.KEPT`` kept)."""
         return tuple(self._coordinator.completed) if self._coordinator else ()
+
+    @property
+    def coordinator(self) -> CheckpointCoordinator | None:
+        """The checkpoint coordinator once the job started with checkpoints (None: none)."""
+        return self._coordinator
 
     def load_snapshot(self) -> LoadSnapshot:
         """The runtime's own load counters now; pass it to :meth:`load` when a window ends."""

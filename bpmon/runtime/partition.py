@@ -79,13 +79,15 @@ class _Builder:
     One object per subpartition for the partition's whole life (reset, never replaced), so the
     writer closures can hold it directly. ``published`` bytes were already made readable as
     slices; ``tail`` is the last slice queued, which later bytes join while it is unread.
+    ``capacity`` is the buffer's size: the whole segment, or less with buffer debloating.
     """
 
-    __slots__ = ("free", "published", "records", "segment", "shared", "tail")
+    __slots__ = ("capacity", "free", "published", "records", "segment", "shared", "tail")
 
     def __init__(self) -> None:
         self.segment: int | None = None
         self.records: list[object] = []
+        self.capacity = 0
         self.free = 0
         self.published = 0
         self.shared: _SharedSegment | None = None
@@ -255,7 +257,8 @@ class ResultPartition:
                     hook(False)
         builder = self._builders[target]
         builder.segment = segment
-        builder.free = self.segment_size
+        builder.capacity = self.subpartitions[target].announced_size or self.segment_size
+        builder.free = builder.capacity
         builder.published = 0
         if self.slices:
             builder.shared = _SharedSegment(self.pool, segment, target)
@@ -276,7 +279,7 @@ class ResultPartition:
             shared.close()
             return
         records = builder.records
-        size = self.segment_size - builder.free
+        size = builder.capacity - builder.free
         builder.segment, builder.records, builder.free = None, [], 0
         self.buffers_out += 1
         self.subpartitions[target].add(Buffer(segment, records, size, self.pool, target))
@@ -289,7 +292,7 @@ class ResultPartition:
         """
         builder = self._builders[target]
         shared = builder.shared
-        size = self.segment_size - builder.free - builder.published
+        size = builder.capacity - builder.free - builder.published
         if shared is None or size <= 0:
             return
         records = builder.records
@@ -319,12 +322,12 @@ class ResultPartition:
                     continue
                 if builder.shared is not None:
                     self._publish(target)
-                elif builder.free < self.segment_size:
+                elif builder.free < builder.capacity:
                     self._finish(target)
 
     def _finish_all_locked(self) -> None:
         for target, builder in enumerate(self._builders):
-            if builder.segment is not None and builder.free < self.segment_size:
+            if builder.segment is not None and builder.free < builder.capacity:
                 self._finish(target)
 
     def add_event(self, event: ChannelEvent) -> int:
@@ -346,6 +349,12 @@ class ResultPartition:
         """Flush and send end-of-partition: the producer is done."""
         self.add_event(END_OF_PARTITION)
 
+    def promote_barrier(self, checkpoint_id: int) -> int:
+        """Every subpartition's queued aligned barrier of ``checkpoint_id`` to the head, as a
+        priority event (the aligned checkpoint timed out, lock held); the bytes they overtook,
+        which the checkpoint now stores as in-flight data."""
+        return sum(sub.promote_barrier(checkpoint_id) or 0 for sub in self.subpartitions)
+
     # -- metrics (any thread) ---------------------------------------------------------------
 
     def backlog(self, target: int) -> int:
@@ -366,14 +375,14 @@ class ResultPartition:
     def builder_bytes(self, target: int) -> int:
         """Bytes written to ``target``'s unfinished buffer (readable slices included)."""
         builder = self._builders[target]
-        return 0 if builder.segment is None else self.segment_size - builder.free
+        return 0 if builder.segment is None else builder.capacity - builder.free
 
     def unpublished_bytes(self, target: int) -> int:
         """Bytes written to ``target``'s unfinished buffer that no reader can see yet."""
         builder = self._builders[target]
         if builder.segment is None:
             return 0
-        return self.segment_size - builder.free - builder.published
+        return builder.capacity - builder.free - builder.published
 
     # -- teardown ---------------------------------------------------------------------------
 

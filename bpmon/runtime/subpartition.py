@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bpmon.runtime.buffers import Buffer
@@ -24,11 +24,14 @@ class ChannelEvent:
     """An event travelling with the data: ``end-of-partition`` or a checkpoint ``barrier``.
 
     ``priority`` events (unaligned checkpoint barriers) overtake the buffers queued before them.
+    A barrier carries when its checkpoint was triggered (monotonic seconds), which is how every
+    task measures its start delay and when an aligned barrier times out into an unaligned one.
     """
 
     kind: str
     checkpoint_id: int = 0
     priority: bool = False
+    triggered_at: float = 0.0
 
 
 END_OF_PARTITION = ChannelEvent("end-of-partition")
@@ -68,6 +71,8 @@ class ResultSubpartition(ABC):
         reader: who is told when data becomes available (:meth:`connect`).
         backlog: data buffers queued (events not counted), as Flink announces it to the reader.
         queued_bytes: bytes of the data buffers queued.
+        announced_size: the buffer size its consumer announced (buffer debloating, FLIP-183);
+            0: whole segments. Only a pipelined subpartition is debloated.
     """
 
     __slots__ = ()
@@ -77,6 +82,7 @@ class ResultSubpartition(ABC):
     reader: SubpartitionReader | None
     backlog: int
     queued_bytes: int
+    announced_size: int = 0
 
     @abstractmethod
     def __len__(self) -> int:
@@ -110,6 +116,15 @@ class ResultSubpartition(ABC):
         """Bytes spilled to and read from disk, and disk time (none for an in-memory one)."""
         return SpillCounters()
 
+    def announce_buffer_size(self, size: int) -> None:  # noqa: B027 (a no-op by default)
+        """The consumer's debloated buffer size (lock held); only a pipelined one takes it."""
+
+    def promote_barrier(self, checkpoint_id: int) -> int | None:
+        """Turn the queued aligned barrier of ``checkpoint_id`` into a priority one at the head
+        (its aligned checkpoint timed out, lock held); the bytes it overtook, None when it is not
+        queued here."""
+        return None
+
     def leaks(self) -> list[str]:
         """What :meth:`release` failed to give back (files, read buffers); empty when nothing."""
         return []
@@ -121,7 +136,15 @@ class PipelinedSubpartition(ResultSubpartition):
     Flink's ``PipelinedSubpartition``: everything stays in memory until its reader takes it.
     """
 
-    __slots__ = ("_queue", "backlog", "index", "partition", "queued_bytes", "reader")
+    __slots__ = (
+        "_queue",
+        "announced_size",
+        "backlog",
+        "index",
+        "partition",
+        "queued_bytes",
+        "reader",
+    )
 
     def __init__(self, partition: OwningPartition, index: int) -> None:
         self.partition = partition
@@ -130,6 +153,20 @@ class PipelinedSubpartition(ResultSubpartition):
         self.backlog = 0  # data buffers queued (events not counted), as Flink announces it
         self.queued_bytes = 0
         self.reader: SubpartitionReader | None = None
+        self.announced_size = 0
+
+    def announce_buffer_size(self, size: int) -> None:
+        """The consumer's debloated buffer size: the partition's next buffers hold at most it."""
+        self.announced_size = size
+
+    def promote_barrier(self, checkpoint_id: int) -> int | None:
+        """Move the aligned barrier of ``checkpoint_id`` to the head as a priority event."""
+        found = promote_in(self._queue, checkpoint_id)
+        if found is None:
+            return None
+        if self.reader is not None:
+            self.reader.notify_data_available(True)
+        return found
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -187,3 +224,19 @@ class PipelinedSubpartition(ResultSubpartition):
             item = self.poll()
             if isinstance(item, Buffer):
                 item.recycle()
+
+
+def promote_in(queue: deque[Buffer | ChannelEvent], checkpoint_id: int) -> int | None:
+    """Move ``queue``'s aligned barrier of ``checkpoint_id`` to its head as a priority event;
+    the bytes of the buffers it overtook, None when it holds no such barrier."""
+    overtaken = 0
+    for position, item in enumerate(queue):
+        if isinstance(item, Buffer):
+            overtaken += item.size
+        elif item.kind == "barrier" and item.checkpoint_id == checkpoint_id:
+            if item.priority:
+                return None
+            del queue[position]
+            queue.appendleft(replace(item, priority=True))
+            return overtaken
+    return None

@@ -28,9 +28,10 @@ from typing import Protocol
 
 from bpmon.model.errors import WaitCancelledError
 from bpmon.runtime.accounting import RateMeter, State, TimeAccount
-from bpmon.runtime.alignment import BarrierHandler
+from bpmon.runtime.alignment import BarrierHandler, BarrierTiming, SnapshotTaken
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.chain import Chain
+from bpmon.runtime.debloat import BufferDebloater
 from bpmon.runtime.faults import InjectedFault
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.noise import cost_noise
@@ -46,16 +47,21 @@ from bpmon.runtime.routing import Output
 from bpmon.runtime.scheduler import TaskState, WaitingForSlots
 from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent
 from bpmon.scenario import OperatorSpec
+from bpmon.scenario.network import DEBLOAT_PERIOD_S
 
 
 class CheckpointListener(Protocol):
-    """Where a task reports a checkpoint it completed (the coordinator)."""
+    """Where a task reports the snapshots it takes (the coordinator)."""
 
-    def acknowledge(
-        self, task: Task, checkpoint_id: int, alignment_s: float, in_flight_bytes: int
-    ) -> None:
-        """``task`` took its snapshot of ``checkpoint_id``."""
+    def acknowledge(self, task: Task, checkpoint_id: int, snapshot: SnapshotTaken) -> None:
+        """``task`` took the sync part of its snapshot of ``checkpoint_id``."""
         ...
+
+
+SYNC_S_PER_MB = 0.0005
+"""A snapshot's sync phase: 0.5 ms on the task's thread per MB of state, the copy-on-write
+snapshot of a heap state (``docs/scenario.md``)."""
+MIB = 1 << 20
 
 
 class Task:
@@ -70,7 +76,10 @@ class Task:
         condition: the task's mailbox: its gates and output pools notify it (network lock).
         cancel: set when the job ends; every wait of the task checks it.
         flush_interval_s: the output flusher period (0: after every chunk).
-        aligned: checkpoint mode.
+        aligned: checkpoints start aligned.
+        switch_after_s: aligned checkpoints go on unaligned this long after their trigger
+            (None: never).
+        debloaters: buffer debloating, one per input gate (empty: off).
         clock: monotonic seconds.
         seed: the scenario's seed (noisy costs, ``cost_cv``).
         writers: a chained task: the member that writes each of ``outputs``, by name (empty:
@@ -89,6 +98,8 @@ class Task:
         *,
         flush_interval_s: float,
         aligned: bool = True,
+        switch_after_s: float | None = None,
+        debloaters: Sequence[BufferDebloater] = (),
         clock: Callable[[], float] = time.monotonic,
         seed: int = 0,
         writers: Sequence[str] = (),
@@ -140,15 +151,25 @@ class Task:
         """A ``SourceFunction``: no output checks, no idle time, busy time not measured."""
         self._gate_turn = 0
         self._checkpoint: CheckpointListener | None = None
-        self._pending_trigger: int | None = None
+        self._mail = False
+        """Set (lock held) when the coordinator has something for the task: a trigger, an abort,
+        an aligned timeout; the loop reads it on every turn."""
+        self._pending_trigger: tuple[int, float] | None = None
+        self._abort_to = 0
+        self.state_bytes = state_bytes(spec)
+        """The size of the subtask's state: what its snapshots copy and upload."""
         self.barriers = BarrierHandler(
             self.gates,
             aligned=aligned,
             lock=condition,
             clock=clock,
             forward=self._forward_barrier,
-            acknowledge=self._acknowledge,
+            acknowledge=self._snapshot,
+            switch_after_s=switch_after_s,
         )
+        self.debloaters = list(debloaters)
+        """One per input gate with buffer debloating on (FLIP-183); evaluated every 200 ms."""
+        self._next_debloat = 0.0
         self.error: BaseException | None = None
         self.on_failure: Callable[[Task, BaseException], None] | None = None
         self.on_finished: Callable[[Task], None] | None = None
@@ -177,9 +198,23 @@ class Task:
             gate.request_partitions()
         self.thread.start()
 
-    def trigger_checkpoint(self, checkpoint_id: int) -> None:
+    def trigger_checkpoint(self, checkpoint_id: int, triggered_at: float) -> None:
         """A source gets a checkpoint to inject (the coordinator calls this, lock held)."""
-        self._pending_trigger = checkpoint_id
+        self._pending_trigger = (checkpoint_id, triggered_at)
+        self._mail = True
+        self.condition.notify_all()
+
+    def abort_checkpoint(self, checkpoint_id: int) -> None:
+        """The coordinator gave ``checkpoint_id`` up (lock held)."""
+        self._abort_to = max(self._abort_to, checkpoint_id)
+        if self._pending_trigger is not None and self._pending_trigger[0] <= checkpoint_id:
+            self._pending_trigger = None
+        self._mail = True
+        self.condition.notify_all()
+
+    def check_aligned_timeout(self) -> None:
+        """The current checkpoint passed its aligned timeout (the coordinator, lock held)."""
+        self._mail = True
         self.condition.notify_all()
 
     def _main(self) -> None:
@@ -331,15 +366,21 @@ class Task:
         if finished != self._buffers_counted:
             self.buffers_out.add(finished - self._buffers_counted)
             self._buffers_counted = finished
-        if self._pending_trigger is not None:
-            self._inject_barrier()
+        if self._mail:
+            self._read_mail()
         if self._clock() >= self._next_flush:
             self._flush()
 
     def _flush(self) -> None:
         for output in self.outputs:
             output.partition.flush_all()
-        self._next_flush = self._clock() + self._flush_interval
+        now = self._clock()
+        self._next_flush = now + self._flush_interval
+        if self.debloaters and now >= self._next_debloat:
+            self._next_debloat = now + DEBLOAT_PERIOD_S
+            with self._lock:
+                for debloater in self.debloaters:
+                    debloater.evaluate()
 
     def _finish(self) -> None:
         for output in self.outputs:
@@ -380,14 +421,14 @@ class Task:
             with self._lock:
                 if self._cancel.is_set() or self._outputs_available():
                     break
-                if self._pending_trigger is None:
+                if not self._mail:
                     priority = self.barriers.priority_barrier()
                     if priority is None:
                         self.condition.wait(max(0.001, self._until_flush()))
                         priority = self.barriers.priority_barrier()
             self._check_cancel()
-            if self._pending_trigger is not None:
-                self._inject_barrier()
+            if self._mail:
+                self._read_mail()
             if priority is not None:
                 self.barriers.on_event(*priority)
             if self._clock() >= self._next_flush:
@@ -406,7 +447,7 @@ class Task:
         return self._next_flush - self._clock()
 
     def _input_or_mail(self) -> bool:
-        if self._cancel.is_set() or self._pending_trigger is not None:
+        if self._cancel.is_set() or self._mail:
             return True
         return any(gate.is_available for gate in self.gates)
 
@@ -415,18 +456,46 @@ class Task:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def _inject_barrier(self) -> None:
-        checkpoint_id, self._pending_trigger = self._pending_trigger, None
-        if checkpoint_id is not None:  # a source has no input to align
-            self._acknowledge(checkpoint_id, 0.0, self._forward_barrier(checkpoint_id))
+    def _read_mail(self) -> None:
+        """What the coordinator asked for: abort, switch to unaligned, inject a barrier. The
+        flag is cleared before the requests are read, so none set meanwhile is lost."""
+        self._mail = False
+        if self._abort_to:
+            self.barriers.abort(self._abort_to)
+        self.barriers.check_timeout()
+        trigger, self._pending_trigger = self._pending_trigger, None
+        if trigger is not None:  # a source has no input to align
+            checkpoint_id, triggered_at = trigger
+            injected_at = self._clock()
+            barrier = self.barriers.barrier(checkpoint_id, triggered_at)
+            overtaken = self._forward_barrier(barrier)
+            timing = BarrierTiming(
+                triggered_at,
+                injected_at,
+                persisted_bytes=overtaken if barrier.priority else 0,
+                unaligned=barrier.priority,
+            )
+            self._snapshot(checkpoint_id, timing)
 
-    def _forward_barrier(self, checkpoint_id: int) -> int:
-        barrier = self.barriers.barrier(checkpoint_id)
+    def _forward_barrier(self, barrier: ChannelEvent) -> int:
         return sum(output.partition.add_event(barrier) for output in self.outputs)
 
-    def _acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
+    def _snapshot(self, checkpoint_id: int, timing: BarrierTiming) -> None:
+        """The snapshot's sync phase, on the task's thread (busy), then to the coordinator,
+        which waits for its upload (the async phase)."""
+        sync_s = self.state_bytes / MIB * SYNC_S_PER_MB
+        if sync_s > 0:
+            self.service.settle()
+            self.account.mark(State.BUSY)
+            self._sleep(sync_s)
         if self._checkpoint is not None:
-            self._checkpoint.acknowledge(self, checkpoint_id, alignment_s, in_flight)
+            taken = SnapshotTaken(timing, sync_s, self.state_bytes)
+            self._checkpoint.acknowledge(self, checkpoint_id, taken)
+
+
+def state_bytes(spec: OperatorSpec) -> int:
+    """A subtask's state: its ``state_mb``, a chain's members' together."""
+    return int(sum(m.state_mb or 0.0 for m in spec.members or (spec,)) * MIB)
 
 
 def _member_outputs(

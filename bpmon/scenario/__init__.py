@@ -10,6 +10,7 @@ settings tables), ``operators`` and ``wiring`` (operators and the graph checks),
 algorithms over names), ``topology``, ``expectation`` (``[expect]``), ``examples`` (shipped files).
 """
 
+from bpmon.model.checkpoints import CheckpointMode
 from bpmon.scenario.examples import example_names, example_path, load_example
 from bpmon.scenario.expectation import Expectation, load_expectation
 from bpmon.scenario.loader import (
@@ -25,7 +26,6 @@ from bpmon.scenario.spec import (
     KINDS,
     PARTITIONERS,
     CheckpointConfig,
-    CheckpointMode,
     Exchange,
     FailSpec,
     InputSpec,

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from bpmon.model.values import CAUSE_KINDS, CauseKind
+from bpmon.model.values import CAUSE_KINDS, FINDING_KINDS, CauseKind, FindingKind
 from bpmon.scenario._table import Table, did_you_mean, quoted
 from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.loader import build_scenario, read_toml_file
 
-EXPECT_KEYS = ("root_cause", "kind", "subtasks")
+EXPECT_KEYS = ("root_cause", "kind", "subtasks", "findings", "without_findings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +27,15 @@ class Expectation:
         root_cause: the bottleneck vertex; ``""`` when nothing should be backpressured.
         kind: the kind of cause (``spec/report.md``); ``None`` exactly when ``root_cause`` is "".
         subtasks: the subtasks the diagnosis must name (may be empty).
+        findings: kinds of finding the report must carry (``checkpoint-backpressure``).
+        without_findings: kinds of finding it must not carry.
     """
 
     root_cause: str
     kind: CauseKind | None = None
     subtasks: tuple[int, ...] = ()
+    findings: tuple[FindingKind, ...] = ()
+    without_findings: tuple[FindingKind, ...] = ()
 
 
 def load_expectation(path: str | os.PathLike[str]) -> Expectation | None:
@@ -66,7 +70,13 @@ def expectation_from(data: Mapping[str, object], source: str) -> Expectation | N
         table.require("kind", kind, f"one of {quoted(CAUSE_KINDS)}")
     if not root and kind is not None:
         raise table.error('key "kind" needs a root_cause; leave it out when root_cause = ""')
-    return Expectation(root, cast(CauseKind | None, kind), _read_subtasks(table))
+    return Expectation(
+        root,
+        cast(CauseKind | None, kind),
+        _read_subtasks(table),
+        _read_kinds(table, "findings"),
+        _read_kinds(table, "without_findings"),
+    )
 
 
 def _vertex_names(data: Mapping[str, object], source: str) -> list[str]:
@@ -91,6 +101,21 @@ def _read_subtasks(table: Table) -> tuple[int, ...]:
     ):
         raise table.key_error("subtasks", "an array of subtask indices (integers >= 0), e.g. [0]")
     return tuple(value)
+
+
+def _read_kinds(table: Table, key: str) -> tuple[FindingKind, ...]:
+    if not table.has(key):
+        return ()
+    value = table.data[key]
+    if not isinstance(value, list) or not all(k in FINDING_KINDS for k in value):
+        bad = (
+            next((k for k in value if k not in FINDING_KINDS), None)
+            if isinstance(value, list)
+            else None
+        )
+        hint = f" ({bad!r} is none{did_you_mean(str(bad), FINDING_KINDS)})" if bad else ""
+        raise table.key_error(key, f'an array of finding kinds, e.g. ["checkpoint-slow"]{hint}')
+    return tuple(cast(list[FindingKind], value))
 
 
 def _chaining(data: Mapping[str, object]) -> bool:

@@ -17,16 +17,16 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, cast
 
+from bpmon.model.checkpoints import CheckpointMode
 from bpmon.model.errors import ConfigError, ScenarioError
 from bpmon.scenario._table import Table, quoted
 from bpmon.scenario.chained import chained_scenario
 from bpmon.scenario.compiled import JobPlan, compile_job
-from bpmon.scenario.network import FLOAT_KEYS, STRING_KEYS, NetworkConfig
+from bpmon.scenario.network import BOOL_KEYS, FLOAT_KEYS, STRING_KEYS, NetworkConfig
 from bpmon.scenario.spec import (
     CHECKPOINT_MODES,
     MODES,
     CheckpointConfig,
-    CheckpointMode,
     ClusterSpec,
     Mode,
     MonitorConfig,
@@ -48,7 +48,7 @@ TOP_KEYS = (
     "expect",
 )
 """Keys of a scenario file; ``expect`` (the ground truth of examples) is ignored by the loader."""
-CHECKPOINT_KEYS = ("interval_ms", "mode")
+CHECKPOINT_KEYS = ("interval_ms", "mode", "timeout_ms", "aligned_timeout_ms", "upload_mb_per_s")
 """Keys of the ``[checkpoints]`` table."""
 MONITOR_KEYS = ("warmup_s", "samples", "interval_ms", "settle_s")
 """Keys of the ``[monitor]`` table."""
@@ -238,7 +238,9 @@ def _read_network(top: Table) -> NetworkConfig:
     table.check_keys(keys)
     values: dict[str, Any] = {}
     for key in keys:
-        if key in STRING_KEYS:
+        if key in BOOL_KEYS:
+            values[key] = table.boolean(key)
+        elif key in STRING_KEYS:
             values[key] = table.string(key, STRING_KEYS[key])
         elif key in FLOAT_KEYS:
             values[key] = table.number(key)
@@ -272,11 +274,23 @@ def _read_checkpoints(top: Table) -> CheckpointConfig:
     if table is None:
         return CheckpointConfig()
     table.check_keys(CHECKPOINT_KEYS)
+    default = CheckpointConfig()
     interval_ms = table.integer("interval_ms", minimum=0)
     mode = table.string("mode", CHECKPOINT_MODES)
+    timeout_ms = table.integer("timeout_ms", minimum=1)
+    aligned_timeout_ms = table.integer("aligned_timeout_ms", minimum=0)
+    upload = table.number("upload_mb_per_s", 0.0, above_minimum=True)
+    if aligned_timeout_ms and mode != "unaligned":
+        raise table.error(
+            f"aligned_timeout_ms = {aligned_timeout_ms} switches aligned checkpoints to unaligned "
+            'ones after it, so it needs mode = "unaligned" (checkpoints then start aligned)'
+        )
     return CheckpointConfig(
         interval_ms=0 if interval_ms is None else interval_ms,
         mode=cast(CheckpointMode, mode or "aligned"),
+        timeout_ms=default.timeout_ms if timeout_ms is None else timeout_ms,
+        aligned_timeout_ms=0 if aligned_timeout_ms is None else aligned_timeout_ms,
+        upload_mb_per_s=default.upload_mb_per_s if upload is None else upload,
     )
 
 

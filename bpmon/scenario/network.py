@@ -27,7 +27,13 @@ HYBRID_RATIOS = (
 )
 """The hybrid shuffle's shares of a partition's pool (Flink's ``HybridShuffleConfiguration``)."""
 FLOAT_KEYS = ("link_bandwidth_mb_s", "latency_ms", *HYBRID_RATIOS)
-"""Keys that take any number; every other key but those of ``STRING_KEYS`` is an integer."""
+"""Keys that take any number; every other key but those of ``STRING_KEYS`` and ``BOOL_KEYS``
+is an integer."""
+BOOL_KEYS = ("debloat",)
+"""Keys that take ``true`` or ``false``."""
+DEBLOAT_PERIOD_S = 0.2
+"""How often a gate's buffer size is evaluated again (Flink's
+``taskmanager.network.memory.buffer-debloat.period``, 200 ms)."""
 
 MIN_SEGMENT_SIZE = 256
 """Flink's ``taskmanager.memory.min-segment-size``: no buffer is smaller than this."""
@@ -69,6 +75,11 @@ class NetworkConfig:
         hybrid_full_release_threshold: full spilling releases spilled buffers from memory when
             the requested buffers reach this share of the pool.
         hybrid_full_release_buffer_ratio: the share of the pool it then releases.
+        debloat: buffer debloating (FLIP-183, Flink's
+            ``taskmanager.network.memory.buffer-debloat.enabled``): each input gate sizes its
+            buffers to hold about ``debloat_target_ms`` of its measured throughput.
+        debloat_target_ms: the time the buffered data of a gate should take to consume
+            (``buffer-debloat.target``, 1 s).
     """
 
     segment_size: int = 32768
@@ -88,10 +99,16 @@ class NetworkConfig:
     hybrid_full_spill_trigger: float = 0.5
     hybrid_full_release_threshold: float = 0.7
     hybrid_full_release_buffer_ratio: float = 0.4
+    debloat: bool = False
+    debloat_target_ms: int = 1000
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in BOOL_KEYS:
+                if not isinstance(value, bool):
+                    raise ConfigError(f"network.{f.name} = {value!r}: expected true or false")
+                continue
             if f.name in STRING_KEYS:
                 first, second = STRING_KEYS[f.name]
                 if value not in (first, second):
@@ -119,6 +136,7 @@ class NetworkConfig:
             "floating_buffers_per_gate",
             "max_buffers_per_channel",
             "task_managers",
+            "debloat_target_ms",
         )
         for name in positive:
             value = getattr(self, name)

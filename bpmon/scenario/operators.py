@@ -261,14 +261,16 @@ def _read_max_parallelism(table: Table, parallelism: int) -> int:
 
 
 def _read_state(table: Table) -> tuple[float | None, float]:
-    """``state_mb`` (> 0, needs ``managed_memory``) and ``spill_cost_us`` (>= 0, needs
-    ``state_mb``; default :data:`DEFAULT_SPILL_COST_US`)."""
+    """``state_mb`` (> 0: the state a checkpoint snapshots; with ``managed_memory``, the working
+    set that may spill) and ``spill_cost_us`` (>= 0, needs both; default
+    :data:`DEFAULT_SPILL_COST_US`)."""
     state_mb = table.number("state_mb", 0.0, above_minimum=True)
     spill_cost_us = table.number("spill_cost_us", 0.0)
-    if state_mb is not None and not table.has("managed_memory"):
+    if spill_cost_us is not None and state_mb is not None and not table.has("managed_memory"):
         raise table.error(
-            'key "state_mb" needs "managed_memory": the state is held in the managed memory '
-            'the operator gets; add managed_memory = 1 (a weight) or a size such as "64mb"'
+            'key "spill_cost_us" needs "managed_memory": a state spills only when it outgrows '
+            "the managed memory the operator gets; add managed_memory = 1 (a weight) or a size "
+            'such as "64mb"'
         )
     if spill_cost_us is not None and state_mb is None:
         raise table.error(

@@ -5,6 +5,7 @@ Kept apart from ``compiled.py`` (which decides the plan) so that the decisions r
 
 from __future__ import annotations
 
+from bpmon.model.numbers import counted
 from bpmon.scenario.compiled import JobPlan
 
 
@@ -67,8 +68,8 @@ def plan_lines(plan: JobPlan) -> list[str]:
     """The plan as plain text lines (``bpmon plan``): slots, regions, groups, operators, edges."""
     fits = "fits" if plan.slots >= plan.min_slots else "too few slots: the job cannot run"
     lines = [
-        f"{plan.job} ({plan.mode}): {_count(plan.task_managers, 'task manager')} x "
-        f"{_count(plan.slots_per_task_manager, 'slot')} = {_count(plan.slots, 'slot')}; needs "
+        f"{plan.job} ({plan.mode}): {counted(plan.task_managers, 'task manager')} x "
+        f"{counted(plan.slots_per_task_manager, 'slot')} = {counted(plan.slots, 'slot')}; needs "
         f"{plan.slots_all_at_once} to run all regions at once, at least {plan.min_slots} ({fits})",
         "",
         "regions (scheduled as bulks of slots):",
@@ -104,8 +105,3 @@ def plan_lines(plan: JobPlan) -> list[str]:
             f"  {e.source} -> {e.target}: {e.written} -> {e.exchange} ({e.reason})" for e in changed
         ]
     return lines
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 slot``, ``2 slots``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"

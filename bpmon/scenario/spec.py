@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bpmon.model.checkpoints import CheckpointMode
 from bpmon.scenario.graph import downstream_map, topological_sort
 from bpmon.scenario.network import NetworkConfig
 from bpmon.scenario.rates import SourceRates
@@ -18,7 +19,7 @@ from bpmon.scenario.rates import SourceRates
 OperatorKind = Literal["source", "map", "flatmap", "filter", "sink"]
 Partitioner = Literal["forward", "rebalance", "hash", "broadcast"]
 Exchange = Literal["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-CheckpointMode = Literal["aligned", "unaligned"]
+
 SourceApi = Literal["flip-27", "legacy"]
 Mode = Literal["streaming", "batch"]
 
@@ -146,8 +147,9 @@ class OperatorSpec:
             hard backpressure; Flink cannot measure its busy time).
         source_rates: sources only: ``rate_profile``, ``subtask_rates`` and ``backlog``
             (``rates.py``); ``None``: every subtask at ``rate`` from the start, nothing pending.
-        state_mb: the working set of each subtask's state in MB (needs ``managed_memory``);
-            ``None``: its state always fits.
+        state_mb: the size of each subtask's state in MB: what a checkpoint snapshots and
+            uploads, and with ``managed_memory`` the working set that may not fit in it (it
+            spills); ``None``: no state.
         spill_cost_us: extra service time of a record whose state is not in managed memory.
         managed_mb: the managed memory each subtask gets, from the compiled plan (the loader
             sets it; 0 when the operator uses none).
@@ -182,7 +184,7 @@ class OperatorSpec:
     def spill_share(self) -> float:
         """The share of records whose state misses managed memory: the part of the working set
         beyond the subtask's managed memory, (state_mb - managed_mb) / state_mb; 0 when it fits."""
-        if not self.state_mb:
+        if not self.state_mb or self.managed_memory is None:
             return 0.0
         return max(0.0, self.state_mb - self.managed_mb) / self.state_mb
 
@@ -199,10 +201,27 @@ class OperatorSpec:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointConfig:
-    """The ``[checkpoints]`` table: barrier interval (0 disables) and alignment mode."""
+    """The ``[checkpoints]`` table: barrier interval (0 disables), alignment mode, timeouts and
+    the speed of the snapshot's upload.
+
+    Attributes:
+        interval_ms: time between a checkpoint's end and the next trigger (0: none).
+        mode: ``aligned``, or ``unaligned`` (FLIP-76: barriers overtake the in-flight data,
+            which is stored with the checkpoint).
+        timeout_ms: a checkpoint not complete this long after its trigger fails (Flink's
+            ``execution.checkpointing.timeout``, 10 minutes).
+        aligned_timeout_ms: with ``unaligned``, checkpoints start aligned and a barrier switches
+            to unaligned once this long has passed since the trigger (Flink's
+            ``execution.checkpointing.aligned-checkpoint-timeout``); 0 starts them unaligned.
+        upload_mb_per_s: how fast each subtask uploads its snapshot (its ``state_mb`` and, when
+            unaligned, its in-flight data) to checkpoint storage: the async phase.
+    """
 
     interval_ms: int = 0
     mode: CheckpointMode = "aligned"
+    timeout_ms: int = 600_000
+    aligned_timeout_ms: int = 0
+    upload_mb_per_s: float = 100.0
 
     @property
     def enabled(self) -> bool:

@@ -57,6 +57,11 @@ def check_diagnosis(report: Report, ended: JobEnded, expected: Expectation) -> N
     assert report.source == "runtime"
     assert report.window.samples == SAMPLES
     assert report.root_causes is not None, "the report was not diagnosed"
+    kinds = [f.kind for f in report.findings]
+    for kind in expected.findings:
+        assert kind in kinds, f"no {kind} finding: {report.findings}; {summary(report)}"
+    for kind in expected.without_findings:
+        assert kind not in kinds, f"a {kind} finding: {report.findings}; {summary(report)}"
     if not expected.root_cause:
         assert report.root_causes == (), summary(report)
         assert all(v.level == "OK" for v in report.vertices), summary(report)
@@ -69,6 +74,8 @@ def check_diagnosis(report: Report, ended: JobEnded, expected: Expectation) -> N
     if top.kind not in ("resource-starved", "spilling", "source-limited"):  # no backpressure shows
         assert any(v.level in ("LOW", "HIGH") for v in report.vertices), summary(report)
     assert top.evidence and top.recommendation, top
+    held = [f for f in report.findings if f.kind == "checkpoint-backpressure"]
+    assert all(f.vertex == top.vertex for f in held), held  # tied to the root cause
 
 
 @pytest.mark.slow

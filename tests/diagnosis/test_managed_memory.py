@@ -89,6 +89,12 @@ def test_whatif_changes_the_spill_cost(
     assert after.operator("aggregate").cost_of(0) == pytest.approx(cost_us)
 
 
+def test_state_without_managed_memory_is_checkpointed_state_and_never_spills() -> None:
+    aggregate = parse_scenario(job("state_mb = 512")).operator("aggregate")
+    assert aggregate.state_mb == 512 and aggregate.spill_share == 0.0
+    assert aggregate.cost_of(0) == 200
+
+
 def test_more_managed_memory_per_task_manager_removes_the_spill() -> None:
     # 2048 MB / 2 slots / 2 weights = 512 MB: the whole working set fits.
     assert parse_scenario(job(tm_mb=2048)).operator("aggregate").cost_of(0) == 200
@@ -97,7 +103,7 @@ def test_more_managed_memory_per_task_manager_removes_the_spill() -> None:
 @pytest.mark.parametrize(
     ("aggregate", "message"),
     [
-        ("state_mb = 512", 'key "state_mb" needs "managed_memory"'),
+        ("state_mb = 512\nspill_cost_us = 10", 'key "spill_cost_us" needs "managed_memory"'),
         ("managed_memory = 1\nspill_cost_us = 10", 'key "spill_cost_us" needs "state_mb"'),
         ("managed_memory = 1\nstate_mb = 0", 'key "state_mb"'),
         ("managed_memory = 1\nstate_mb = 64\nspill_cost_us = -1", 'key "spill_cost_us"'),

@@ -194,7 +194,8 @@ SMALL_JSON = """{
      "capacity_per_subtask": null, "offered_rate": null, "recommended_parallelism": null}
   ],
   "findings": [{"kind": "head-of-line", "vertex": "map", "detail": "d"}],
-  "levels_from": "samples"
+  "levels_from": "samples",
+  "checkpoints": null
 }"""
 
 SPEC_EXAMPLE = """{
@@ -283,7 +284,8 @@ def test_keys_values_and_their_order_are_those_of_the_spec() -> None:
 def test_the_top_level_keys_come_in_spec_order() -> None:
     keys = list(report_to_dict(realistic_report()))
     expected = ["schema", "run_id", "job", "source", "window", "vertices", "root_causes"]
-    assert keys == [*expected, "findings", "levels_from"]  # added keys come after the spec's
+    # added keys come after the spec's; checkpoints is null when none were observed
+    assert keys == [*expected, "findings", "levels_from", "checkpoints"]
 
 
 def test_the_spec_example_reads() -> None:

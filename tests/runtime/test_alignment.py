@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bpmon.model.clock import ManualClock
-from bpmon.runtime.alignment import BarrierHandler
+from bpmon.runtime.alignment import BarrierHandler, BarrierTiming
 from bpmon.runtime.buffers import Buffer
 from bpmon.runtime.gate import InputGate
 from bpmon.runtime.network import NetworkEnvironment
 from bpmon.runtime.partition import ResultPartition
-from bpmon.runtime.subpartition import END_OF_PARTITION
+from bpmon.runtime.subpartition import END_OF_PARTITION, ChannelEvent
 
 Env = Callable[..., NetworkEnvironment]
 
@@ -27,13 +27,15 @@ class Task:
         self.overtaken = overtaken
         self.forwarded: list[int] = []
         self.acks: list[tuple[int, float, int]] = []
+        self.timings: list[BarrierTiming] = []
 
-    def forward(self, checkpoint_id: int) -> int:
-        self.forwarded.append(checkpoint_id)
+    def forward(self, barrier: ChannelEvent) -> int:
+        self.forwarded.append(barrier.checkpoint_id)
         return self.overtaken
 
-    def acknowledge(self, checkpoint_id: int, alignment_s: float, in_flight: int) -> None:
-        self.acks.append((checkpoint_id, alignment_s, in_flight))
+    def acknowledge(self, checkpoint_id: int, timing: BarrierTiming) -> None:
+        self.acks.append((checkpoint_id, timing.alignment_s, timing.persisted_bytes))
+        self.timings.append(timing)
 
 
 def setup(
@@ -86,14 +88,14 @@ def test_aligned_blocks_a_channel_until_every_channel_delivered_the_barrier(
     task = Task()
     env, (remote, local), gate, handler, clock = setup(make_env, True, task)
     send(remote, "r0")
-    remote.add_event(handler.barrier(1))
+    remote.add_event(handler.barrier(1, 9.0))
     send(remote, "r1")  # after the barrier: held back until the checkpoint is aligned
     send(local, "l0")
     assert sorted(read(env, gate, handler)) == ["l0", "r0"]
     assert task.forwarded == [] and task.acks == []
 
     clock.advance(0.25)
-    local.add_event(handler.barrier(1))
+    local.add_event(handler.barrier(1, 9.0))
     assert read(env, gate, handler) == ["r1"]
     assert task.forwarded == [1]
     assert task.acks == [(1, 0.25, 0)]
@@ -104,7 +106,7 @@ def test_a_channel_that_finishes_instead_of_sending_its_barrier_completes_the_al
 ) -> None:
     task = Task()
     env, (remote, local), gate, handler, clock = setup(make_env, True, task)
-    remote.add_event(handler.barrier(3))
+    remote.add_event(handler.barrier(3, 9.0))
     read(env, gate, handler)
     clock.advance(0.5)
     local.finish()
@@ -123,7 +125,7 @@ def test_unaligned_forwards_the_first_barrier_at_once_and_counts_remote_in_fligh
     with env.lock:
         remote_bytes = gate.channels[0].queued_input_bytes()
     assert remote_bytes == 300
-    barrier = handler.barrier(7)
+    barrier = handler.barrier(7, 9.0)
     assert barrier.priority
     remote.add_event(barrier)
     with env.lock:

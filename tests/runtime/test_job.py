@@ -24,7 +24,7 @@ import pytest
 
 from bpmon.model.errors import InsufficientBuffersError, JobError
 from bpmon.runtime.accounting import State
-from bpmon.runtime.checkpoint import CheckpointStats
+from bpmon.runtime.checkpoint import CheckpointOutcome
 from bpmon.runtime.gate import LocalInputChannel
 from bpmon.runtime.job import Job
 from bpmon.scenario import parse_scenario
@@ -365,7 +365,7 @@ inputs = [{{ from = "slow", partitioner = "rebalance" }}]
 """
 
 
-def _check_sequence(checkpoints: Sequence[CheckpointStats]) -> None:
+def _check_sequence(checkpoints: Sequence[CheckpointOutcome]) -> None:
     assert [c.checkpoint_id for c in checkpoints] == list(range(1, len(checkpoints) + 1))
     for c in checkpoints:
         assert c.duration_s >= c.alignment_s >= 0

@@ -35,6 +35,7 @@ from bpmon.scenario.compiled import compile_job
 from bpmon.scenario.rates import mean_rate
 
 SHAPES = [
+    "checkpoint-timeouts",
     "fan-in",
     "flatmap-overdraft",
     "healthy",
@@ -46,6 +47,7 @@ SHAPES = [
     "tcp-head-of-line",
 ]
 KIND_OF_SHAPE: dict[str, str | None] = {
+    "checkpoint-timeouts": "slow-operator",
     "fan-in": "slow-operator",
     "flatmap-overdraft": "slow-sink",
     "healthy": None,
@@ -156,6 +158,11 @@ def test_each_example_has_the_shape_its_name_promises(path: Path) -> None:
         flatmaps = [op for op in scenario.operators if op.kind == "flatmap"]
         assert any(op.fanout * op.record_bytes > scenario.network.segment_size for op in flatmaps)
         assert scenario.checkpoints.enabled
+    if shape == "checkpoint-timeouts":  # aligned barriers behind a slow operator after a hash
+        assert scenario.checkpoints.enabled and scenario.checkpoints.mode == "aligned"
+        assert root is not None and any(e.partitioner == "hash" for e in root.inputs)
+        assert scenario.checkpoints.timeout_ms < scenario.monitor.warmup_s * 1000
+        assert "checkpoint-backpressure" in expectation.findings
     if shape == "source-limited":  # nothing downstream is the cause: the source cannot keep up
         assert root is not None and root.kind == "source" and not scenario.chaining
     if shape == "tcp-head-of-line":  # head-of-line blocking among the channels of one exchange
@@ -257,7 +264,7 @@ def test_examples_are_found_by_name_with_or_without_suffix() -> None:
     with pytest.raises(
         ScenarioError,
         match=r'no example scenario named "hotkey" \(did you mean "hot-key"\?\); '
-        r"known: batch-blocking, demo, fan-in,",
+        r"known: batch-blocking, checkpoint-timeouts, demo, fan-in,",
     ):
         example_path("hotkey")
 
