@@ -115,6 +115,7 @@ one of its own.)"""
 LONGEST_FIRST = (
     "flink",  # ~320 s on one worker, the cluster's start included
     "shipped-runs",  # ~235 s
+    "tests/diagnosis/test_checkpoint_corpus.py",  # ~150 s: 14 jobs of ~10 s
     "tests/service/test_soak.py",  # ~140 s, one test
     "flink-adaptive",  # ~140 s
     "tests/cli/test_cli.py",  # ~130 s

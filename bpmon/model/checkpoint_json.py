@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from bpmon.model.checkpoints import (
+    CheckpointChange,
     CheckpointMode,
     CheckpointPhases,
     CheckpointReport,
@@ -106,3 +107,20 @@ def _phases_from(f: Fields) -> CheckpointPhases:
         acknowledged=f.get("acknowledged", int),
         parallelism=f.get("parallelism", int),
     )
+
+
+def checkpoint_change_to_dict(change: CheckpointChange) -> dict[str, Any]:
+    """A what-if's ``checkpoints``: each figure as ``{"before", "after"}``."""
+
+    def pair(values: tuple[Any, Any], ms: bool = False) -> dict[str, Any]:
+        before, after = (_ms(v) if ms else v for v in values)
+        return {"before": before, "after": after}
+
+    return {
+        "duration_ms": pair(change.duration_ms, ms=True),
+        "start_delay_ms": pair(change.start_delay_ms, ms=True),
+        "barrier_wait_ms": pair(change.barrier_wait_ms, ms=True),
+        "status": pair(change.status),
+        "completed": pair(change.completed),
+        "failed": pair(change.failed),
+    }

@@ -199,3 +199,45 @@ class CheckpointReport:
     failed: int
     last: LastCheckpoint | None
     vertices: tuple[CheckpointPhases, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointChange:
+    """The newest checkpoint of two runs of one job (``bpmon whatif``, ``run --verify``): each
+    figure as ``(before, after)``, None where a run had no checkpoint to show."""
+
+    duration_ms: tuple[float | None, float | None]
+    start_delay_ms: tuple[float | None, float | None]
+    barrier_wait_ms: tuple[float | None, float | None]
+    status: tuple[CheckpointStatus | None, CheckpointStatus | None]
+    completed: tuple[int | None, int | None]
+    failed: tuple[int | None, int | None]
+
+
+def checkpoint_change(
+    before: CheckpointReport | None, after: CheckpointReport | None
+) -> CheckpointChange | None:
+    """How the checkpoints of two runs compare; None when neither took any."""
+    if before is None and after is None:
+        return None
+    runs = (before, after)
+    lasts = tuple(None if r is None else r.last for r in runs)
+
+    def pair(name: str) -> tuple[float | None, float | None]:
+        b, a = (None if last is None else getattr(last, name) for last in lasts)
+        return b, a
+
+    return CheckpointChange(
+        duration_ms=pair("duration_ms"),
+        start_delay_ms=pair("start_delay_ms"),
+        barrier_wait_ms=pair("barrier_wait_ms"),
+        status=(
+            None if lasts[0] is None else lasts[0].status,
+            None if lasts[1] is None else lasts[1].status,
+        ),
+        completed=(
+            None if before is None else before.completed,
+            None if after is None else after.completed,
+        ),
+        failed=(None if before is None else before.failed, None if after is None else after.failed),
+    )

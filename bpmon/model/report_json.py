@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast, get_args
 
-from bpmon.model.checkpoint_json import checkpoints_from, checkpoints_to_dict
+from bpmon.model.checkpoint_json import (
+    checkpoint_change_to_dict,
+    checkpoints_from,
+    checkpoints_to_dict,
+)
+from bpmon.model.checkpoints import checkpoint_change
 from bpmon.model.clock import as_utc, format_timestamp
 from bpmon.model.errors import HistoryError
 from bpmon.model.evidence import EvidenceLine
@@ -129,11 +134,14 @@ def comparison_to_json(
     at_edge: Sequence[str] = (),
 ) -> str:
     """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict
-    (``at_edge``: changed vertices still saturated although the backpressure is gone)."""
+    (``at_edge``: changed vertices still saturated although the backpressure is gone) and the
+    newest checkpoint of each run side by side (``checkpoints``: null when neither took any)."""
+    change = checkpoint_change(before.checkpoints, after.checkpoints)
     doc = {
         "changes": list(changes),
         "backpressure_removed": removed,
         "at_edge": list(at_edge),
+        "checkpoints": None if change is None else checkpoint_change_to_dict(change),
         "before": report_to_dict(before),
         "after": report_to_dict(after),
     }

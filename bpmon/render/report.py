@@ -2,7 +2,8 @@
 
 All three renderings carry the same content: the header (job, run, source, window), one row per
 vertex (with its subtasks beneath it when it has more than one), the root causes with their
-evidence and recommendation, then the findings. A value the source could not give shows as an en
+evidence and recommendation, the checkpoints (:mod:`bpmon.render.checkpoints`), then the
+findings. A value the source could not give shows as an en
 dash. Every table fits the console's width without breaking a word (:mod:`bpmon.render.fit`): at
 80 columns the least needed columns leave, and long names wrap between words.
 A surface: it imports rich, and nothing below the surfaces imports it.
@@ -22,6 +23,7 @@ from bpmon.model.clock import format_timestamp
 from bpmon.model.numbers import NULL
 from bpmon.model.report_json import report_to_json
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
+from bpmon.render import checkpoints
 from bpmon.render.fit import Col, fit_table
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
@@ -172,6 +174,11 @@ def render_text(report: Report, console: Console) -> None:
     if _any_disagreement(report):
         console.print(Text(DISAGREEMENT_NOTE, style="dim"))
     _print_causes(report, console)
+    if report.checkpoints is not None:
+        console.print(Text("Checkpoints", style="bold"))
+        console.print(Text(checkpoints.summary(report.checkpoints)))
+        if report.checkpoints.vertices:
+            console.print(checkpoints.phase_table(report.checkpoints, console.width))
     if report.findings:
         console.print(Text("Findings", style="bold"))
         grid = _bullet_grid()
@@ -245,6 +252,15 @@ def render_markdown(report: Report) -> str:
     if _any_disagreement(report):
         lines += ["", _md(DISAGREEMENT_NOTE)]
     lines += ["", *_md_causes(report)]
+    if report.checkpoints is not None:
+        lines += ["", "### Checkpoints", "", _md(checkpoints.summary(report.checkpoints))]
+        if report.checkpoints.vertices:
+            lines += ["", "| " + " | ".join(checkpoints.PHASE_HEADERS) + " |"]
+            lines.append("|:--|" + "--:|" * (len(checkpoints.PHASE_HEADERS) - 1))
+            lines += [
+                "| " + " | ".join(_md(c) for c in row) + " |"
+                for row in checkpoints.phase_rows(report.checkpoints)
+            ]
     if report.findings:
         lines += ["", "### Findings", ""]
         lines += [
@@ -330,6 +346,8 @@ def render_comparison(before: Report, after: Report, change: str, console: Conso
     console.print(comparison_table(before, after, console.width))
     for label, report in (("before", before), ("after", after)):
         console.print(Text(f"Root causes {label}: {top_cause(report.root_causes)}"))
+    for line in checkpoints.comparison_lines(before, after):
+        console.print(Text(line))
 
 
 def _parallelism(v: VertexStatus) -> str:

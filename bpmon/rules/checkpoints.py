@@ -36,7 +36,7 @@ from bpmon.model.checkpoints import (
     SubtaskCheckpoint,
     VertexCheckpoint,
 )
-from bpmon.model.numbers import counted, milliseconds, percent
+from bpmon.model.numbers import milliseconds, percent
 from bpmon.model.values import Finding, RootCause, TargetSettings, VertexStatus
 from bpmon.rules.config import CheckpointRules
 
@@ -188,10 +188,7 @@ def _failed(last: LastCheckpoint) -> str:
 
 
 def _counts(report: CheckpointReport) -> str:
-    return (
-        f"{counted(report.failed, 'checkpoint')} of the job failed and "
-        f"{report.completed:,} completed"
-    )
+    return f"{report.completed:,} completed and {report.failed:,} failed so far"
 
 
 def _waiting_for(report: CheckpointReport) -> str | None:
@@ -219,9 +216,12 @@ def _held_by_backpressure(
             "(execution.checkpointing.unaligned: true, aligned-checkpoint-timeout): barriers "
             "overtake the buffered data"
         )
-    elif not window.aligned_timeout_ms:
-        pass  # unaligned from the start: the barriers already overtake the data
-    if not settings.debloat:
+    elif window.aligned_timeout_ms:
+        remedies.append(
+            f"then a shorter aligned-checkpoint-timeout (now "
+            f"{milliseconds(window.aligned_timeout_ms)}): the barriers go on unaligned sooner"
+        )
+    if not settings.debloat and (window.mode == "aligned" or window.aligned_timeout_ms):
         remedies.append(
             "buffer debloating (taskmanager.network.memory.buffer-debloat.enabled: true): "
             "less data in flight for the barriers to wait behind"
@@ -230,16 +230,18 @@ def _held_by_backpressure(
     if hard is not None:
         name, share = hard
         remedies.append(
-            f"overdraft buffers (taskmanager.network.memory.max-overdraft-buffers-per-gate): "
-            f"{name} is blocked mid-record in a buffer request {percent(share)} of its time, "
-            "where not even an unaligned barrier passes"
+            f"overdraft buffers: {name} is blocked mid-record in a buffer request "
+            f"{percent(share)} of its time, where not even an unaligned barrier passes; "
+            "taskmanager.network.memory.max-overdraft-buffers-per-gate (5 by default) lets it "
+            "finish a record that needs a few buffers more, and one whose output needs many more "
+            "must be split"
         )
     return Finding(
         "checkpoint-backpressure",
         cause.vertex,
         f"{_took(last)}, {percent(last.waiting_share or 0.0)} of it waiting for barriers "
         f"(start delay + alignment {milliseconds(last.barrier_wait_ms or 0.0)}) behind the "
-        f"data backpressure from {cause.vertex} holds up; longest start delay: {where}; "
+        f"data that {cause.vertex}, the bottleneck, holds up; longest start delay: {where}; "
         f"{_counts(report)}; remedies, in order: {'; '.join(remedies)}",
     )
 

@@ -280,7 +280,7 @@ class CheckpointCoordinator:
                 now - self._triggered_at,
                 acked,
                 pending,
-                f"expired before completing ({self._timeout * 1000:.0f} ms, timeout_ms)",
+                f"expired before completing, timeout_ms = {self._timeout * 1000:.0f}",
                 self._extra_persisted,
                 uploading,
             )

@@ -36,6 +36,29 @@ SETTABLE: Mapping[str, type] = {
 }
 """The operator keys ``--set VERTEX.KEY=VALUE`` may change, with their types."""
 
+SECTIONS: Mapping[str, Mapping[str, type | tuple[str, ...]]] = {
+    "checkpoints": {
+        "mode": ("aligned", "unaligned"),
+        "interval_ms": int,
+        "timeout_ms": int,
+        "aligned_timeout_ms": int,
+        "upload_mb_per_s": float,
+    },
+    "network": {
+        "debloat": bool,
+        "debloat_target_ms": int,
+        "max_overdraft_buffers_per_gate": int,
+        "buffers_per_channel": int,
+        "floating_buffers_per_gate": int,
+        "buffer_timeout_ms": int,
+    },
+}
+"""The job-wide keys ``--set TABLE.KEY=VALUE`` may change (``checkpoints.mode=unaligned``,
+``network.debloat=true``): a type, or the strings the key takes. A change names one of these
+tables unless the scenario has an operator of that name with the key as an operator key."""
+
+Value = int | float | bool | str
+
 
 EXPERIMENT = " with "
 """What joins a job's name and the changes tried on it, naming the changed job."""
@@ -48,36 +71,68 @@ def tried_on(job: str, base: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SettingChange:
-    """One ``VERTEX.KEY=VALUE`` change to a scenario."""
+    """One ``VERTEX.KEY=VALUE`` change to a scenario (``vertex`` may name a job-wide table of
+    :data:`SECTIONS` instead: ``checkpoints.mode=unaligned``)."""
 
     vertex: str
     key: str
-    value: int | float
+    value: Value
 
     def __str__(self) -> str:
-        return f"{self.vertex}.{self.key}={self.value:g}"
+        value = self.value
+        shown = (
+            str(value).lower()
+            if isinstance(value, bool)
+            else value
+            if isinstance(value, str)
+            else f"{value:g}"
+        )
+        return f"{self.vertex}.{self.key}={shown}"
+
+    @property
+    def section(self) -> bool:
+        """Whether it changes a job-wide table (:data:`SECTIONS`), not an operator."""
+        return self.key in SECTIONS.get(self.vertex, {}) and self.key not in SETTABLE
 
 
 def parse_change(text: str) -> SettingChange:
-    """``enrich.parallelism=7`` as a :class:`SettingChange`; ConfigError names what is wrong."""
+    """``enrich.parallelism=7`` or ``checkpoints.mode=unaligned`` as a :class:`SettingChange`;
+    ConfigError names what is wrong."""
     where, eq, value = text.partition("=")
     vertex, dot, key = where.rpartition(".")
-    if not eq or not dot or not vertex or not value.strip():
-        raise ConfigError(f"--set {text!r}: expected VERTEX.KEY=VALUE, e.g. enrich.parallelism=4")
-    kind = SETTABLE.get(key)
-    if kind is None:
+    value = value.strip()
+    if not eq or not dot or not vertex or not value:
         raise ConfigError(
-            f"--set {text!r}: {key!r} cannot be set; use one of {', '.join(SETTABLE)}"
+            f"--set {text!r}: expected VERTEX.KEY=VALUE, e.g. enrich.parallelism=4 (or "
+            "checkpoints.mode=unaligned, network.debloat=true)"
         )
+    kind = SECTIONS[vertex].get(key) if vertex in SECTIONS else None
+    if kind is None or key in SETTABLE:
+        kind = SETTABLE.get(key)
+    if kind is None:
+        tables = "; ".join(f"{t}.{', '.join(keys)}" for t, keys in SECTIONS.items())
+        raise ConfigError(
+            f"--set {text!r}: {key!r} cannot be set; use an operator's "
+            f"{', '.join(SETTABLE)}, or {tables}"
+        )
+    return SettingChange(vertex, key, _typed(text, value, kind))
+
+
+def _typed(text: str, value: str, kind: type | tuple[str, ...]) -> Value:
+    if isinstance(kind, tuple):
+        if value.strip('"') not in kind:
+            raise ConfigError(f"--set {text!r}: expected one of {', '.join(kind)}")
+        return value.strip('"')
+    if kind is bool:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"--set {text!r}: {value!r} is not true or false")
+        return value.lower() == "true"
     try:
-        number = kind(value.strip())
+        number: int | float = kind(value)
     except ValueError:
-        raise ConfigError(f"--set {text!r}: {value.strip()!r} is not {_article(kind)}") from None
-    return SettingChange(vertex, key, number)
-
-
-def _article(kind: type) -> str:
-    return "an integer" if kind is int else "a number"
+        article = "an integer" if kind is int else "a number"
+        raise ConfigError(f"--set {text!r}: {value!r} is not {article}") from None
+    return number
 
 
 def changed(scenario: Scenario, changes: Sequence[SettingChange]) -> Scenario:
@@ -99,9 +154,15 @@ def changed(scenario: Scenario, changes: Sequence[SettingChange]) -> Scenario:
     rated = {id(op) for c in changes if c.key == "rate" for op in _targets(c, operators)}
     rescaled: set[object] = set()
     for change in changes:
+        if change.section and change.vertex not in operators:
+            table = data.setdefault(change.vertex, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {change}: [{change.vertex}] is not a table in the file")
+            table[change.key] = change.value
+            continue
         for op in _targets(change, operators):
             if change.key == "parallelism" and op.get("kind") == "source" and id(op) not in rated:
-                _keep_offered(op, int(change.value))
+                _keep_offered(op, int(change.value))  # an int: SETTABLE types it
             if change.key == "parallelism":
                 rescaled.add(op.get("name"))
             op[change.key] = change.value

@@ -55,6 +55,7 @@ CATEGORIES: Mapping[str, str] = {
     "memory": "state beyond its managed memory spills: the operator short of capacity, or fits",
     "branching-chain": "chaining = true: a slow member of a branching chain, a chained source",
     "latency": "latency_ms x few credits limits a remote channel, or latency/tight credit that fit",
+    "checkpoints": "checkpoints held by backpressure, skewed, slow for their own state, or quick",
 }
 
 
