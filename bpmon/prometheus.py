@@ -19,6 +19,12 @@ to graph and compare, ``bpmon_backpressure_level{level="ok|low|high"}`` a state 
 current state, 0 for the two others, as kube-state-metrics does) to select and count, with
 Flink's level strings. The README's "Prometheus and Grafana" section lists every family and the
 number of series each job adds.
+
+A report with checkpoints (and a newest one that ended) adds the ``bpmon_checkpoint_*`` families:
+the newest checkpoint's duration and barrier wait per job, the start delay and alignment of each
+vertex's slowest subtask, whether bpmon's ``checkpoint-backpressure`` finding names the vertex
+(0/1, for every vertex of the checkpoint), and the job's failed checkpoints as a counter (Flink's
+count since the job started: it goes back to 0 when the job restarts, as a counter may).
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from bpmon import __version__
+from bpmon.model.checkpoints import CheckpointPhases
 from bpmon.model.clock import utc_now
-from bpmon.model.values import Level, Metrics, Report, SubtaskStatus
+from bpmon.model.values import FindingKind, Level, Metrics, Report, SubtaskStatus
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of what :func:`exposition` writes (Prometheus's text format 0.0.4)."""
@@ -154,6 +161,7 @@ class ReportCollector:
         yield from _vertex_families(reports)
         yield from _cause_families(reports)
         yield from _window_families(reports, self._now())
+        yield from _checkpoint_families(reports)
         yield from _counter_families(self._counters())
         build = InfoMetricFamily("bpmon_build", "The bpmon release serving these metrics.")
         build.add_metric([], {"version": __version__})
@@ -297,6 +305,77 @@ def _window_families(reports: Sequence[Report], now: datetime) -> Iterator[Metri
         ended.add_metric(labels, window.end.timestamp())
         age.add_metric(labels, (now - window.end).total_seconds())
     yield from (info, samples, interval, jitter, ended, age)
+
+
+HELD_BY_BACKPRESSURE: FindingKind = "checkpoint-backpressure"
+"""The finding ``bpmon_checkpoint_held_by_backpressure`` is 1 for (on the root cause's vertex)."""
+
+_PhaseValue = Callable[[CheckpointPhases], float | None]
+_PHASE_GAUGES: tuple[tuple[str, str, _PhaseValue], ...] = (
+    (
+        "bpmon_checkpoint_start_delay_seconds",
+        "The newest checkpoint's start delay at the vertex's slowest subtask: trigger to its "
+        "first barrier (barriers queue behind backpressured data).",
+        lambda v: v.start_delay_ms,
+    ),
+    (
+        "bpmon_checkpoint_alignment_seconds",
+        "The newest checkpoint's alignment at the vertex's slowest subtask: its first barrier "
+        "to its last.",
+        lambda v: v.alignment_ms,
+    ),
+)
+
+
+def _checkpoint_families(reports: Sequence[Report]) -> Iterator[Metric]:
+    """The newest checkpoint of every report that has one; nothing for a report without."""
+    duration = GaugeMetricFamily(
+        "bpmon_checkpoint_duration_seconds",
+        "The job's newest checkpoint that ended: trigger to its last acknowledgement (failed: "
+        "to the failure).",
+        labels=_JOB,
+    )
+    barrier_wait = GaugeMetricFamily(
+        "bpmon_checkpoint_barrier_wait_seconds",
+        "The longest one subtask waited for the newest checkpoint's barriers (start delay plus "
+        "alignment): the part of its duration backpressure is to blame for.",
+        labels=_JOB,
+    )
+    failed = CounterMetricFamily(
+        "bpmon_checkpoint_failed",
+        "Checkpoints of the job that failed since it started (Flink's count).",
+        labels=_JOB,
+    )
+    phases = [
+        (GaugeMetricFamily(name, documentation, labels=_VERTEX), value_of)
+        for name, documentation, value_of in _PHASE_GAUGES
+    ]
+    held = GaugeMetricFamily(
+        "bpmon_checkpoint_held_by_backpressure",
+        "1 when the newest checkpoint's barriers were held behind the data backpressure from "
+        "this vertex (bpmon's checkpoint-backpressure finding, on the root cause), else 0.",
+        labels=_VERTEX,
+    )
+    for report in reports:
+        checkpoints = report.checkpoints
+        last = None if checkpoints is None else checkpoints.last
+        if checkpoints is None or last is None:
+            continue
+        job = [report.job]
+        duration.add_metric(job, last.duration_ms / 1000)
+        if last.barrier_wait_ms is not None:
+            barrier_wait.add_metric(job, last.barrier_wait_ms / 1000)
+        failed.add_metric(job, checkpoints.failed)
+        for vertex in checkpoints.vertices:
+            for family, value_of in phases:
+                value = value_of(vertex)
+                if value is not None:
+                    family.add_metric([report.job, vertex.name], value / 1000)
+        names = [vertex.name for vertex in checkpoints.vertices]
+        blamed = {f.vertex for f in report.findings if f.kind == HELD_BY_BACKPRESSURE}
+        for name in [*names, *sorted(blamed.difference(names))]:
+            held.add_metric([report.job, name], float(name in blamed))
+    yield from (duration, barrier_wait, failed, *(family for family, _ in phases), held)
 
 
 def _counter_families(counters: Mapping[str, float]) -> Iterator[Metric]:

@@ -24,10 +24,21 @@ from prometheus_client import (
     Summary,
     generate_latest,
 )
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
+from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport, LastCheckpoint
+from bpmon.model.values import (
+    Finding,
+    Metrics,
+    Report,
+    RootCause,
+    SubtaskStatus,
+    VertexStatus,
+    Window,
+)
 from bpmon.prometheus import exposition, make_registry
+from tests.prometheus.conftest import CHECKPOINTS_HELD_BY
 
 END = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -46,6 +57,27 @@ def _report(job: str = "j", end: datetime = END) -> Report:
     cause = RootCause("b", "slow-operator", (0,), 0.876, recommended_parallelism=4)
     window = Window(end - timedelta(seconds=5), end, 100, 50.0, 3.0)
     return Report(f"run-{job}", job, "runtime", window, (a, b), root_causes=(cause,))
+
+
+def _checkpointed(job: str = "j") -> Report:
+    """:func:`_report` with checkpoints: the newest failed after 4 s, held behind the data ``b``
+    (the root cause) holds up; ``b``'s barrier never arrived, so its alignment is unknown."""
+    last = LastCheckpoint(
+        id=7, status="failed", duration_ms=4000.0, start_delay_ms=3900.0, alignment_ms=100.0,
+        sync_ms=0.0, async_ms=0.0, state_bytes=0, persisted_bytes=0, barrier_wait_ms=3950.0,
+        failure="expired before completing",
+    )  # fmt: skip
+    vertices = (
+        CheckpointPhases(name="a", start_delay_ms=12.0, alignment_ms=3.5, sync_ms=1.0,
+                         async_ms=2.0, acknowledged=2, parallelism=2),
+        CheckpointPhases(name="b", start_delay_ms=4000.0, alignment_ms=None, sync_ms=None,
+                         async_ms=None, acknowledged=0, parallelism=1),
+    )  # fmt: skip
+    checkpoints = CheckpointReport(
+        mode="aligned", interval_ms=1000.0, completed=5, failed=3, last=last, vertices=vertices
+    )
+    held = Finding("checkpoint-backpressure", "b", "checkpoint 7 failed after 4,000 ms, ...")
+    return replace(_report(job), checkpoints=checkpoints, findings=(held,))
 
 
 def _scrape(
@@ -67,6 +99,14 @@ def _value(series: Series, name: str, **labels: str) -> float | None:
 
 def _names(series: Series) -> set[str]:
     return {name for name, _ in series}
+
+
+def _per_vertex(series: Series, name: str, job: str, *vertices: str) -> dict[str, float | None]:
+    return {vertex: _value(series, name, job=job, vertex=vertex) for vertex in vertices}
+
+
+def _held(series: Series, job: str, *vertices: str) -> dict[str, float | None]:
+    return _per_vertex(series, "bpmon_checkpoint_held_by_backpressure", job, *vertices)
 
 
 def test_every_subtask_metric_carries_job_vertex_and_subtask() -> None:
@@ -140,6 +180,106 @@ def test_the_window_is_exported_in_base_units_and_the_age_uses_the_given_clock()
     assert _value(series, "bpmon_report_info", **info) == 1.0
 
 
+CHECKPOINT_FAMILIES = (
+    "bpmon_checkpoint_duration_seconds",
+    "bpmon_checkpoint_barrier_wait_seconds",
+    "bpmon_checkpoint_failed_total",
+    "bpmon_checkpoint_start_delay_seconds",
+    "bpmon_checkpoint_alignment_seconds",
+    "bpmon_checkpoint_held_by_backpressure",
+)
+
+
+def test_the_newest_checkpoint_is_exported_in_seconds_per_job_and_per_vertex() -> None:
+    series = _scrape([_checkpointed()])
+    assert _value(series, "bpmon_checkpoint_duration_seconds", job="j") == 4.0
+    assert _value(series, "bpmon_checkpoint_barrier_wait_seconds", job="j") == 3.95
+    assert _value(series, "bpmon_checkpoint_failed_total", job="j") == 3.0
+    delay, alignment = "bpmon_checkpoint_start_delay_seconds", "bpmon_checkpoint_alignment_seconds"
+    assert _per_vertex(series, delay, "j", "a", "b") == {"a": 0.012, "b": 4.0}
+    # b's alignment is not known: left out, never 0.
+    assert _per_vertex(series, alignment, "j", "a", "b") == {"a": 0.0035, "b": None}
+    assert _held(series, "j", "a", "b") == {"a": 0.0, "b": 1.0}
+    exported = {name for name, _ in series if name.startswith("bpmon_checkpoint_")}
+    assert exported == set(CHECKPOINT_FAMILIES)
+
+
+def test_held_by_backpressure_follows_the_finding_and_nothing_else() -> None:
+    quick = replace(_checkpointed(), findings=(Finding("checkpoint-slow", "a", "the upload"),))
+    series = _scrape([quick])
+    assert _held(series, "j", "a", "b") == {"a": 0.0, "b": 0.0}
+    # A finding on a vertex the checkpoint does not list still gets its series.
+    elsewhere = replace(_checkpointed(), findings=(Finding("checkpoint-backpressure", "c", "."),))
+    series = _scrape([elsewhere])
+    assert _value(series, "bpmon_checkpoint_held_by_backpressure", job="j", vertex="c") == 1.0
+    assert _value(series, "bpmon_checkpoint_held_by_backpressure", job="j", vertex="b") == 0.0
+
+
+def test_no_checkpoint_metric_without_checkpoints_or_a_checkpoint_that_ended(
+    bottleneck_report: Report,
+) -> None:
+    assert bottleneck_report.checkpoints is None  # BOTTLENECK takes no checkpoints
+    checkpointed = _checkpointed()
+    assert checkpointed.checkpoints is not None
+    none_yet = replace(
+        checkpointed, checkpoints=replace(checkpointed.checkpoints, last=None, vertices=())
+    )
+    for report in (_report(), bottleneck_report, none_yet):
+        names = _names(_scrape([report]))
+        assert "bpmon_report_info" in names
+        assert not {n for n in names if n.startswith("bpmon_checkpoint_")}, report.job
+    # One job's checkpoints do not make another's.
+    series = _scrape([_checkpointed("k"), _report()])
+    assert _value(series, "bpmon_checkpoint_duration_seconds", job="k") == 4.0
+    assert not [labels for name, labels in series if name.startswith("bpmon_checkpoint_")
+                and ("job", "j") in labels]  # fmt: skip
+
+
+def test_failed_checkpoints_are_a_counter_in_both_text_formats() -> None:
+    registry = make_registry(lambda: [_checkpointed()], dict, now=lambda: END)
+    text = generate_latest(registry).decode()
+    assert "# TYPE bpmon_checkpoint_failed_total counter\n" in text
+    assert 'bpmon_checkpoint_failed_total{job="j"} 3.0\n' in text
+    assert "bpmon_checkpoint_failed_created" not in text
+    (family,) = [f for f in text_string_to_metric_families(text)
+                 if f.name == "bpmon_checkpoint_failed"]  # fmt: skip
+    assert family.type == "counter"
+    # OpenMetrics (what Prometheus negotiates) names the family without _total, its sample with.
+    open_text = openmetrics_latest(registry).decode()
+    assert "# TYPE bpmon_checkpoint_failed counter\n" in open_text
+    assert 'bpmon_checkpoint_failed_total{job="j"} 3.0\n' in open_text
+
+
+@pytest.mark.slow
+def test_a_real_checkpoint_report_exports_its_own_figures(checkpoint_report: Report) -> None:
+    checkpoints = checkpoint_report.checkpoints
+    assert checkpoints is not None and checkpoints.last is not None
+    last, job = checkpoints.last, checkpoint_report.job
+    series = _scrape([checkpoint_report])
+    assert _value(series, "bpmon_checkpoint_duration_seconds", job=job) == last.duration_ms / 1000
+    assert last.barrier_wait_ms is not None
+    wait = _value(series, "bpmon_checkpoint_barrier_wait_seconds", job=job)
+    assert wait == last.barrier_wait_ms / 1000
+    assert _value(series, "bpmon_checkpoint_failed_total", job=job) == checkpoints.failed >= 1
+    names = [row.name for row in checkpoints.vertices]
+    assert names == [v.name for v in checkpoint_report.vertices]
+    for name, field in (
+        ("bpmon_checkpoint_start_delay_seconds", lambda r: r.start_delay_ms),
+        ("bpmon_checkpoint_alignment_seconds", lambda r: r.alignment_ms),
+    ):
+        expected = {
+            row.name: None if field(row) is None else field(row) / 1000
+            for row in checkpoints.vertices
+        }
+        assert _per_vertex(series, name, job, *names) == expected, name
+    # The example's story: its checkpoints wait behind the data its root cause holds up.
+    blamed = {f.vertex for f in checkpoint_report.findings if f.kind == "checkpoint-backpressure"}
+    assert blamed == {CHECKPOINTS_HELD_BY}, checkpoint_report.findings
+    assert _held(series, job, *names) == {v: float(v in blamed) for v in names}
+    registry = make_registry(lambda: [checkpoint_report], dict, now=lambda: END)
+    assert exposition(registry) == generate_latest(registry)
+
+
 def test_bpmon_counters_are_exported_as_totals_and_a_bad_name_is_refused() -> None:
     series = _scrape([], {"bursts": 7, "diagnoses": 6, "errors_total": 1})
     assert _value(series, "bpmon_bursts_total") == 7.0
@@ -184,15 +324,28 @@ def test_a_real_report_exposes_its_diagnosis(bottleneck_report: Report) -> None:
 def test_promtool_finds_nothing_to_fix_in_the_exposition(
     bottleneck_report: Report, promtool: Path
 ) -> None:
+    odd = _checkpointed('we"ird\\job\nname-é')
     registry = make_registry(
-        lambda: [bottleneck_report, _report()], lambda: {"bursts": 1, "errors": 0}
+        lambda: [bottleneck_report, _report(), _checkpointed("k"), odd],
+        lambda: {"bursts": 1, "errors": 0},
     )
+    _promtool_check_metrics(promtool, generate_latest(registry))
+
+
+@pytest.mark.slow
+def test_promtool_finds_nothing_to_fix_in_a_real_checkpoint_exposition(
+    checkpoint_report: Report, promtool: Path
+) -> None:
+    registry = make_registry(lambda: [checkpoint_report], lambda: {"bursts": 1})
+    text = exposition(registry)
+    assert b"bpmon_checkpoint_failed_total{" in text
+    _promtool_check_metrics(promtool, text)
+
+
+def _promtool_check_metrics(promtool: Path, text: bytes) -> None:
+    """``promtool check metrics`` (its linter: names, units, counters' ``_total``) passes."""
     done = subprocess.run(
-        [promtool, "check", "metrics"],
-        input=generate_latest(registry),
-        capture_output=True,
-        timeout=60,
-        check=False,
+        [promtool, "check", "metrics"], input=text, capture_output=True, timeout=60, check=False
     )
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
 
@@ -200,8 +353,12 @@ def test_promtool_finds_nothing_to_fix_in_the_exposition(
 def test_exposition_writes_what_prometheus_client_writes_byte_for_byte(
     bottleneck_report: Report,
 ) -> None:
-    odd = replace(_report('we"ird\\job\nname-é'), run_id='run "1"')
-    for reports in ([], [bottleneck_report], [bottleneck_report, _report(), odd]):
+    odd = replace(_checkpointed('we"ird\\job\nname-é'), run_id='run "1"')
+    for reports in (
+        [],
+        [bottleneck_report],
+        [bottleneck_report, _report(), _checkpointed("k"), odd],
+    ):
         registry = make_registry(partial(list, reports), lambda: {"bursts": 3}, now=lambda: END)
         assert exposition(registry) == generate_latest(registry)
 

@@ -4,10 +4,11 @@ Debian's ``prometheus`` runs on a free loopback port with a scrape interval of o
 TSDB in a temporary folder, the shipped ``rules/prometheus-alerts.yml`` loaded, and one scrape
 job ``bpmon`` (``honor_labels: true``, as the README's snippet) pointing at the collector's
 registry served by ``prometheus_client.make_wsgi_app`` on a stdlib WSGI server (Prometheus
-negotiates OpenMetrics there). The registry holds the report of a real run of a bottlenecked
-scenario. A last test points a second Prometheus at a real ``bpmon serve --run`` process watching
-that scenario, a burst a second. The tests wait for scrapes and rule evaluations through
-Prometheus's HTTP API; nothing of Prometheus is mocked.
+negotiates OpenMetrics there). The registry holds the reports of two real runs: a bottlenecked
+scenario, and the shipped ``checkpoint-timeouts`` example, whose checkpoints wait behind its
+backpressure. A last test points a second Prometheus at a real ``bpmon serve --run`` process
+watching the bottlenecked scenario, a burst a second. The tests wait for scrapes and rule
+evaluations through Prometheus's HTTP API; nothing of Prometheus is mocked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from bpmon.model.datafiles import data_file
 from bpmon.model.values import Report
 from bpmon.prometheus import make_registry
 from tests.prometheus.bottleneck import BOTTLENECK
+from tests.prometheus.conftest import CHECKPOINTS_HELD_BY
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,10 +101,11 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def metrics_target(bottleneck_report: Report) -> Iterator[str]:
+def metrics_target(bottleneck_report: Report, checkpoint_report: Report) -> Iterator[str]:
     """``host:port`` of a WSGI server answering /metrics from the collector's registry."""
-    counters = {"bursts_total": 1.0, "diagnoses_total": 1.0, "errors_total": 0.0}
-    registry = make_registry(lambda: [bottleneck_report], lambda: counters)
+    counters = {"bursts_total": 2.0, "diagnoses_total": 2.0, "errors_total": 0.0}
+    reports = [bottleneck_report, checkpoint_report]
+    registry = make_registry(lambda: reports, lambda: counters)
     server: WSGIServer = make_server(
         "127.0.0.1", 0, make_wsgi_app(registry), handler_class=_QuietHandler
     )
@@ -172,7 +175,7 @@ def test_prometheus_scrapes_bpmon_series_with_their_own_job_label(prometheus: Pr
         ("work", "slow-operator")
     ]
     # bpmon's own counters carry no job label: they get the scrape job's.
-    assert prometheus.query('bpmon_bursts_total{job="bpmon"} == 1')
+    assert prometheus.query('bpmon_bursts_total{job="bpmon"} == 2')
     names = {s["metric"]["__name__"] for s in prometheus.query('{__name__=~"bpmon_.+"}')}
     assert {"bpmon_subtask_out_pool_usage_ratio", "bpmon_backpressure_level",
             "bpmon_window_jitter_p99_seconds", "bpmon_report_age_seconds"} <= names  # fmt: skip
@@ -185,14 +188,19 @@ def test_the_shipped_rules_evaluate_and_high_backpressure_is_pending(
     def evaluated() -> list[dict[str, Any]]:
         rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
         done = all(r["health"] == "ok" and r["lastEvaluation"] > "2000" for r in rules)
-        return rules if done and len(rules) == 16 else []
+        return rules if done and len(rules) == 17 else []
 
     rules = _until("every rule to be evaluated once without error", evaluated)
     assert {r["type"] for r in rules} == {"alerting", "recording"}
 
     def high() -> list[dict[str, Any]]:
         alerts = prometheus.api("alerts")["alerts"]
-        return [a for a in alerts if a["labels"]["alertname"] == "BpmonBackpressureHigh"]
+        return [
+            a
+            for a in alerts
+            if a["labels"]["alertname"] == "BpmonBackpressureHigh"
+            and a["labels"]["job"] == "slowjob"
+        ]
 
     (alert,) = _until("BpmonBackpressureHigh to be pending", high)
     assert alert["state"] == "pending"  # `for: 5m` has not passed
@@ -201,6 +209,50 @@ def test_the_shipped_rules_evaluate_and_high_backpressure_is_pending(
     recorded = 'bpmon:vertex_records_out_per_second:sum{job="slowjob", vertex="src"}'
     (summed,) = _until(f"the recording rule {recorded}", lambda: prometheus.query(recorded))
     assert float(summed["value"][1]) > 0
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_checkpoints_and_the_held_checkpoints_alert_is_pending(
+    prometheus: Prometheus, checkpoint_report: Report
+) -> None:
+    checkpoints = checkpoint_report.checkpoints
+    assert checkpoints is not None and checkpoints.last is not None
+    job = checkpoint_report.job
+
+    def value(promql: str) -> float:
+        (sample,) = prometheus.query(promql)
+        return float(sample["value"][1])
+
+    # Read through OpenMetrics: the counter family bpmon_checkpoint_failed, its sample _total.
+    assert value(f'bpmon_checkpoint_failed_total{{job="{job}"}}') == checkpoints.failed
+    duration = value(f'bpmon_checkpoint_duration_seconds{{job="{job}"}}')
+    assert duration == checkpoints.last.duration_ms / 1000
+    delays = {
+        s["metric"]["vertex"]: float(s["value"][1])
+        for s in prometheus.query(f'bpmon_checkpoint_start_delay_seconds{{job="{job}"}}')
+    }
+    assert delays == {
+        row.name: row.start_delay_ms / 1000
+        for row in checkpoints.vertices
+        if row.start_delay_ms is not None
+    }
+    held = prometheus.query(f'bpmon_checkpoint_held_by_backpressure{{job="{job}"}} == 1')
+    assert [s["metric"]["vertex"] for s in held] == [CHECKPOINTS_HELD_BY]
+    # slowjob takes no checkpoints: no checkpoint series of it.
+    assert not prometheus.query('{__name__=~"bpmon_checkpoint_.+", job="slowjob"}')
+
+    def pending() -> list[dict[str, Any]]:
+        alerts = prometheus.api("alerts")["alerts"]
+        return [
+            a for a in alerts if a["labels"]["alertname"] == "BpmonCheckpointsHeldByBackpressure"
+        ]
+
+    (alert,) = _until("BpmonCheckpointsHeldByBackpressure to be pending", pending)
+    assert alert["state"] == "pending"  # `for: 5m` has not passed
+    assert (alert["labels"]["job"], alert["labels"]["vertex"]) == (job, CHECKPOINTS_HELD_BY)
+    description = alert["annotations"]["description"]
+    assert f"{checkpoints.failed} checkpoints have failed since the job started" in description
+    assert f"backpressure from {CHECKPOINTS_HELD_BY} holds up" in description
 
 
 def _targets(panel: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -218,11 +270,14 @@ def _substitute(expr: str, variables: dict[str, str]) -> str:
 
 @pytest.mark.slow
 def test_every_dashboard_query_is_valid_promql_and_returns_data(
-    prometheus: Prometheus, bottleneck_report: Report
+    prometheus: Prometheus, bottleneck_report: Report, checkpoint_report: Report
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
-    vertices = "|".join(v.name for v in bottleneck_report.vertices)  # Grafana's multi-value form
-    variables = {"job": "slowjob", "vertex": vertices, "__rate_interval": "10s"}
+    # Grafana's multi-value form; the checkpoint panel has data only from checkpoint-timeouts.
+    reports = (bottleneck_report, checkpoint_report)
+    jobs = "|".join(r.job for r in reports)
+    vertices = "|".join(sorted({v.name for r in reports for v in r.vertices}))
+    variables = {"job": jobs, "vertex": vertices, "__rate_interval": "10s"}
     queries = [
         (panel["title"], _substitute(target["expr"], variables))
         for panel in dashboard["panels"]
@@ -241,7 +296,7 @@ def test_every_dashboard_query_is_valid_promql_and_returns_data(
 
 @pytest.mark.slow
 def test_the_dashboard_variables_list_the_job_and_its_vertices(
-    prometheus: Prometheus, bottleneck_report: Report
+    prometheus: Prometheus, bottleneck_report: Report, checkpoint_report: Report
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
     found = {v["name"]: v for v in dashboard["templating"]["list"]}
@@ -254,7 +309,10 @@ def test_the_dashboard_variables_list_the_job_and_its_vertices(
         assert label == name
         series = prometheus.api("series", **{"match[]": _substitute(selector, {"job": "slowjob"})})
         listed[name] = {s[label] for s in series}
-    assert listed == {"job": {"slowjob"}, "vertex": {v.name for v in bottleneck_report.vertices}}
+    assert listed == {
+        "job": {"slowjob", checkpoint_report.job},
+        "vertex": {v.name for v in bottleneck_report.vertices},
+    }
 
 
 def test_every_panel_reads_the_chosen_datasource_and_the_dashboard_ships() -> None:
