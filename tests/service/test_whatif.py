@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bpmon.model.errors import ConfigError
+from bpmon.model.errors import ConfigError, ScenarioError
 from bpmon.model.values import (
     Edge,
     Level,
@@ -22,6 +22,7 @@ from bpmon.model.values import (
     Window,
 )
 from bpmon.scenario import example_path, load_scenario
+from bpmon.scenario.edits import SECTIONS
 from bpmon.scenario.rates import Ramp
 from bpmon.service.whatif import SETTABLE, SettingChange, changed, parse_change, rerouted, verdict
 
@@ -232,4 +233,38 @@ def test_the_readme_lists_every_key_whatif_takes() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### `bpmon whatif") :]
     listed = section[section.index("Keys: ") : section.index(". A change")]
-    assert re.findall(r"`(\w+)`", listed) == list(SETTABLE)
+    named = re.findall(r"`([\w.]+)`", listed)
+    assert [k for k in named if "." not in k] == list(SETTABLE)
+    assert [k for k in named if "." in k] == [
+        f"{table}.{key}" for table, keys in SECTIONS.items() for key in keys
+    ]
+
+
+def test_job_wide_keys_change_their_table_and_are_checked_as_a_file_is() -> None:
+    demo = load_scenario(example_path("checkpoint-timeouts"))
+    unaligned = changed(demo, [parse_change("checkpoints.mode=unaligned")])
+    assert unaligned.checkpoints.mode == "unaligned"
+    assert unaligned.name == "checkpoint-timeouts with checkpoints.mode=unaligned"
+    debloated = changed(demo, [parse_change("network.debloat=true")])
+    assert debloated.network.debloat and not demo.network.debloat
+    both = [
+        parse_change("checkpoints.mode=unaligned"),
+        parse_change("checkpoints.aligned_timeout_ms=800"),
+    ]
+    assert changed(demo, both).checkpoints.aligned_timeout_ms == 800
+    with pytest.raises(ScenarioError, match='needs mode = "unaligned"'):
+        changed(demo, [parse_change("checkpoints.aligned_timeout_ms=800")])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("checkpoints.mode=sideways", "expected one of aligned, unaligned"),
+        ("network.debloat=yes", "'yes' is not true or false"),
+        ("checkpoints.timeout_ms=soon", "'soon' is not an integer"),
+        ("checkpoints.colour=red", "'colour' cannot be set; use an operator's parallelism"),
+    ],
+)
+def test_a_bad_job_wide_change_is_one_line_naming_it(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_change(text)
