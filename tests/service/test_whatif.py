@@ -3,7 +3,9 @@ the verdict on a re-run."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -268,3 +270,34 @@ def test_job_wide_keys_change_their_table_and_are_checked_as_a_file_is() -> None
 def test_a_bad_job_wide_change_is_one_line_naming_it(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse_change(text)
+
+
+@pytest.mark.slow
+def test_the_readme_s_checkpoint_what_if_is_what_the_command_prints(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """The README shows the shipped checkpoint-timeouts fixed by unaligned checkpoints: every
+    checkpoint expired before, none after, and backpressure no longer holds them."""
+    done = subprocess.run(
+        [str(bpmon_bin), "whatif", "checkpoint-timeouts", "--set", "checkpoints.mode=unaligned"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+        env={**os.environ, "COLUMNS": "100", "BPMON_RUNS_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = {line.split("  ")[0]: line for line in done.stdout.splitlines()}
+    duration = re.fullmatch(
+        r"checkpoint duration +([\d,]+) ms \(failed\) → ([\d,]+) ms", lines["checkpoint duration"]
+    )
+    assert duration is not None, done.stdout
+    assert int(duration[1].replace(",", "")) >= 4000  # expired at its 4 s timeout
+    assert int(duration[2].replace(",", "")) < 1000
+    failed = re.fullmatch(
+        r"failed checkpoints +([\d,]+) of [\d,]+ checkpoints? → 0 of [\d,]+ checkpoints?",
+        lines["failed checkpoints"],
+    )
+    assert failed is not None and int(failed[1]) >= 1, done.stdout
+    assert re.fullmatch(r"held by backpressure +yes, by enrich → no", lines["held by backpressure"])
+    assert "✗ backpressure not removed" in done.stdout  # the job is as slow as before
