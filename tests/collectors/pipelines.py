@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-import pytest
+from tests.optional import tool_missing
 
 HERE = Path(__file__).resolve().parent
 PIPELINE = HERE / "queue_pipeline.py"
@@ -40,5 +40,9 @@ def running_pipeline(
 
 
 def skip_ptrace_denied(why: object) -> NoReturn:
-    """Skip: this machine denies ptrace, so py-spy cannot read a process (``why`` says how)."""
-    pytest.skip(f"ptrace is denied here, py-spy cannot read processes: {why}")
+    """Skip: this machine denies ptrace, so py-spy cannot read a process (``why`` says how); in
+    CI, fail, as for every other tool the tests need (``tests/optional.py``)."""
+    tool_missing(
+        f"ptrace is denied here, py-spy cannot read processes: {why}",
+        "the py-spy tests (grant ptrace: run as root or set kernel.yama.ptrace_scope to 0)",
+    )

@@ -41,6 +41,21 @@ def summary(report: Report) -> str:
     return f"levels: {levels}; root causes: {causes or 'none'}"
 
 
+def diagnosed_as(report: Report, ended: JobEnded, expected: Expectation) -> bool:
+    """Whether :func:`check_diagnosis` passes."""
+    try:
+        check_diagnosis(report, ended, expected)
+    except AssertionError:
+        return False
+    return True
+
+
+def loaded(report: Report) -> bool:
+    """The runtime says the machine or the interpreter held it back in this window
+    (``runtime-saturated``, ``host-busy``): a diagnosis of it may describe the machine."""
+    return any(f.kind in ("runtime-saturated", "host-busy") for f in report.findings)
+
+
 def check_head_of_line(report: Report, scenario: Scenario) -> None:
     """Under TCP flow control, the collateral victims are findings, never root causes."""
     if scenario.network.flow_control != "tcp":
@@ -86,6 +101,8 @@ def test_shipped_example_is_diagnosed_as_its_expect_table_says(
     expected = load_expectation(example_path(name))
     assert expected is not None, f"shipped example {name} has no [expect] table"
     run = shipped_runs[name]
+    if not diagnosed_as(run.report, run.ended, expected) and loaded(run.report):
+        run = shipped_runs.fresh(name)  # the figures described a busy machine: once more
     check_diagnosis(run.report, run.ended, expected)
     check_head_of_line(run.report, run.scenario)
 
@@ -97,6 +114,8 @@ def test_acceptance_case_is_diagnosed_as_its_expect_table_says(path: Path, tmp_p
     assert expected is not None, f"{path} has no [expect] table"
     scenario = load_scenario(path)
     report, ended = watch_once(scenario, tmp_path)
+    if not diagnosed_as(report, ended, expected) and loaded(report):
+        report, ended = watch_once(scenario, tmp_path)  # a busy machine's figures: once more
     check_diagnosis(report, ended, expected)
     check_head_of_line(report, scenario)
 

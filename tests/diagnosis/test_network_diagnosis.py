@@ -38,8 +38,11 @@ def test_tight_credit_on_three_task_managers_without_latency_names_nothing(tmp_p
 @pytest.mark.slow
 def test_few_credits_across_a_latency_are_the_network_with_credit_advice(tmp_path: Path) -> None:
     report = _report("latency-single", tmp_path)
-    if any(f.kind == "runtime-saturated" for f in report.findings):
-        pytest.skip("the runtime could not keep up on this machine: nothing to judge")
+    for _ in range(2):  # a window the runtime counts as saturated is taken again, as the
+        if not any(f.kind == "runtime-saturated" for f in report.findings):  # benchmark does
+            break
+        report = _report("latency-single", tmp_path)
+    assert not any(f.kind == "runtime-saturated" for f in report.findings), report.findings
     assert [(c.vertex, c.kind) for c in report.root_causes][:1] == [("parse", "network")]
     cause = report.root_causes[0]
     assert "buffers-per-channel" in cause.recommendation
