@@ -27,7 +27,8 @@ from bpmon.model.values import Report, RootCause, VertexStatus
 BASELINES = ("most-bp", "seed", "busiest")
 METHODS = ("bpmon", *BASELINES)
 CONFIDENT = 0.5
-"""A wrong vertex named with at least this confidence is a false positive."""
+"""A wrong vertex named with at least this confidence is a confident false positive (a figure of
+bpmon's alone; every wrong vertex named is a false positive, for every method alike)."""
 BUSY_SHOWN = 0.85
 NETWORK_HEADROOM = 0.85
 BUCKETS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.01))
@@ -116,8 +117,10 @@ class Verdict:
     Attributes:
         named: the vertices it named, most likely first.
         top1: the first named vertex is an expected bottleneck (healthy: nothing is named).
-        false_positive: a healthy job got a cause, or a wrong vertex was named with confidence at
-            least :data:`CONFIDENT` (a baseline's answer counts as confident).
+        false_positive: a healthy job got a cause, or a wrong vertex was named, whatever its
+            confidence: scored the same for bpmon and the baselines.
+        confident_false_positive: bpmon only: as ``false_positive``, counting only causes of
+            confidence at least :data:`CONFIDENT` (a baseline's answer carries none).
         all_found: every expected bottleneck is named (healthy: nothing is).
         kind: the first cause has the kind expected at its vertex.
         subtasks: the cause at the primary vertex names exactly the expected subtasks.
@@ -133,6 +136,7 @@ class Verdict:
     subtasks: bool | None = None
     stall: bool | None = None
     false_stall: bool | None = None
+    confident_false_positive: bool | None = None
 
 
 def reports_stall(report: Report) -> bool:
@@ -148,9 +152,12 @@ def judge_bpmon(case: Case, report: Report) -> Verdict:
     causes: tuple[RootCause, ...] = report.root_causes or ()
     named = tuple(c.vertex for c in causes)
     if case.healthy:
-        wrong = bool(causes)
+        wrong = confident = bool(causes)
     else:
-        wrong = any(c.vertex not in case.vertices and c.confidence >= CONFIDENT for c in causes)
+        wrong = any(c.vertex not in case.vertices for c in causes)
+        confident = any(
+            c.vertex not in case.vertices and c.confidence >= CONFIDENT for c in causes
+        )
     kind: bool | None = None
     subtasks: bool | None = None
     if not case.healthy:
@@ -171,6 +178,7 @@ def judge_bpmon(case: Case, report: Report) -> Verdict:
         subtasks=subtasks,
         stall=stalled if case.stalled else None,
         false_stall=None if case.stalled else stalled,
+        confident_false_positive=confident,
     )
 
 
@@ -265,7 +273,16 @@ class Tally:
         return f"{self.hits}/{self.of}" if self.of else "-"
 
 
-FIGURES = ("top1", "kind", "subtasks", "false_positive", "all_found", "stall", "false_stall")
+FIGURES = (
+    "top1",
+    "kind",
+    "subtasks",
+    "false_positive",
+    "confident_false_positive",
+    "all_found",
+    "stall",
+    "false_stall",
+)
 
 
 def tally(verdicts: Iterable[Verdict]) -> dict[str, Tally]:

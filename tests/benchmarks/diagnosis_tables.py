@@ -30,6 +30,7 @@ LABELS = {
     "kind": "kind",
     "subtasks": "subtasks",
     "false_positive": "false pos.",
+    "confident_false_positive": "conf. FP",
     "all_found": "all found",
     "stall": "stalls",
     "false_stall": "false stalls",
