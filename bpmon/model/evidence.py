@@ -7,7 +7,7 @@ against the report's own fields). So a line is built from parts, words and
 figure it carries cannot disagree, and a rule that writes a number as words instead of as a figure
 is caught by the test that finds no figure for it.
 
-Only the rules build figures. The JSON report carries the text alone (``spec/report.md``:
+Only the rules build figures. The JSON report carries the text alone (``docs/report.md``:
 ``evidence`` is a list of strings), so a report read back from JSON has lines without figures
 (:meth:`EvidenceLine.of_text`); two lines are equal when their texts are. Model layer: stdlib only.
 """

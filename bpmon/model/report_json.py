@@ -1,4 +1,4 @@
-"""The report as JSON (``spec/report.md``): writing it and reading it back.
+"""The report as JSON (``docs/report.md``): writing it and reading it back.
 
 The key names and their order follow the spec exactly; fields the model has beyond the spec
 (``backpressured_time_ratio``, ``disagreement``) are added keys, never renamed ones. ``level``,
@@ -75,7 +75,7 @@ _METRICS: tuple[tuple[str, int], ...] = (
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
-    """The report as a JSON-ready dict, keys in the order of ``spec/report.md``."""
+    """The report as a JSON-ready dict, keys in the order of ``docs/report.md``."""
     doc: dict[str, Any] = {
         "schema": report.schema,
         "run_id": report.run_id,
@@ -203,7 +203,7 @@ def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
 
 
 def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
-    """One root cause as the report's JSON writes it (``spec/report.md``)."""
+    """One root cause as the report's JSON writes it (``docs/report.md``)."""
     doc: dict[str, Any] = {
         "vertex": cause.vertex,
         "kind": cause.kind,

@@ -2,7 +2,7 @@
 
 Every target (bpmon's runtime, an external Python process, a Flink cluster) is turned by its
 collectors into one :class:`Observation` per monitoring window; the rules engine turns any
-Observation into a :class:`Report` (``spec/report.md``). Nothing downstream of the rules engine
+Observation into a :class:`Report` (``docs/report.md``). Nothing downstream of the rules engine
 knows which target a report came from. Values a source cannot give are ``None``, never invented.
 """
 
@@ -439,7 +439,7 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """The backpressure report of one window (``spec/report.md``)."""
+    """The backpressure report of one window (``docs/report.md``)."""
 
     run_id: str
     job: str

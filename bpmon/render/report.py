@@ -295,7 +295,7 @@ def _md(text: str) -> str:
 
 
 def render_json(report: Report) -> str:
-    """The report as the JSON document of ``spec/report.md`` (two-space indent)."""
+    """The report as the JSON document of ``docs/report.md`` (two-space indent)."""
     return report_to_json(report, indent=2)
 
 

@@ -43,7 +43,7 @@ class Advice:
     """The capacity evidence lines and the recommendation for one root cause.
 
     The figures the lines quote are also given as numbers (the root cause's fields of
-    ``spec/report.md``), so that the text and the JSON carry the same values.
+    ``docs/report.md``), so that the text and the JSON carry the same values.
 
     Attributes:
         capacity_per_subtask: records/s one of the named subtasks handles at 100% busy.

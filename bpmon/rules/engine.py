@@ -1,4 +1,4 @@
-"""The rules engine: one :class:`Observation` in, one :class:`Report` (``spec/report.md``) out.
+"""The rules engine: one :class:`Observation` in, one :class:`Report` (``docs/report.md``) out.
 
 It reports every vertex and subtask (levels from the samples, the time accounting beside them),
 localises the bottlenecks on the graph (:mod:`bpmon.rules.localize`), classifies each one

@@ -3,7 +3,7 @@
 Vertex and subtask metrics say *that* a subtask waits; the channels say *on whom*. One
 :class:`ChannelReading` per input channel of every subtask, i.e. per (producing subtask,
 consuming subtask) pair an exchange connects, with what Flink shows per channel
-(``reference/flink-network.md`` §2-3):
+(``docs/report.md``, ``channels``):
 
 - ``backlog``: finished buffers queued in the producer's subpartition for this consumer (the
   backlog a credit-based sender announces). A slow consumer subtask fills the subpartitions of

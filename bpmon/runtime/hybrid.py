@@ -1,7 +1,7 @@
 """Hybrid subpartitions (FLIP-235): buffers in memory, spilled by a strategy, read from either.
 
-Flink's legacy hybrid shuffle (``HsResultPartition``, ``HsMemoryDataManager``), as the research
-notes give it (``reference/flink-network.md`` §6). Every finished buffer stays in memory; a
+Flink's legacy hybrid shuffle (``HsResultPartition``, ``HsMemoryDataManager``; ``docs/scenario.md``,
+the ``hybrid_*`` keys of ``[network]``). Every finished buffer stays in memory; a
 partition-wide :class:`HybridMemoryDataManager` asks its spilling strategy what to do on three
 events and carries the decision out:
 

@@ -2,7 +2,7 @@
 
 The values are computed from counters the network objects keep anyway; reading them takes no lock
 and stops nothing (CPython reads of ints and lengths are atomic; a value may be one buffer stale).
-Definitions follow Flink 1.20 (``reference/flink-network.md`` §3.4):
+Definitions follow Flink 1.20's network metrics (``docs/report.md`` shows them per vertex):
 
 - ``outPoolUsage``: Σ used buffers of the task's result partition pools ÷ Σ their sizes; above 1
   while overdraft buffers are out.

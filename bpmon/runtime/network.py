@@ -5,7 +5,7 @@ It owns the network lock, one ``NetworkBufferPool`` per task manager, the ``Conn
 everything created through it, so that it can tear it all down and prove that nothing leaked:
 every segment back in its global pool, no credit negative, no timer thread left.
 
-Pool sizes follow Flink (``reference/flink-network.md`` §1.2): a result partition's pool has
+Pool sizes follow Flink's (``docs/scenario.md``, ``[network]``): a result partition's pool has
 min = subpartitions + 1 and max = subpartitions × buffers_per_channel + floating_buffers_per_gate,
 with ``max_overdraft_buffers_per_gate`` overdraft; an input gate's floating pool has min 1 and max
 floating_buffers_per_gate, plus buffers_per_channel exclusive buffers per remote channel. Under

@@ -1,4 +1,4 @@
-"""Scenario and topology files (``spec/scenario.md``, ``spec/monitor.md``) as checked values.
+"""Scenario and topology files (``docs/scenario.md``, ``docs/topology.md``) as checked values.
 
 A scenario describes one streaming job for the in-process runtime; a topology file describes the
 stages of a process bpmon only watches. Both load into the same frozen :class:`Scenario`.

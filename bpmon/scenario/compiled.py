@@ -1,6 +1,6 @@
 """A scenario compiled as Flink's job graph generator compiles a program: regions, groups, memory.
 
-What this module decides, in Flink's order (``reference/flink-network.md`` §7):
+What this module decides, in Flink's order (``docs/scenario.md``, Scheduling):
 
 1. **Exchanges**: in batch mode a pipelined edge between two different slot sharing groups is
    turned blocking (its two ends are not meant to hold slots at the same time); an operator

@@ -1,4 +1,4 @@
-"""The ground truth of an example scenario: its ``[expect]`` table (``spec/scenario.md``).
+"""The ground truth of an example scenario: its ``[expect]`` table (``docs/scenario.md``).
 
 The runtime ignores ``[expect]``; the acceptance tests read it to check that the diagnosis of a
 run names the right root cause, kind and subtasks.
@@ -25,7 +25,7 @@ class Expectation:
 
     Attributes:
         root_cause: the bottleneck vertex; ``""`` when nothing should be backpressured.
-        kind: the kind of cause (``spec/report.md``); ``None`` exactly when ``root_cause`` is "".
+        kind: the kind of cause (``docs/report.md``); ``None`` exactly when ``root_cause`` is "".
         subtasks: the subtasks the diagnosis must name (may be empty).
         findings: kinds of finding the report must carry (``checkpoint-backpressure``).
         without_findings: kinds of finding it must not carry.
