@@ -102,6 +102,7 @@ def fits() -> Callable[..., str]:
 SHARED_WORK = {
     "tests/collectors/flink/test_e2e.py": "flink",
     "tests/collectors/flink/test_corpus.py": "flink",
+    "tests/collectors/flink/test_checkpoints_e2e.py": "flink",
     "tests/collectors/flink/test_verify.py": "flink-adaptive",
     "tests/collectors/flink/test_chaos.py": "flink-adaptive",
     "tests/diagnosis/test_diagnosis_e2e.py": "shipped-runs",
@@ -113,12 +114,13 @@ worker, which makes the shared thing once. (A module left out still passes: its 
 one of its own.)"""
 
 LONGEST_FIRST = (
-    "flink",  # ~320 s on one worker, the cluster's start included
+    "flink",  # ~410 s on one worker, the cluster's start included (test_checkpoints_e2e ~90 s)
     "shipped-runs",  # ~235 s
     "tests/diagnosis/test_checkpoint_corpus.py",  # ~150 s: 14 jobs of ~10 s
     "tests/service/test_soak.py",  # ~140 s, one test
     "flink-adaptive",  # ~140 s
     "tests/cli/test_cli.py",  # ~130 s
+    "tests/collectors/flink/test_checkpoint_state.py",  # ~100 s, its cluster's start included
     "tests/collectors/flink/test_flame_e2e.py",  # ~95 s
     "tests/runtime/test_fidelity.py",
     "tests/web/test_stopping.py",

@@ -155,9 +155,7 @@ def judge_bpmon(case: Case, report: Report) -> Verdict:
         wrong = confident = bool(causes)
     else:
         wrong = any(c.vertex not in case.vertices for c in causes)
-        confident = any(
-            c.vertex not in case.vertices and c.confidence >= CONFIDENT for c in causes
-        )
+        confident = any(c.vertex not in case.vertices and c.confidence >= CONFIDENT for c in causes)
     kind: bool | None = None
     subtasks: bool | None = None
     if not case.healthy:

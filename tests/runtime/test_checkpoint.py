@@ -2,8 +2,8 @@
 and buffer debloating, each measured against what the scenario's arithmetic says.
 
 Every job is backpressured the same way unless said otherwise: 2,000 records/s of 1,000 bytes
-(or 200) into ``slow``, 2 subtasks x 2 ms after a hash exchange (1,000/s), so the buffers in front of it
-fill and an aligned barrier waits behind them for seconds (``docs/scenario.md``).
+(or 200) into ``slow``, 2 subtasks x 2 ms after a hash exchange (1,000/s), so the buffers in
+front of it fill and an aligned barrier waits behind them for seconds (``docs/scenario.md``).
 """
 
 from __future__ import annotations

@@ -242,10 +242,17 @@ class Bursts:
 
 
 def sampling_note(
-    job: str, window: Window, sampling: FlinkSampling, cost: Cost, managers: int, fresh: str
+    job: str,
+    window: Window,
+    sampling: FlinkSampling,
+    cost: Cost,
+    managers: int,
+    fresh: str,
+    checkpoints: Cost | None = None,
 ) -> Finding:
     """The ``sampling`` finding: the sampler used (and why), samples taken of those planned,
-    what the window cost, what its rates span and how ``fresh`` they are."""
+    what the window cost (``checkpoints``: the part of it reading the checkpoints), what its
+    rates span and how ``fresh`` they are."""
     if sampling.method == "none":
         how = "nothing sampled: no task of the job runs (every subtask waits to be deployed)"
     elif sampling.method == "flame-graph":
@@ -268,9 +275,15 @@ def sampling_note(
             f"{window.samples} of {planned} samples taken by thread dumps ({why}"
             f"{managers} task manager(s)); {dump}"
         )
+    read = (
+        f" ({checkpoints.requests} of them for the checkpoints, "
+        f"{checkpoints.seconds * 1000:.0f} ms)"
+        if checkpoints is not None and checkpoints.requests
+        else ""
+    )
     return Finding(
         "sampling",
         job,
-        f"{how}; {window.seconds:.1f} s, {cost.requests} requests, "
+        f"{how}; {window.seconds:.1f} s, {cost.requests} requests{read}, "
         f"{cost.bytes / 1024:.0f} KB; rates and busy time {sampling.span}; {fresh}",
     )

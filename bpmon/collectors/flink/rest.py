@@ -66,7 +66,12 @@ class Cost:
 
 
 class NotFoundError(TargetNotFoundError):
-    """Flink answered 404: the job, vertex or task manager asked for does not exist (any more)."""
+    """Flink answered 404: the job, vertex or task manager asked for does not exist (any more).
+    ``flink_says``: the first line of Flink's own error text, or nothing."""
+
+    def __init__(self, message: str, flink_says: str = "") -> None:
+        super().__init__(message)
+        self.flink_says = flink_says
 
 
 class _TransientError(Exception):
@@ -235,7 +240,9 @@ class FlinkRest:
     def _http_error(self, err: urllib.error.HTTPError, path: str) -> Exception:
         detail = _flink_errors(err)
         if err.code == 404:
-            return NotFoundError(f"Flink at {self.url}: GET {path} is not found{detail}")
+            return NotFoundError(
+                f"Flink at {self.url}: GET {path} is not found{detail}", detail[2:-1]
+            )
         failed = CollectorError(
             f"Flink at {self.url} answered GET {path} with HTTP {err.code}{detail}; "
             "check the JobManager's log"

@@ -33,7 +33,11 @@ One :meth:`~FlinkTarget.observe` is one window:
    slow: the sampled window with Flink's sampler, an unsampled span before the dumps with thread
    dumps (:mod:`~bpmon.collectors.flink.readings`, :mod:`~bpmon.collectors.flink.metrics`);
 3. Flink's own backpressure endpoint per vertex, as a cross-check: where Flink's level differs
-   from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding).
+   from the one bpmon's samples give, the report says so (a ``flink-disagrees`` finding);
+4. the job's checkpoints as of the window's end: its settings (once), its counts and the newest
+   completed and failed checkpoint, each subtask's phases read once per checkpoint
+   (:mod:`~bpmon.collectors.flink.checkpoints`); what cannot be read is a
+   ``checkpoints-unread`` finding, never a gap.
 
 A window whose job restarted while it was read (the job no longer RUNNING at its end, or a
 subtask whose thread is missing from a dump of its task manager: a running task's thread is in
@@ -57,6 +61,7 @@ from bpmon.collectors.flink.burst import (
     flame_reason,
     sampling_note,
 )
+from bpmon.collectors.flink.checkpoints import FlinkCheckpoints
 from bpmon.collectors.flink.config import FlinkClusterConfig, read_config
 from bpmon.collectors.flink.dumps import DumpCost, Tally
 from bpmon.collectors.flink.job import WatchedJob
@@ -82,7 +87,7 @@ from bpmon.collectors.flink.plan import (
     plan_of,
 )
 from bpmon.collectors.flink.readings import VertexValues
-from bpmon.collectors.flink.rest import FlinkRest, NotFoundError
+from bpmon.collectors.flink.rest import Cost, FlinkRest, NotFoundError
 from bpmon.collectors.flink.status import WAITING
 from bpmon.collectors.flink.window import (
     ambiguous_note,
@@ -162,6 +167,7 @@ class FlinkTarget:
         self._slots: Slots = (None, None)
         self._snapshot: tuple[float, Observation | None] | None = None
         self._rescales: list[Finding] = []
+        self._checkpoints = FlinkCheckpoints(self.rest, ref.id, ref.name, self.version)
 
     @property
     def job(self) -> str:
@@ -190,6 +196,11 @@ class FlinkTarget:
         with contextlib.suppress(UnavailableError):
             changes = self.watched.refresh(METRICS_WAIT_S)
             self._rescales.extend(n for n in changes if n.kind == "rescaled")
+
+    @property
+    def last_checkpoint_cost(self) -> Cost:
+        """What reading the last window's checkpoints cost (a part of the window's cost)."""
+        return self._checkpoints.last_cost
 
     @property
     def last_dump_cost(self) -> DumpCost | None:
@@ -254,16 +265,19 @@ class FlinkTarget:
                 f"{self.graph.by_id(vid).name}[{index}] was in {seen} of the {dumps} thread "
                 "dumps of the task manager Flink placed it on"
             )
+        checkpoints, unread = self._checkpoints.read(self.graph)  # never raises
         self.watched.check()  # still running at the end of the window
         self.last_sampling = sampling
         self._slots = read_slots(self.rest, placement)
         vertices, levels = self._vertices(tally, span), flink_levels(self.rest, placement)
         managers = len(placement.task_managers)
         spent = self.rest.cost - before
+        fresh = self.bursts.fresh_note(span)
         notes = [
             sampling_note(
-                self.job, window, sampling, spent, managers, self.bursts.fresh_note(span)
+                self.job, window, sampling, spent, managers, fresh, self.last_checkpoint_cost
             ),
+            *([unread] if unread is not None else []),
             *self._rescales,  # every rescale since the last window given, however many failed
             *(n for n in changes if n.kind != "rescaled"),
             *self._ambiguous(tally),
@@ -278,6 +292,7 @@ class FlinkTarget:
             settings=TargetSettings(task_managers=managers),
             notes=tuple(notes),
             signals=FLINK,
+            checkpoints=checkpoints,
         )
 
     def snapshot(self) -> Observation | None:

@@ -105,6 +105,7 @@ class Cluster:
         fetch_interval_ms: int = 1000,
         config: dict[str, str] | None = None,
         flamegraph: bool = False,
+        task_manager_memory: str = "1024m",
     ) -> None:
         home = flink_home()
         if home is None:
@@ -112,6 +113,7 @@ class Cluster:
         self.home, self.workdir = home, workdir
         self.task_managers, self.slots = task_managers, slots
         self.fetch_interval_ms = fetch_interval_ms
+        self.task_manager_memory = task_manager_memory
         self.config = {**(FLAMEGRAPH if flamegraph else {}), **(config or {})}
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -134,6 +136,8 @@ class Cluster:
         ``fetch_interval_ms``: how stale a metric the REST API serves may be (Flink's metric
         fetcher refreshes at most this often); the fidelity benchmark lowers it to time build-up.
         ``config``: more options, written last (the chaos test's adaptive scheduler).
+        ``task_manager_memory`` (constructor): each TaskManager's process size, 1024m by default
+        (a task heap of a few dozen MB); the large-state checkpoint test needs more.
         ``flamegraph`` (constructor): Flink's sampler on (:data:`FLAMEGRAPH`); off by default,
         as on a cluster nobody configured.
         """
@@ -152,7 +156,7 @@ class Cluster:
                     "jobmanager.memory.process.size: 800m",
                     "taskmanager.host: 127.0.0.1",
                     "taskmanager.bind-host: 127.0.0.1",
-                    "taskmanager.memory.process.size: 1024m",
+                    f"taskmanager.memory.process.size: {self.task_manager_memory}",
                     f"taskmanager.numberOfTaskSlots: {self.slots}",
                     "parallelism.default: 1",
                     "rest.address: 127.0.0.1",

@@ -13,6 +13,12 @@ mailbox.)
 The files are small, readable JSON; ``routes.json`` maps every recorded path to its file (a
 ``?get`` suffix: the metric values, as opposed to the metric list), which is what
 ``test_replay.py`` serves.
+
+The checkpointed topologies (``checkpoint-aligned``, ``checkpoint-unaligned``, and
+``checkpoint-expired``: aligned with a 2 s timeout, so every checkpoint fails) also save what
+``checkpoints.py`` asks for: the job's checkpoint config, ``/checkpoints``, and each vertex's
+subtask details of the newest completed and newest failed checkpoint; ``checkpoints-off`` saves
+only the first two of a job that does not checkpoint.
 """
 
 from __future__ import annotations
@@ -34,7 +40,16 @@ sys.path.insert(0, str(HERE))
 from cluster import ADAPTIVE, Cluster  # type: ignore[import-not-found]  # noqa: E402
 
 FIXTURES = HERE / "fixtures"
-TOPOLOGIES = ("slow-sink", "hot-key", "legacy-slow-map", "same-names", "partly-bounded", "rescale")
+TOPOLOGIES = (
+    "slow-sink",
+    "hot-key",
+    "legacy-slow-map",
+    "same-names",
+    "partly-bounded",
+    "rescale",
+    *(CHECKPOINTED := ("checkpoint-aligned", "checkpoint-unaligned", "checkpoint-expired")),
+    "checkpoints-off",
+)
 RUN_S = 15.0
 RESCALED = "enrich"
 """The vertex ``rescale`` rescales (the ``healthy`` job's), 2 -> 3 -> 1."""
@@ -44,6 +59,9 @@ def record(cluster: Cluster, topology: str) -> None:
     """Run ``topology``, save its responses under ``fixtures/TOPOLOGY``, cancel it."""
     if topology == "rescale":
         record_rescale(cluster)
+        return
+    if topology in CHECKPOINTED or topology == "checkpoints-off":
+        record_checkpoints(cluster, topology)
         return
     job = cluster.submit(topology)
     try:
@@ -69,8 +87,42 @@ def record_rescale(cluster: Cluster) -> None:
         cluster.cancel(job)
 
 
-def save_job(cluster: Cluster, job: str, out: Path) -> None:
-    """Save every response the collector asks for about ``job`` (running) under ``out``."""
+def record_checkpoints(cluster: Cluster, topology: str) -> None:
+    """A checkpointed job, once a checkpoint ended as its topology's do (``checkpoint-expired``:
+    failed); ``checkpoints-off``: slow-map's two checkpoint documents only."""
+    out = FIXTURES / topology
+    if topology == "checkpoints-off":
+        job = cluster.submit("slow-map")
+        try:
+            time.sleep(RUN_S / 3)
+            out.mkdir(parents=True, exist_ok=True)
+            routes = {}
+            for path, name in (
+                ("checkpoints/config", "checkpoints-config"),
+                ("checkpoints", "checkpoints"),
+            ):
+                document = cluster.get(f"/jobs/{job}/{path}")
+                (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+                routes[f"/jobs/{job}/{path}"] = f"{name}.json"
+            (out / "routes.json").write_text(json.dumps(routes, indent=1, sort_keys=True) + "\n")
+        finally:
+            cluster.cancel(job)
+        return
+    with tempfile.TemporaryDirectory(prefix="bpmon-checkpoints-") as storage:
+        if topology == "checkpoint-expired":
+            job = cluster.submit("checkpoint-aligned", args=(storage, "2000"))
+        else:
+            job = cluster.submit(topology, args=(storage,))
+        try:
+            time.sleep(RUN_S)
+            save_job(cluster, job, out, checkpoints=True)
+        finally:
+            cluster.cancel(job)
+
+
+def save_job(cluster: Cluster, job: str, out: Path, *, checkpoints: bool = False) -> None:
+    """Save every response the collector asks for about ``job`` (running) under ``out``
+    (``checkpoints``: its checkpoint statistics too)."""
     out.mkdir(parents=True, exist_ok=True)
     routes: dict[str, str] = {}
 
@@ -105,7 +157,24 @@ def save_job(cluster: Cluster, job: str, out: Path) -> None:
     for k, tm in enumerate(sorted(managers)):
         suffix = "" if len(managers) == 1 else f"-{k}"
         save(f"/taskmanagers/{tm}/thread-dump", f"thread-dump{suffix}", _dump(cluster, tm, names))
+    if checkpoints:
+        base = f"/jobs/{job}/checkpoints"
+        save(f"{base}/config", "checkpoints-config", cluster.get(f"{base}/config"))
+        statistics = cluster.get(base)
+        save(base, "checkpoints", _trimmed(statistics))
+        for ended in (statistics["latest"]["completed"], statistics["latest"]["failed"]):
+            if ended is None:
+                continue
+            cid = ended["id"]
+            for i, v in enumerate(details["vertices"]):
+                path = f"{base}/details/{cid}/subtasks/{v['id']}"
+                save(path, f"checkpoint-{cid}-vertex-{i}", cluster.get(path))
     (out / "routes.json").write_text(json.dumps(routes, indent=1, sort_keys=True) + "\n")
+
+
+def _trimmed(statistics: dict[str, Any]) -> dict[str, Any]:
+    """``/checkpoints`` with its history cut to the newest three (bpmon reads none of it)."""
+    return {**statistics, "history": statistics.get("history", [])[:3]}
 
 
 def _dump(cluster: Cluster, tm: str, names: list[str]) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from bpmon.collectors.flink.config import DEFAULTS, config_of, duration_ms
+from bpmon.collectors.flink.config import DEFAULTS, config_of
 from bpmon.collectors.flink.dumps import Tally
 from bpmon.collectors.flink.flame import flame_graph, frame_of
 from bpmon.collectors.profile import StackClassifier, load_profile
+from bpmon.model.durations import duration_ms
 from bpmon.model.errors import CollectorError
 
 FIXTURE = Path(__file__).with_name("fixtures") / "flamegraph-slow-map.json"

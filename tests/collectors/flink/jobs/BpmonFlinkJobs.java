@@ -1,9 +1,9 @@
 /*
  * Small Flink jobs with a controlled bottleneck, for bpmon's tests against a real cluster.
  *
- * Usage: BpmonFlinkJobs TOPOLOGY [PARALLELISM]
+ * Usage: BpmonFlinkJobs TOPOLOGY [PARALLELISM | CHECKPOINT_DIR [...]]
  *        (slow-map, hot-key, slow-sink, healthy, fan-in, flatmap, legacy-slow-map, same-names,
- *        partly-bounded, cpu-map)
+ *        partly-bounded, cpu-map; checkpoint-aligned, checkpoint-unaligned, big-state)
  *
  * slow-map:  numbers (4000/s) -> enrich (1 ms per record, 2 subtasks) -> sink
  * hot-key:   numbers (3000/s) -> keyBy (2/3 of records on one key) -> count (1.5 ms, 2) -> sink
@@ -20,26 +20,46 @@
  * cpu-map:   numbers (2000/s) -> enrich (1 ms of CPU per record, spun, not slept) -> sink: a
  *            CPU-bound bottleneck (~1000 records/s alone), for the sampling-cost benchmark
  *
- * Every job but legacy-slow-map reads a rate-limited FLIP-27 generator source. Costs are paid by sleeping (a thread
- * that sleeps is busy for Flink's time accounting and for a stack sample, and leaves the shared
- * CPU to others). A parse map is chained to the source so a chained vertex is always present;
- * every other operator starts its own task (disableChaining), named as bpmon's tests expect.
+ * The checkpointed jobs take CHECKPOINT_DIR (filesystem checkpoint storage, hashmap state
+ * backend, set in the job's configuration as a user sets it):
+ * checkpoint-aligned DIR [TIMEOUT_MS]: numbers (4000/s) -> enrich (4 ms per record, 2) -> sink,
+ *            aligned checkpoints every second (timeout 60 s by default): each barrier waits
+ *            seconds behind the buffered records of the slow enrich
+ * checkpoint-unaligned DIR: the same, unaligned from the first barrier on (no aligned timeout)
+ * big-state DIR [KEYS]: numbers (100/s) -> fill -> keyBy -> count -> sink: a count per key of
+ *            KEYS keys (8 million by default, built in the first seconds), no backpressure;
+ *            checkpoints every 5 s spend their time writing that state (their async phase)
+ *
+ * Every job but legacy-slow-map reads a rate-limited FLIP-27 generator source. Costs are paid by
+ * sleeping (a thread that sleeps is busy for Flink's time accounting and for a stack sample, and
+ * leaves the shared CPU to others). A parse map is chained to the source so a chained vertex is
+ * always present; every other operator starts its own task (disableChaining), named as bpmon's
+ * tests expect.
  */
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
 import org.apache.flink.util.Collector;
+
+import java.time.Duration;
 
 public class BpmonFlinkJobs {
 
@@ -191,6 +211,74 @@ public class BpmonFlinkJobs {
         }
     }
 
+    /**
+     * Checkpoints every ``intervalMs`` into ``dir`` (filesystem storage, hashmap state backend),
+     * aligned or unaligned (then from the first barrier on: no aligned timeout), set as a user
+     * sets them: in the job's configuration.
+     */
+    static void checkpointed(
+            StreamExecutionEnvironment env,
+            String dir,
+            long intervalMs,
+            long timeoutMs,
+            boolean unaligned) {
+        Configuration conf = new Configuration();
+        conf.set(StateBackendOptions.STATE_BACKEND, "hashmap");
+        conf.set(CheckpointingOptions.CHECKPOINT_STORAGE, "filesystem");
+        conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, "file://" + dir);
+        conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(intervalMs));
+        conf.set(CheckpointingOptions.CHECKPOINTING_TIMEOUT, Duration.ofMillis(timeoutMs));
+        conf.set(CheckpointingOptions.ENABLE_UNALIGNED, unaligned);
+        conf.set(CheckpointingOptions.ALIGNED_CHECKPOINT_TIMEOUT, Duration.ZERO);
+        // a checkpoint that expires is counted, not a failover (Flink's default tolerates none)
+        conf.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, Integer.MAX_VALUE);
+        env.configure(conf);
+    }
+
+    /**
+     * Builds a keyed state of ``keys`` keys fast, then keeps it: each of the first records in
+     * (``keys / fan`` of them) emits ``fan`` new keys; every later one touches one key.
+     */
+    static final class Fill implements FlatMapFunction<Long, Long> {
+        private final long keys;
+        private final long fan;
+
+        Fill(long keys, long fan) {
+            this.keys = keys;
+            this.fan = fan;
+        }
+
+        @Override
+        public void flatMap(Long value, Collector<Long> out) {
+            long first = value * fan;
+            if (first < keys) {
+                for (long k = first; k < Math.min(keys, first + fan); k++) {
+                    out.collect(k);
+                }
+            } else {
+                out.collect(value % keys);
+            }
+        }
+    }
+
+    /** Counts the records of each key: a ValueState of a Long per key. */
+    static final class Count extends KeyedProcessFunction<Long, Long, Long> {
+        private transient ValueState<Long> count;
+
+        @Override
+        public void open(OpenContext context) {
+            count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Long.class));
+        }
+
+        @Override
+        public void processElement(Long key, Context ctx, Collector<Long> out) throws Exception {
+            Long seen = count.value();
+            long now = seen == null ? 1 : seen + 1;
+            count.update(now);
+            out.collect(now);
+        }
+    }
+
     static DataStream<Long> source(StreamExecutionEnvironment env, String name, double rate) {
         return source(env, name, rate, Long.MAX_VALUE);
     }
@@ -207,10 +295,22 @@ public class BpmonFlinkJobs {
 
     public static void main(String[] args) throws Exception {
         String topology = args.length > 0 ? args[0] : "slow-map";
-        int parallelism = args.length > 1 ? Integer.parseInt(args[1]) : 2;
+        String arg = args.length > 1 ? args[1] : null;
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(1);
         switch (topology) {
+            case "checkpoint-aligned":
+            case "checkpoint-unaligned": {
+                // slow-map checkpointed every second, enrich at 4 ms a record: about 4 s of
+                // records wait in the buffers ahead of an aligned barrier (1 s at 1 ms: too
+                // close to bpmon's slow_ms to tell)
+                long timeoutMs = args.length > 2 ? Long.parseLong(args[2]) : 60_000;
+                checkpointed(env, arg, 1000, timeoutMs, topology.equals("checkpoint-unaligned"));
+                source(env, "numbers", 4000)
+                        .map(new SlowMap(4000)).name("enrich").setParallelism(2).disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            }
             case "slow-map":
                 source(env, "numbers", 4000)
                         .map(new SlowMap(1000)).name("enrich").setParallelism(2).disableChaining()
@@ -234,7 +334,8 @@ public class BpmonFlinkJobs {
                 break;
             case "healthy":
                 source(env, "numbers", 200)
-                        .map(new SlowMap(200)).name("enrich").setParallelism(parallelism)
+                        .map(new SlowMap(200)).name("enrich")
+                        .setParallelism(arg != null ? Integer.parseInt(arg) : 2)
                         .disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
@@ -273,6 +374,16 @@ public class BpmonFlinkJobs {
                         .map(new CpuMap(1000)).name("enrich").disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
+            case "big-state": {
+                long keys = args.length > 2 ? Long.parseLong(args[2]) : 8_000_000;
+                checkpointed(env, arg, 5000, 60_000, false);
+                source(env, "numbers", 100)
+                        .flatMap(new Fill(keys, 10_000)).name("fill").disableChaining()
+                        .keyBy(v -> v)
+                        .process(new Count()).name("count").disableChaining()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
+                break;
+            }
             default:
                 throw new IllegalArgumentException("unknown topology " + topology);
         }
