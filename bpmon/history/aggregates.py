@@ -1,7 +1,8 @@
 """The small results of the analytics' Spark job, on the driver: what the findings are read from.
 
-:mod:`bpmon.history.analytics` collects five aggregates in one action (per job and vertex, per run
-and vertex, per run, per hot subtask, per run's vertex named root cause and kind); here they
+:mod:`bpmon.history.analytics` collects six aggregates in one action (per job and vertex, per run
+and vertex, per run, per hot subtask, per run's vertex named root cause and kind, per run's
+checkpoints); here they
 become :class:`Aggregates`: the runs numbered in time order within their job, the causes folded
 per run and per vertex, and each vertex's runs linked to the previous one (:func:`run_vertices`).
 Their size is the number of runs times the vertices, never the number of rows of the history.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,8 @@ class Aggregates:
     named: list[Row]
     named_by_run: dict[tuple[str, str], list[Row]]
     by_id: dict[tuple[str, str], Run]
+    checkpoints: list[Row] = field(default_factory=list)
+    """Per run whose windows observed checkpoints: ``analytics._checkpoints``' row."""
 
     @classmethod
     def of(cls, parts: Mapping[str, Sequence[Row]]) -> Aggregates:
@@ -69,6 +72,7 @@ class Aggregates:
             named=_per_vertex_named(parts.get("named", []), run_named),
             named_by_run=dict(named_by_run),
             by_id={(r.job, r.run_id): r for r in runs},
+            checkpoints=list(parts.get("checkpoints", [])),
         )
 
 

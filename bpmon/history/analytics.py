@@ -4,9 +4,10 @@ Two Spark actions do the work. The subtask rows are read with the declared schem
 inferred) from the parts the store found readable and reduced in one pass (a hash aggregate, one
 shuffle) to one row per window and vertex: its level and ratio (its worst subtask's), its busiest
 subtask, its capacity per subtask (:mod:`bpmon.model.capacity`, expressed as a column from the same
-``min_busy``), its parallelism, and which of its subtasks was hot. That table, a few rows per
-window, is cached (the first action), and five small aggregates are asked of it and of the
-cause rows in one query that comes back in one ``collect`` (the second):
+``min_busy``), its parallelism, which of its subtasks was hot, and the window's checkpoint figures
+(the same on every row of a window). That table, a few rows per window, is cached (the first
+action), and six small aggregates are asked of it and of the cause rows in one query that comes
+back in one ``collect`` (the second):
 
 - ``vertex``: per job and vertex, the share of windows at each level, p50/p95 ratio, p50 busy
   and p50 capacity;
@@ -14,7 +15,10 @@ cause rows in one query that comes back in one ``collect`` (the second):
 - ``run``: per run, its start, windows and monitored seconds;
 - ``hot``: per vertex and subtask, the windows it was hot in;
 - ``named``: per run, vertex and kind, how often it was named root cause (confidence x
-  seconds, windows, first-ranked windows).
+  seconds, windows, first-ranked windows);
+- ``checkpoints``: per run, the checkpoints its windows saw as their newest, each once (by id):
+  their duration's p50/p95, how many failed, the time they waited for barriers, and the job's
+  counts at the run's first and last window.
 
 Nothing is read twice or recomputed (each aggregate prunes other columns of the one pass, so
 without the cache Spark would run the pass once per aggregate). The results hold a row per run
@@ -40,6 +44,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
 
 from bpmon.history.aggregates import Aggregates, run_vertices
 from bpmon.history.findings import (
+    checkpoint_histories,
     chronic_bottlenecks,
     job_runs,
     regressions,
@@ -120,13 +125,23 @@ def window_vertices(subtasks: DataFrame, limits: Thresholds) -> DataFrame:
         F.max(F.col("synthetic").cast("int")).alias("synthetic"),
         *_spread(rate, "rate"),
         *_spread(busy, "busy"),
+        F.max("checkpoint_id").alias("ck_id"),
+        F.max("checkpoint_duration_ms").alias("ck_ms"),
+        F.max("checkpoint_barrier_wait_ms").alias("ck_wait_ms"),
+        F.max((F.col("checkpoint_status") == "failed").cast("int")).alias("ck_failed"),
+        F.max("checkpoints_completed").alias("ck_completed_n"),
+        F.max("checkpoints_failed").alias("ck_failed_n"),
     )
     by_rate = _hottest("rate", limits.hot_ratio)
     by_busy = _hottest("busy", limits.hot_ratio) & (F.col("busy_top") >= limits.busy_min)
     hot = F.when(by_rate, F.col("rate_at")).when(by_busy, F.col("busy_at"))
     keep = ["job", "run_id", "burst", "vertex", "start", "seconds", "vertex_index"]
-    keep += ["parallelism", "level", "ratio", "busy", "capacity", "synthetic"]
+    keep += ["parallelism", "level", "ratio", "busy", "capacity", "synthetic", *CHECKPOINT_FIGURES]
     return grouped.select(*keep, hot.alias("hot"))
+
+
+CHECKPOINT_FIGURES = ("ck_id", "ck_ms", "ck_wait_ms", "ck_failed", "ck_completed_n", "ck_failed_n")
+"""The window's checkpoint figures in :func:`window_vertices`' rows."""
 
 
 def _spread(value: Column, name: str) -> list[Column]:
@@ -163,13 +178,14 @@ def read_history(
 
 
 def aggregates(windows: DataFrame, causes: DataFrame) -> DataFrame:
-    """The five small aggregates as one DataFrame, ``part`` naming each row's (one action)."""
+    """The six small aggregates as one DataFrame, ``part`` naming each row's (one action)."""
     frames = [
         _per_vertex(windows),
         _per_run_vertex(windows),
         _per_run(windows),
         _hot(windows),
         _named(windows, causes),
+        _checkpoints(windows),
     ]
     out = frames[0]
     for frame in frames[1:]:
@@ -250,6 +266,49 @@ def _named(w: DataFrame, causes: DataFrame) -> DataFrame:
     )
 
 
+def _checkpoints(w: DataFrame) -> DataFrame:
+    """Per run whose windows observed checkpoints: the checkpoints they saw as their newest, each
+    once however many windows saw it (by id), and the job's counts at its first and last window.
+
+    A window's figures are on each of its vertices' rows; its first vertex's row (``vertex_index``
+    0, which every window has) stands for it, so each window counts once. ``ck_p`` is the p50 and
+    p95 of the checkpoints' durations (a failed one's until it failed); ``ck_waited_ms`` over
+    ``ck_timed_ms`` the share of their time spent waiting for barriers (a wait counted up to its
+    checkpoint's duration, of the checkpoints whose wait is known).
+    """
+    burst = F.col("burst")
+    windows = w.where((F.col("vertex_index") == 0) & F.col("ck_completed_n").isNotNull())
+    seen = windows.groupBy("job", "run_id", "ck_id").agg(
+        F.count("*").alias("ck_windows"),
+        F.min(burst).alias("ck_first"),
+        F.max(burst).alias("ck_last"),
+        F.min_by("ck_failed_n", burst).alias("ck_failed_first"),
+        F.max_by("ck_failed_n", burst).alias("ck_failed_last"),
+        F.min_by("ck_completed_n", burst).alias("ck_completed_first"),
+        F.max_by("ck_completed_n", burst).alias("ck_completed_last"),
+        F.max("ck_ms").alias("ck_ms"),
+        F.max("ck_wait_ms").alias("ck_wait_ms"),
+        F.max("ck_failed").alias("ck_failed"),
+    )
+    ms, wait = F.col("ck_ms"), F.col("ck_wait_ms")
+    timed = F.col("ck_id").isNotNull() & wait.isNotNull() & (ms > 0)
+    return seen.groupBy("job", "run_id").agg(
+        F.lit("checkpoints").alias("part"),
+        F.sum("ck_windows").alias("ck_windows"),
+        F.count("ck_id").alias("ck_count"),
+        F.percentile_approx(F.when(F.col("ck_id").isNotNull(), ms), [0.5, 0.95]).alias("ck_p"),
+        F.sum(F.when(F.col("ck_id").isNotNull(), F.col("ck_failed"))).alias("ck_failed"),
+        F.min("ck_first").alias("ck_first"),
+        F.max("ck_last").alias("ck_last"),
+        F.min_by("ck_failed_first", "ck_first").alias("ck_failed_first"),
+        F.max_by("ck_failed_last", "ck_last").alias("ck_failed_last"),
+        F.min_by("ck_completed_first", "ck_first").alias("ck_completed_first"),
+        F.max_by("ck_completed_last", "ck_last").alias("ck_completed_last"),
+        F.sum(F.when(timed, F.least(wait, ms))).alias("ck_waited_ms"),
+        F.sum(F.when(timed, ms)).alias("ck_timed_ms"),
+    )
+
+
 def collect_parts(frame: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """The rows of :func:`aggregates`, by part, as dicts (one Spark action)."""
     parts: dict[str, list[dict[str, Any]]] = {}
@@ -311,7 +370,7 @@ def analyze(
         windows = window_vertices(subtasks, limits).persist()
         try:
             progress(f"one pass: {windows.count():,} rows of a window and vertex")
-            progress("levels, capacities, causes and hot subtasks per vertex and run")
+            progress("levels, capacities, causes, hot subtasks and checkpoints per vertex and run")
             found = Aggregates.of(collect_parts(aggregates(windows, causes)))
         finally:
             windows.unpersist()
@@ -319,9 +378,10 @@ def analyze(
     jobs = job_runs(found)
     progress(
         f"{counted(len(found.runs), 'run')} of {counted(len(jobs), 'job')}: trends, chronic "
-        "bottlenecks, regressions between runs, skew over time"
+        "bottlenecks, regressions between runs, skew over time, checkpoints"
     )
     vertices, chronic = vertex_histories(found, series), chronic_bottlenecks(found)
+    checkpoints = checkpoint_histories(found)
     found_regressions, skew = regressions(found, series, limits), skewed_subtasks(found, limits)
     return Analysis(
         generated_at=generated_at,
@@ -339,5 +399,6 @@ def analyze(
         chronic=chronic,
         regressions=found_regressions,
         skew=skew,
+        checkpoints=checkpoints,
         skipped=scan.skipped,
     )

@@ -1,9 +1,9 @@
 """The aggregates of an analysis as Parquet files (``bpmon analyze --out DIR``).
 
 One file per table of :class:`~bpmon.model.analysis.Analysis` (``jobs``, ``vertices``,
-``vertex_runs``, ``chronic``, ``regressions``, ``skew``), written on the driver from the values
-the analysis returned, atomically, so a notebook, DuckDB or a dashboard can read the findings
-without Spark. ``docs/history.md`` lists the columns.
+``vertex_runs``, ``chronic``, ``regressions``, ``skew``, ``checkpoint_runs``), written on the
+driver from the values the analysis returned, atomically, so a notebook, DuckDB or a dashboard
+can read the findings without Spark. ``docs/history.md`` lists the columns.
 
 May import: the model layer, bpmon.history.
 """
@@ -21,11 +21,12 @@ from bpmon.model.analysis import (
     ChronicBottleneck,
     JobHistory,
     Regression,
+    RunCheckpoints,
     SkewedSubtask,
     VertexHistory,
 )
 
-TABLES = ("jobs", "vertices", "vertex_runs", "chronic", "regressions", "skew")
+TABLES = ("jobs", "vertices", "vertex_runs", "chronic", "regressions", "skew", "checkpoint_runs")
 """The files written, as ``<name>.parquet``."""
 
 
@@ -59,6 +60,12 @@ def write_aggregates(analysis: Analysis, folder: Path) -> list[Path]:
         "chronic": _table(pa, ChronicBottleneck, [asdict(c) for c in analysis.chronic]),
         "regressions": _table(pa, Regression, [_labels(asdict(r)) for r in analysis.regressions]),
         "skew": _table(pa, SkewedSubtask, [asdict(s) for s in analysis.skew]),
+        "checkpoint_runs": _table(
+            pa,
+            RunCheckpoints,
+            [{"job": c.job, **asdict(point)} for c in analysis.checkpoints for point in c.by_run],
+            first=[("job", pa.string())],
+        ),
     }
     written = []
     for name in TABLES:
@@ -72,9 +79,12 @@ def write_aggregates(analysis: Analysis, folder: Path) -> list[Path]:
 _TYPES = {"str": "string", "int": "int64", "float": "float64", "bool": "bool_"}
 
 
-def _table(pa: Any, cls: type, rows: list[dict[str, Any]]) -> Any:
-    """Rows of dataclass ``cls`` as a table whose schema follows the dataclass's annotations."""
-    columns = []
+def _table(
+    pa: Any, cls: type, rows: list[dict[str, Any]], first: list[tuple[str, Any]] | None = None
+) -> Any:
+    """Rows of dataclass ``cls`` as a table whose schema follows the dataclass's annotations
+    (after the columns ``first``)."""
+    columns = list(first or [])
     for f in fields(cls):
         if f.name == "by_run":
             continue

@@ -1,4 +1,5 @@
-"""What the analytics look for across runs: chronic bottlenecks, regressions, skew over time.
+"""What the analytics look for across runs: chronic bottlenecks, regressions, skew over time, and
+each job's checkpoints run by run.
 
 Spark reduces the history to a few small tables (:mod:`bpmon.history.analytics`); they come back
 to the driver once, as :class:`~bpmon.history.aggregates.Aggregates`, and every question is
@@ -10,11 +11,17 @@ comparison of two runs (:func:`bpmon.model.capacity.explained`): a capacity per 
 another parallelism is another measurement, and a vertex that lost subtasks can backpressure
 others without any operator getting slower.
 
+A run's checkpoints are slower when their median duration rose by more than ``capacity_drop``
+(the one regression threshold of ``[history]``) against the job's previous run, to at least
+``[checkpoints] slow_ms``: a quick checkpoint a few milliseconds slower is noise, and not what the
+diagnosis calls slow either.
+
 May import: the model layer, bpmon.history (no pyspark: these are the small results).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,15 +29,18 @@ from typing import Any
 from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex
 from bpmon.model.analysis import (
     LEVEL_NAMES,
+    CheckpointHistory,
     ChronicBottleneck,
     JobHistory,
     Regression,
     RunCapacity,
+    RunCheckpoints,
     SkewedSubtask,
     Thresholds,
     VertexHistory,
 )
 from bpmon.model.capacity import explained, parallelism_change
+from bpmon.model.numbers import counted, milliseconds, percent
 
 
 def job_runs(found: Aggregates) -> tuple[JobHistory, ...]:
@@ -130,6 +140,10 @@ def regressions(
     for first, second in zip(found.runs, found.runs[1:], strict=False):
         if first.job == second.job:
             out += _cause_regressions(found, first, second, limits, scales)
+    for points in checkpoint_runs(found).values():
+        for was, now in itertools.pairwise(points):
+            if now[0].seq == was[0].seq + 1:
+                out += _checkpoint_regression(was, now, limits, scales)
     out.sort(key=lambda r: (r.job, r.after_run, r.kind, r.vertex))
     return tuple(out)
 
@@ -245,6 +259,91 @@ def _main(named: list[Row]) -> str | None:
         return None
     best = min(first, key=lambda r: (-r["first"], -r["named"], r["vertex"]))
     return str(best["vertex"])
+
+
+CheckpointPoint = tuple[Run, RunCheckpoints]
+"""A run, and its checkpoints."""
+
+
+def checkpoint_runs(found: Aggregates) -> dict[str, list[CheckpointPoint]]:
+    """Per job, its runs whose windows observed checkpoints, in time order, with their figures."""
+    by_job: dict[str, list[CheckpointPoint]] = defaultdict(list)
+    for r in found.checkpoints:
+        run = found.by_id.get((r["job"], r["run_id"]))
+        if run is not None:
+            by_job[r["job"]].append((run, _run_checkpoints(r, run)))
+    for points in by_job.values():
+        points.sort(key=lambda p: p[0].seq)
+    return dict(sorted(by_job.items()))
+
+
+def _run_checkpoints(r: Row, run: Run) -> RunCheckpoints:
+    """A run's row of ``analytics._checkpoints`` as its figures."""
+    p50, p95 = r["ck_p"] or (None, None)
+    spans = r["ck_first"] is not None and r["ck_last"] is not None and r["ck_last"] > r["ck_first"]
+    timed = r["ck_timed_ms"]
+    return RunCheckpoints(
+        run_id=run.run_id,
+        start=run.start,
+        windows=int(r["ck_windows"]),
+        checkpoints=int(r["ck_count"]),
+        duration_p50=p50,
+        duration_p95=p95,
+        failed=int(r["ck_failed"] or 0),
+        failed_during=_growth(r["ck_failed_first"], r["ck_failed_last"], spans),
+        completed_during=_growth(r["ck_completed_first"], r["ck_completed_last"], spans),
+        barrier_wait_share=r["ck_waited_ms"] / timed if timed else None,
+    )
+
+
+def _growth(first: int | None, last: int | None, spans: bool) -> int | None:
+    """How much a cumulative count grew over a run (None: one window, or it fell: a restart)."""
+    if not spans or first is None or last is None or last < first:
+        return None
+    return int(last - first)
+
+
+def checkpoint_histories(found: Aggregates) -> tuple[CheckpointHistory, ...]:
+    """Per job whose windows observed checkpoints: its runs' figures and their duration's trend."""
+    return tuple(
+        CheckpointHistory(
+            job,
+            len(points),
+            trend((run.seq, c.duration_p50) for run, c in points),
+            tuple(c for _, c in points),
+        )
+        for job, points in checkpoint_runs(found).items()
+    )
+
+
+def _checkpoint_regression(
+    was: CheckpointPoint, now: CheckpointPoint, limits: Thresholds, scales: Scales
+) -> list[Regression]:
+    """``checkpoint-slower``: the median duration higher by more than ``capacity_drop``, and at
+    least ``checkpoint_slow_ms``, than in the job's previous run."""
+    (old_run, old), (new_run, new) = was, now
+    before, after = old.duration_p50, new.duration_p50
+    if before is None or after is None or before <= 0:
+        return []
+    if after <= before * (1 + limits.capacity_drop) or after < limits.checkpoint_slow_ms:
+        return []
+    change = after / before - 1
+    detail = (
+        f"checkpoints took {milliseconds(after)} (the median of "
+        f"{counted(new.checkpoints, 'checkpoint')}) in run {new.run_id}, {change:+.0%} against "
+        f"the {milliseconds(before)} of run {old.run_id} (threshold {limits.capacity_drop:.0%})"
+    )
+    if new.barrier_wait_share is not None:
+        detail += f"; {percent(new.barrier_wait_share)} of their time waiting for barriers"
+        if old.barrier_wait_share is not None:
+            detail += f" (was {percent(old.barrier_wait_share)})"
+    if new.failed_during:
+        detail += f"; {counted(new.failed_during, 'checkpoint')} failed during the run"
+    detail = explained(detail, _rescaled(scales, old_run, new_run))
+    return [
+        Regression(new_run.job, "", "checkpoint-slower", old.run_id, new.run_id, before, after,
+                   change, detail)
+    ]  # fmt: skip
 
 
 def skewed_subtasks(found: Aggregates, limits: Thresholds) -> tuple[SkewedSubtask, ...]:

@@ -3,7 +3,9 @@
 The rows are columns of plain Python values keyed by column name, in the order of
 :data:`~bpmon.history.schema.TABLES`, so the store hands them to pyarrow in one call. Nothing is
 invented: a metric the report does not know is null, and a vertex reported without subtasks is
-one row with a null ``subtask`` carrying the vertex's own figures.
+one row with a null ``subtask`` carrying the vertex's own figures. The report's ``checkpoints``
+(its counts and newest checkpoint) go on every row of the window, its phases of a vertex on that
+vertex's rows; all null when the report has none.
 
 May import: the model layer (stdlib only here).
 """
@@ -15,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from bpmon.history.schema import TABLES, TableName
+from bpmon.history.schema import CHECKPOINT_COLUMNS, TABLES, TableName
+from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport
 from bpmon.model.clock import as_utc
 from bpmon.model.values import Metrics, Report
 
@@ -65,9 +68,10 @@ def report_rows(
     """The rows of ``report`` (burst ``burst``) for both tables, written by bpmon ``version``."""
     key = WindowKey.of(report, burst)
     writer = {"bpmon_version": version, "synthetic": synthetic}
+    checkpoints = checkpoint_values(report.checkpoints)
     subtasks = empty_columns("subtasks")
     for row in _subtask_rows(report):
-        _add(subtasks, {**key.values(), **row, **writer})
+        _add(subtasks, {**key.values(), **row, **checkpoints, **writer})
     causes = empty_columns("causes")
     for rank, cause in enumerate(report.root_causes or ()):
         row = {
@@ -84,13 +88,63 @@ def report_rows(
     return {"subtasks": subtasks, "causes": causes}
 
 
+def checkpoint_values(checkpoints: CheckpointReport | None) -> dict[str, object]:
+    """The window's checkpoint columns but the vertex's: the job's counts and its newest
+    checkpoint (None, or no checkpoint ended yet: null)."""
+    values: dict[str, object] = dict.fromkeys(_WINDOW_CHECKPOINT)
+    if checkpoints is None:
+        return values
+    values["checkpoints_completed"] = checkpoints.completed
+    values["checkpoints_failed"] = checkpoints.failed
+    last = checkpoints.last
+    if last is None:
+        return values
+    return {
+        **values,
+        "checkpoint_id": last.id,
+        "checkpoint_status": last.status,
+        "checkpoint_duration_ms": _finite(last.duration_ms),
+        "checkpoint_start_delay_ms": _finite(last.start_delay_ms),
+        "checkpoint_alignment_ms": _finite(last.alignment_ms),
+        "checkpoint_sync_ms": _finite(last.sync_ms),
+        "checkpoint_async_ms": _finite(last.async_ms),
+        "checkpoint_barrier_wait_ms": _finite(last.barrier_wait_ms),
+        "checkpoint_state_bytes": last.state_bytes,
+        "checkpoint_persisted_bytes": last.persisted_bytes,
+    }
+
+
+_WINDOW_CHECKPOINT = tuple(c for c in CHECKPOINT_COLUMNS if not c.startswith("checkpoint_vertex_"))
+
+
+def vertex_checkpoint_values(phases: CheckpointPhases | None) -> dict[str, object]:
+    """A vertex's ``checkpoint_vertex_*`` columns: its phases in the newest checkpoint (None:
+    the checkpoint does not list it, or there is none: null)."""
+    if phases is None:
+        return dict.fromkeys(_VERTEX_CHECKPOINT)
+    return {
+        "checkpoint_vertex_start_delay_ms": _finite(phases.start_delay_ms),
+        "checkpoint_vertex_alignment_ms": _finite(phases.alignment_ms),
+        "checkpoint_vertex_sync_ms": _finite(phases.sync_ms),
+        "checkpoint_vertex_async_ms": _finite(phases.async_ms),
+        "checkpoint_vertex_acknowledged": phases.acknowledged,
+    }
+
+
+_VERTEX_CHECKPOINT = tuple(c for c in CHECKPOINT_COLUMNS if c.startswith("checkpoint_vertex_"))
+
+
 def _subtask_rows(report: Report) -> Iterator[dict[str, object]]:
+    checkpoints = report.checkpoints
+    newest = () if checkpoints is None or checkpoints.last is None else checkpoints.vertices
+    phases = {v.name: v for v in newest}  # the newest checkpoint's vertices, by name
     for index, vertex in enumerate(report.vertices):
         head = {
             "levels_from": report.levels_from,
             "vertex": vertex.name,
             "vertex_index": index,
             "parallelism": vertex.parallelism,
+            **vertex_checkpoint_values(phases.get(vertex.name)),
         }
         if not vertex.subtasks:
             yield {**head, **_status(None, vertex.level, vertex.ratio, vertex.metrics)}

@@ -8,9 +8,15 @@ The history is a Parquet dataset under the runs directory (``docs/history.md``):
         (and part-compacted-<id>.parquet: many windows merged, ``compaction.py``)
 
 ``subtasks`` holds one row per subtask per monitoring window, ``causes`` one row per root cause
-of a window. Every column is listed here exactly once, with its type, whether it may be null and
-what it means; the pyarrow schema the store writes, the Spark schema the analytics read with and
-the table in ``docs/history.md`` (checked by a test) all come from these lists.
+of a window. What belongs to a whole window is repeated on each of its subtask rows, as its run
+and times are: the job's checkpoints (its counts and its newest checkpoint, ``checkpoint*``
+columns), and on each vertex's rows that vertex's phases in that checkpoint. Parquet stores a
+value repeated down a column in a few bytes, and the analytics' one pass over the subtask rows
+reads them with the rest (no table or join of their own).
+
+Every column is listed here exactly once, with its type, whether it may be null and what it
+means; the pyarrow schema the store writes, the Spark schema the analytics read with and the
+table in ``docs/history.md`` (checked by a test) all come from these lists.
 
 Every part file carries :data:`HISTORY_SCHEMA`, its table's name and the windows it holds in its
 Parquet metadata. A reader takes the files of its own major version and skips (and names) any
@@ -46,7 +52,7 @@ COMPACTED_KEY = b"bpmon.history.compacted"
 """The Parquet metadata key marking a compacted part (it replaces the parts it covers)."""
 
 TableName = Literal["subtasks", "causes"]
-Kind = Literal["string", "int32", "float64", "bool", "date", "timestamp", "int32 list"]
+Kind = Literal["string", "int32", "int64", "float64", "bool", "date", "timestamp", "int32 list"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,60 @@ _WINDOW = (
     Column("window_end", "timestamp", False, "when the window ended (UTC, microseconds)"),
     Column("source", "string", False, "what was watched: `runtime`, `pyspy` or `flink`"),
 )
+_CHECKPOINTS = (
+    Column(
+        "checkpoints_completed",
+        "int64",
+        True,
+        "checkpoints completed since the job started; null: no checkpoints observed",
+    ),
+    Column("checkpoints_failed", "int64", True, "checkpoints failed since the job started"),
+    Column(
+        "checkpoint_id", "int64", True, "the newest checkpoint that ended; null: none ended yet"
+    ),
+    Column("checkpoint_status", "string", True, "`completed` or `failed`"),
+    Column(
+        "checkpoint_duration_ms",
+        "float64",
+        True,
+        "its trigger to its last acknowledgement (failed: to the failure)",
+    ),
+    Column("checkpoint_start_delay_ms", "float64", True, "its longest start delay of any vertex"),
+    Column("checkpoint_alignment_ms", "float64", True, "its longest alignment of any vertex"),
+    Column("checkpoint_sync_ms", "float64", True, "its longest sync phase of any vertex"),
+    Column("checkpoint_async_ms", "float64", True, "its longest async phase of any vertex"),
+    Column(
+        "checkpoint_barrier_wait_ms",
+        "float64",
+        True,
+        "the longest any subtask waited for its barriers (start delay + alignment)",
+    ),
+    Column("checkpoint_state_bytes", "int64", True, "the state it stored"),
+    Column("checkpoint_persisted_bytes", "int64", True, "the in-flight data it stored (unaligned)"),
+    Column(
+        "checkpoint_vertex_start_delay_ms",
+        "float64",
+        True,
+        "the row's vertex in it (its slowest subtask): start delay; null: not listed",
+    ),
+    Column("checkpoint_vertex_alignment_ms", "float64", True, "the row's vertex in it: alignment"),
+    Column("checkpoint_vertex_sync_ms", "float64", True, "the row's vertex in it: sync phase"),
+    Column("checkpoint_vertex_async_ms", "float64", True, "the row's vertex in it: async phase"),
+    Column(
+        "checkpoint_vertex_acknowledged",
+        "int32",
+        True,
+        "the row's vertex in it: its subtasks that acknowledged it",
+    ),
+)
+"""The job's checkpoints as of the window's end (``docs/report.md``: the report's
+``checkpoints``), the same on every row of the window but the ``checkpoint_vertex_*`` columns,
+which are the row's vertex's. All null for a report without checkpoints; the ``checkpoint_*``
+ones null when none had ended yet."""
+
+CHECKPOINT_COLUMNS = tuple(c.name for c in _CHECKPOINTS)
+"""The checkpoint columns' names (added in ``bpmon.history/1``: older parts read them as null)."""
+
 _WRITER = (
     Column("bpmon_version", "string", False, "the bpmon version that wrote the row"),
     Column("synthetic", "bool", False, "true for rows made by `bpmon history synth`, not a run"),
@@ -91,6 +151,7 @@ SUBTASK_COLUMNS: tuple[Column, ...] = (
     Column("in_pool_usage", "float64", True, "inPoolUsage"),
     Column("records_in_per_s", "float64", True, "numRecordsInPerSecond"),
     Column("records_out_per_s", "float64", True, "numRecordsOutPerSecond"),
+    *_CHECKPOINTS,
     *_WRITER,
 )
 """One row per subtask per window."""
@@ -135,6 +196,7 @@ def arrow_schema(table: TableName) -> pa.Schema:
     types = {
         "string": pa.string(),
         "int32": pa.int32(),
+        "int64": pa.int64(),
         "float64": pa.float64(),
         "bool": pa.bool_(),
         "date": pa.date32(),
@@ -152,6 +214,7 @@ def spark_schema(table: TableName) -> StructType:
     types = {
         "string": st.StringType(),
         "int32": st.IntegerType(),
+        "int64": st.LongType(),
         "float64": st.DoubleType(),
         "bool": st.BooleanType(),
         "date": st.DateType(),

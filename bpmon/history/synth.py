@@ -11,7 +11,11 @@ hold ``synth``, so synthetic rows are never mistaken for runs. What it plants, p
   subtask (1,000 -> 600), so the pair of runs ``runs // 2 - 1`` and ``runs // 2`` is a capacity
   drop; the other vertices' capacities vary by 3% only;
 - **skew**: subtask 0 of the first vertex after the source that is not the bottleneck receives
-  2.5 times the records of each of its siblings, in every window.
+  2.5 times the records of each of its siblings, in every window;
+- **checkpoints**: a checkpoint completes in every window (its id the burst plus one, as are the
+  counts), taking ~400 ms of which half waits for barriers; from run ``runs // 2`` on, the slower
+  bottleneck holds the barriers: ~2,000 ms, 90% of it waiting (a checkpoint slowdown between the
+  same two runs as the capacity drop). Only the job's figures: the per-vertex phases are null.
 
 Rows are built column-wise with pyarrow (noise from ``pyarrow.compute.random``, seeded), one part
 file per run, so ten million rows take seconds, not minutes. Writing the same plan twice writes
@@ -41,6 +45,10 @@ OTHER_CAPACITY = 5000.0
 HOT_SHARE = 2.5
 """How many times a sibling's records the hot subtask receives."""
 WINDOW_S = 5.0
+CHECKPOINT_MS = 400.0
+"""A checkpoint's duration before the regression."""
+CHECKPOINT_SLOWDOWN = 5.0
+"""How many times longer checkpoints take from the regression run on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +234,51 @@ def _subtasks(plan: SynthPlan, k: int, i: int) -> Any:
         "bpmon_version": pa.repeat(_version(), n),
         "synthetic": pa.repeat(True, n),
     }
+    columns |= _checkpoints(plan, i, width, noise(4, 0.05))
     schema = arrow_schema("subtasks")
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _checkpoints(plan: SynthPlan, i: int, width: int, jitter: Any) -> dict[str, Any]:
+    """The checkpoint columns of run ``i``: one completed checkpoint a window (see the module);
+    ``jitter`` is one factor per row (the window's first row's is used)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = plan.bursts * width
+    regressed = regression_run(plan)
+    slow = regressed is not None and i >= regressed
+    waiting = 0.9 if slow else 0.5
+    per_window = pc.take(jitter, pa.array([b * width for b in range(plan.bursts)]))
+    duration = pc.multiply(per_window, CHECKPOINT_MS * (CHECKPOINT_SLOWDOWN if slow else 1.0))
+    wait = pc.multiply(duration, waiting)
+    ids = pa.array([b + 1 for b in range(plan.bursts) for _ in range(width)], pa.int64())
+
+    def rows(values: Any) -> Any:  # a value per window -> one per row
+        return pc.take(values, pa.array([b for b in range(plan.bursts) for _ in range(width)]))
+
+    def null(kind: Any) -> Any:
+        return pa.nulls(n, kind)
+
+    return {
+        "checkpoints_completed": ids,
+        "checkpoints_failed": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "checkpoint_id": ids,
+        "checkpoint_status": pa.repeat("completed", n),
+        "checkpoint_duration_ms": rows(duration),
+        "checkpoint_start_delay_ms": rows(pc.multiply(wait, 0.75)),
+        "checkpoint_alignment_ms": rows(pc.multiply(wait, 0.25)),
+        "checkpoint_sync_ms": pa.repeat(pa.scalar(5.0), n),
+        "checkpoint_async_ms": rows(pc.subtract(pc.subtract(duration, wait), 5.0)),
+        "checkpoint_barrier_wait_ms": rows(wait),
+        "checkpoint_state_bytes": pa.repeat(pa.scalar(1 << 20, pa.int64()), n),
+        "checkpoint_persisted_bytes": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "checkpoint_vertex_start_delay_ms": null(pa.float64()),
+        "checkpoint_vertex_alignment_ms": null(pa.float64()),
+        "checkpoint_vertex_sync_ms": null(pa.float64()),
+        "checkpoint_vertex_async_ms": null(pa.float64()),
+        "checkpoint_vertex_acknowledged": null(pa.int32()),
+    }
 
 
 def _causes(plan: SynthPlan, k: int, i: int) -> Columns:

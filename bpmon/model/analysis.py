@@ -20,18 +20,21 @@ from bpmon.model.report_json import json_text
 
 ANALYSIS_SCHEMA = "bpmon.analysis/1"
 
-RegressionKind = Literal["capacity-drop", "moved-bottleneck", "new-cause", "level-worsened"]
+RegressionKind = Literal[
+    "capacity-drop", "moved-bottleneck", "new-cause", "level-worsened", "checkpoint-slower"
+]
 LEVEL_NAMES = ("OK", "LOW", "HIGH")
 """Levels by their order: a level worsens when its index grows."""
 
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """The limits of the analysis: ``[history]`` of the rules, and two of the diagnosis's.
+    """The limits of the analysis: ``[history]`` of the rules, and three of the diagnosis's.
 
     Attributes:
         capacity_drop: a capacity per subtask lower by more than this share than in the
-            previous run of the job is a regression.
+            previous run of the job is a regression; so is a median checkpoint duration higher
+            by more than this share (and at least ``checkpoint_slow_ms``).
         cause_share: a vertex named root cause in at least this share of a run's windows is one
             of that run's causes (a new one if the previous run never named it).
         hot_ratio: a subtask is hot in a window when it gets this many times the records of its
@@ -42,6 +45,9 @@ class Thresholds:
             from (:mod:`bpmon.model.capacity`, the one definition the report and the comparison
             use). busy_min: the least busy ratio at which a subtask much busier than its siblings is
             hot.
+        checkpoint_slow_ms: ``[checkpoints] slow_ms``: a run's median checkpoint duration
+            under this is no regression, however it rose (the diagnosis does not call such a
+            checkpoint slow either: a few milliseconds more of a quick checkpoint is noise).
     """
 
     capacity_drop: float = 0.2
@@ -50,6 +56,7 @@ class Thresholds:
     hot_share: float = 0.5
     min_busy: float = MIN_BUSY
     busy_min: float = 0.7
+    checkpoint_slow_ms: float = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +140,9 @@ class Regression:
 
     ``before`` and ``after`` are capacities (records/s per subtask) for ``capacity-drop``, level
     names for ``level-worsened``, vertex names for ``moved-bottleneck`` (the old and the new
-    bottleneck), and the share of windows naming the vertex for ``new-cause``.
+    bottleneck), the share of windows naming the vertex for ``new-cause``, and median checkpoint
+    durations (ms) for ``checkpoint-slower``, whose ``vertex`` is empty: a checkpoint is the
+    whole job's.
     ``parallelism_before`` and ``parallelism_after`` are the vertex's parallelism in each run
     (None where a run did not see it); when they differ, ``detail`` says so: the change of
     parallelism, not necessarily the operator, explains the regression.
@@ -166,13 +175,68 @@ class SkewedSubtask:
 
 
 @dataclass(frozen=True, slots=True)
+class RunCheckpoints:
+    """A job's checkpoints over one run: the checkpoints its windows saw as their newest.
+
+    A checkpoint counts once however many windows saw it as their newest (by its id); one that
+    ended between two windows and was never the newest at a window's end is not seen. The job's
+    counts are cumulative (since the job started, not the run), so what failed *during* the run
+    is their growth from its first window to its last: exact, seen or not.
+
+    Attributes:
+        windows: the run's windows that observed checkpoints.
+        checkpoints: the distinct checkpoints they saw (completed or failed).
+        duration_p50, duration_p95: those checkpoints' duration (ms; a failed one's until it
+            failed), Spark's ``percentile_approx`` (exact at these sizes: the value at rank
+            ceil(p x n), so the median of two is the shorter); None: none ended.
+        failed: how many of those checkpoints failed.
+        failed_during, completed_during: the growth of the job's failed and completed counts
+            from the run's first window to its last; None with a single window, or when a count
+            fell (the job restarted: its counts began again).
+        barrier_wait_share: the share of those checkpoints' time spent waiting for barriers
+            (the sum of their barrier waits, each at most its duration, over the sum of their
+            durations); None when no wait is known.
+    """
+
+    run_id: str
+    start: datetime
+    windows: int
+    checkpoints: int
+    duration_p50: float | None
+    duration_p95: float | None
+    failed: int
+    failed_during: int | None
+    completed_during: int | None
+    barrier_wait_share: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointHistory:
+    """One job's checkpoints run by run (only runs whose windows observed checkpoints).
+
+    Attributes:
+        runs: the runs with checkpoints.
+        duration_trend: the least-squares slope of the runs' median durations over the runs in
+            time order, as a share of their mean (+0.1: 10% longer each run); None with fewer
+            than two runs whose checkpoints ended.
+        by_run: each run's figures, oldest first.
+    """
+
+    job: str
+    runs: int
+    duration_trend: float | None
+    by_run: tuple[RunCheckpoints, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """Everything ``bpmon analyze`` found, with how and on what it was computed.
 
     Attributes:
         master: the Spark master the analysis ran on (None: nothing to analyse, no Spark).
         seconds: how long the analysis took, Spark's start included.
-        thresholds: the limits applied (the ``[history]`` rules and two of the diagnosis').
+        thresholds: the limits applied (the ``[history]`` rules and three of the diagnosis').
+        checkpoints: per job whose reports observed checkpoints, their trend run by run.
         notes: plain answers where there is little to analyse (empty history, a single run).
         skipped: the dataset's files skipped, each with its path and why (left as they are).
     """
@@ -192,6 +256,7 @@ class Analysis:
     chronic: tuple[ChronicBottleneck, ...] = ()
     regressions: tuple[Regression, ...] = ()
     skew: tuple[SkewedSubtask, ...] = ()
+    checkpoints: tuple[CheckpointHistory, ...] = ()
     notes: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     schema: str = ANALYSIS_SCHEMA

@@ -1,9 +1,9 @@
 """``bpmon analyze`` on a terminal and in Markdown: the history's findings as tables.
 
 The same sections in both forms, in the order a reader asks: what was analysed, the chronic
-bottlenecks, what regressed between runs, each vertex's levels, ratios, capacity and trend, and
-the subtasks repeatedly hot. Numbers are formatted here once (:func:`cells`), so the terminal and
-the Markdown never disagree.
+bottlenecks, what regressed between runs, each vertex's levels, ratios, capacity and trend, each
+job's checkpoints run by run, and the subtasks repeatedly hot. Numbers are formatted here once
+(:func:`cells`), so the terminal and the Markdown never disagree.
 
 May import: the model layer (bpmon.model.analysis), rich.
 """
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
-from bpmon.model.analysis import Analysis, Regression
-from bpmon.model.numbers import counted
+from bpmon.model.analysis import Analysis, CheckpointHistory, Regression
+from bpmon.model.numbers import counted, milliseconds, percent
 from bpmon.render.fit import Col, fit_table
 
 Section = tuple[str, list[str], list[list[str]]]
@@ -84,6 +84,13 @@ def sections(analysis: Analysis) -> Iterator[Section]:
                 for v in a.vertices
             ],
         )  # fmt: skip
+    if a.checkpoints:
+        yield (
+            "Checkpoints per run (each checkpoint its windows saw as their newest, once)",
+            ["job", "run", "checkpoints", "duration p50", "duration p95", "failed",
+             "failed in run", "barrier wait"],
+            [row for c in a.checkpoints for row in _checkpoint_rows(c)],
+        )  # fmt: skip
     if a.skew:
         yield (
             "Skew over time (a subtask repeatedly hot for its vertex)",
@@ -113,6 +120,13 @@ TEXT_COLUMNS: dict[str, Col] = {
     "trend/run": Col("trend\n/run", "right", wrap=False),
     "subtask": Col("subtask", "right", wrap=False),
     "hot windows": Col("hot\nwindows", "right", wrap=False),
+    "run": Col("run started"),
+    "checkpoints": Col("check-\npoints", "right", wrap=False),
+    "duration p50": Col("duration\np50", "right", wrap=False),
+    "duration p95": Col("duration\np95", "right", wrap=False, drop=2),
+    "failed": Col("failed", "right", wrap=False),
+    "failed in run": Col("failed\nin run", "right", wrap=False, drop=1),
+    "barrier wait": Col("barrier\nwait", "right", wrap=False),
 }
 """How each column of :func:`sections` shows on a terminal (stacked headers, what may go)."""
 
@@ -121,6 +135,9 @@ LEGENDS = {
     "trend: its change per run",
     "p95": "ratio p50, p95: the backpressure ratio's median and 95th percentile",
     "OK/LOW/HIGH": "OK/LOW/HIGH: the share of windows at each level",
+    "checkpoints": "duration: of the checkpoints, p50 and p95 (a failed one's until it failed); "
+    "failed: of them; failed in run: the growth of the job's failed count from the run's first "
+    "window to its last; barrier wait: the share of their time spent waiting for barriers",
 }
 """The line under a table that explains its abbreviated headers."""
 
@@ -146,8 +163,9 @@ def render_analysis_text(analysis: Analysis, console: Console) -> None:
             r.detail, console.width, initial_indent="    ", subsequent_indent="    ",
             break_long_words=False, break_on_hyphens=False,
         )  # fmt: skip
+        what = f"  {r.job}  {r.kind}  {r.vertex}" if r.vertex else f"  {r.job}  {r.kind}"
         console.print(
-            f"  {r.job}  {r.kind}  {r.vertex}: {before} -> {after} ({change})\n"
+            f"{what}: {before} -> {after} ({change})\n"
             f"    run {r.before_run}\n    ->  {r.after_run}\n{detail}",
             highlight=False,
             markup=False,
@@ -188,9 +206,20 @@ def render_analysis_markdown(analysis: Analysis) -> str:
     return "\n".join(out) + "\n"
 
 
+def _checkpoint_rows(c: CheckpointHistory) -> list[list[str]]:
+    return [
+        [c.job, f"{p.start:%Y-%m-%d %H:%M}", f"{p.checkpoints:,}", _ms(p.duration_p50),
+         _ms(p.duration_p95), f"{p.failed:,}",
+         "-" if p.failed_during is None else f"{p.failed_during:+,}", _pct(p.barrier_wait_share)]
+        for p in c.by_run
+    ]  # fmt: skip
+
+
 def _regression(r: Regression) -> list[str]:
     def value(v: float | str | None) -> str:
         if isinstance(v, float):
+            if r.kind == "checkpoint-slower":
+                return _ms(v)
             return _rate(v) if r.kind == "capacity-drop" else f"{v:.0%}"
         return "-" if v is None else v
 
@@ -198,7 +227,7 @@ def _regression(r: Regression) -> list[str]:
     return [
         r.job,
         r.kind,
-        r.vertex,
+        r.vertex or "-",
         r.before_run,
         r.after_run,
         value(r.before),
@@ -213,6 +242,14 @@ def _num(value: float | None) -> str:
 
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else milliseconds(value)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else percent(value)
 
 
 def _trend(value: float | None) -> str:

@@ -85,7 +85,7 @@ def synthesize_history(
 
 
 def thresholds(rules: RulesConfig) -> Thresholds:
-    """The limits of an analysis from the rules: ``[history]``, and two of the diagnosis's."""
+    """The limits of an analysis from the rules: ``[history]``, and three of the diagnosis's."""
     h = rules.history
     return Thresholds(
         capacity_drop=h.capacity_drop,
@@ -94,6 +94,7 @@ def thresholds(rules: RulesConfig) -> Thresholds:
         hot_share=h.hot_share,
         min_busy=rules.capacity.min_busy,
         busy_min=rules.bottleneck.busy_min,
+        checkpoint_slow_ms=rules.checkpoints.slow_ms,
     )
 
 

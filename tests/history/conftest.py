@@ -1,9 +1,13 @@
-"""Fixtures of the history tests: real runs of a tiny scenario, bursts of a watch, one Spark.
+"""Fixtures of the history tests: real runs of a tiny scenario and of two shipped examples with
+checkpoints, bursts of a watch, one Spark.
 
-The runs are real: the tiny scenario runs on bpmon's runtime through the service, which saves
-each report and appends it to the history, exactly as ``bpmon run`` does. The second run's sink
+The runs are real: the scenarios run on bpmon's runtime through the service, which saves each
+report and appends it to the history, exactly as ``bpmon run`` does. The second tiny run's sink
 is four times slower than the first's, so between them its capacity drops, it becomes the root
-cause and its producers become backpressured: a regression the analytics must find.
+cause and its producers become backpressured: a regression the analytics must find. The shipped
+``checkpoint-timeouts`` (every aligned checkpoint expires behind backpressure) and ``healthy``
+(quick checkpoints) examples run once a session, several bursts each, for the checkpoint columns
+and their trend.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from typing import Any
 
 import pytest
 
+from bpmon.collectors.inprocess import RuntimeTarget
 from bpmon.history.spark import java_missing
 from bpmon.history.store import HistoryStore
+from bpmon.model.events import JobEnded
 from bpmon.model.values import Report
-from bpmon.scenario import parse_scenario
-from bpmon.service.facade import Settings, drain, run_scenario
+from bpmon.scenario import load_example, parse_scenario
+from bpmon.service.facade import Settings, WatchPlan, drain, run_scenario, watch
 from tests.history.reports import ROWS_PER_WINDOW, window_report
 from tests.optional import tool_missing
 from tests.tiny import tiny
@@ -62,6 +68,49 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> RealRuns:
     fast = run_tiny(runs_dir, cost_us=1000, warmup_s=0.5)  # ~40% busy: ~1,000 records/s
     slow = run_tiny(runs_dir, cost_us=4000, warmup_s=0.5)  # saturated: ~250 records/s
     return RealRuns(runs_dir, fast, slow)
+
+
+CHECKPOINTED = {"checkpoint-timeouts": 3, "healthy": 2}
+"""The shipped examples with checkpoints, and the bursts each is watched for."""
+
+
+@dataclass(frozen=True)
+class CheckpointedRuns:
+    """One real run of each of :data:`CHECKPOINTED` in one runs directory.
+
+    Attributes:
+        run_ids: each example's run id, by example name.
+        reports: each run's reports in burst order, as the watch made them (and appended them).
+    """
+
+    runs_dir: Path
+    run_ids: dict[str, str]
+    reports: dict[str, tuple[Report, ...]]
+
+
+def watch_example(name: str, runs_dir: Path, bursts: int) -> JobEnded:
+    """The shipped example ``name`` on the real runtime: ``bursts`` shortened bursts (60 samples
+    50 ms apart) back to back after its warm-up, without settling (settling waits for the
+    backpressure to stop building; the checkpoints need only the warm-up), then stopped."""
+    scenario = load_example(name)
+    warmup = scenario.monitor.warmup_s
+    plan = WatchPlan(samples=60, interval_ms=50.0, bursts=bursts, warmup_s=warmup)
+    *_, ended = watch(RuntimeTarget(scenario), plan, Settings(runs_dir=runs_dir))
+    assert isinstance(ended, JobEnded), ended
+    assert len(ended.reports) == bursts, ended
+    return ended
+
+
+@pytest.fixture(scope="session")
+def checkpointed_runs(tmp_path_factory: pytest.TempPathFactory) -> CheckpointedRuns:
+    """:data:`CHECKPOINTED` run once a session (about 25 s), one after the other."""
+    runs_dir = tmp_path_factory.mktemp("checkpointed") / "runs"
+    ended = {name: watch_example(name, runs_dir, bursts) for name, bursts in CHECKPOINTED.items()}
+    return CheckpointedRuns(
+        runs_dir,
+        {name: e.run_id for name, e in ended.items()},
+        {name: tuple(e.reports) for name, e in ended.items()},
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,17 @@
 """Reports as the history tests save, append, compact and read them back: a burst of a watch, a
-small diagnosed run."""
+small diagnosed run, and the checkpoints a report may carry."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from bpmon.model.checkpoints import (
+    CheckpointPhases,
+    CheckpointReport,
+    CheckpointStatus,
+    LastCheckpoint,
+)
 from bpmon.model.evidence import EvidenceLine
 from bpmon.model.values import Metrics, Report, RootCause, SubtaskStatus, VertexStatus, Window
 
@@ -64,3 +71,45 @@ def run_report(run_id: str, start: datetime = T0, job: str = "slow-enrich") -> R
         ),
         root_causes=(RootCause("sink", "slow-sink", (0,), 0.9, evidence, "Scale."),),
     )
+
+
+def checkpoints(
+    newest: tuple[int, CheckpointStatus, float, float] | None,
+    *,
+    completed: int,
+    failed: int,
+) -> CheckpointReport:
+    """A report's checkpoints: the job's counts, and its newest checkpoint ``(id, status,
+    duration_ms, barrier_wait_ms)`` (None: none ended yet) with the phases of the two vertices of
+    :func:`window_report` (the sink, whose barrier came last, waited longest) and of a vertex the
+    report does not list."""
+    if newest is None:
+        return CheckpointReport("aligned", 1000.0, completed, failed, None, ())
+    number, status, duration, wait = newest
+    done = status == "completed"
+    sync = 1.5 if done else None
+    upload = max(0.0, duration - wait - 1.5) if done else None
+    last = LastCheckpoint(
+        id=number,
+        status=status,
+        duration_ms=duration,
+        start_delay_ms=wait * 0.75,
+        alignment_ms=wait * 0.25,
+        sync_ms=sync,
+        async_ms=upload,
+        state_bytes=4096 * number,
+        persisted_bytes=0 if done else 512,
+        barrier_wait_ms=wait,
+        failure=None if done else "expired before completing",
+    )
+    vertices = (
+        CheckpointPhases("source", 0.2, 0.0, 0.5, 1.0, 2, 2),
+        CheckpointPhases("sink", wait * 0.75, wait * 0.25, sync, upload, int(done), 1),
+        CheckpointPhases("side-output", 0.3, None, None, None, 0, 3),  # not in the report
+    )
+    return CheckpointReport("aligned", 1000.0, completed, failed, last, vertices)
+
+
+def with_checkpoints(report: Report, checkpoints: CheckpointReport | None) -> Report:
+    """``report`` carrying ``checkpoints``."""
+    return replace(report, checkpoints=checkpoints)

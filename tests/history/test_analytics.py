@@ -138,16 +138,22 @@ def test_every_job_is_analysed_and_synthetic_ones_are_marked(analysis: Analysis)
     assert analysis.master == "local[2]" and analysis.spark_version
 
 
-def test_the_planted_regression_is_found_with_both_run_ids(analysis: Analysis) -> None:
+def test_the_planted_regressions_are_found_with_both_run_ids(analysis: Analysis) -> None:
     at = regression_run(PLAN)
     assert at is not None
     for k in (1, 2):
         found = [r for r in analysis.regressions if r.job == f"synth-job-{k}"]
-        assert [(r.kind, r.vertex) for r in found] == [("capacity-drop", planted_bottleneck(k))]
-        (drop,) = found
-        assert (drop.before_run, drop.after_run) == (run_id(PLAN, k, at - 1), run_id(PLAN, k, at))
+        assert [(r.kind, r.vertex) for r in found] == [
+            ("capacity-drop", planted_bottleneck(k)),
+            ("checkpoint-slower", ""),  # the job's, not a vertex's
+        ]
+        drop, slower = found
+        pair = (run_id(PLAN, k, at - 1), run_id(PLAN, k, at))
+        assert (drop.before_run, drop.after_run) == (slower.before_run, slower.after_run) == pair
         assert drop.change is not None and -0.45 < drop.change < -0.35  # 1,000 -> 600
         assert drop.before_run in drop.detail and drop.after_run in drop.detail
+        assert slower.change is not None and 3.5 < slower.change < 4.5  # 400 ms -> 2,000 ms
+        assert "90% of their time waiting for barriers (was 50%)" in slower.detail
 
 
 def test_a_slower_sink_between_two_real_runs_is_a_capacity_drop(
@@ -269,7 +275,11 @@ def test_analyze_writes_every_format_and_the_aggregates(
     assert "plotly" in page.lower() and "capacity-drop" in page
     assert json.loads((tmp_path / "analysis.json").read_text())["schema"] == "bpmon.analysis/1"
     regressions = pq.read_table(tmp_path / "regressions.parquet").to_pylist()
-    assert {r["kind"] for r in regressions} == {"capacity-drop"}
+    assert {r["kind"] for r in regressions} == {"capacity-drop", "checkpoint-slower"}
+    checkpoints = pq.read_table(tmp_path / "checkpoint_runs.parquet").to_pylist()
+    assert sorted((r["job"], r["run_id"]) for r in checkpoints) == sorted(
+        (f"synth-job-{k}", run_id(PLAN, k, i)) for k in (1, 2) for i in range(PLAN.runs)
+    )
     assert len(pq.read_table(tmp_path / "vertex_runs.parquet")) > 0
     markdown = runner.invoke(app, [*args, "--format", "md", "--job", "synth-job-1"])
     assert markdown.exit_code == 0 and "## Chronic bottlenecks" in markdown.stdout

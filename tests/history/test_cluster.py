@@ -144,9 +144,12 @@ def test_analyze_runs_on_a_standalone_cluster(
     assert doc["master"] == url
     at = regression_run(PLAN)
     assert at is not None
+    pair = (run_id(PLAN, 1, at - 1), run_id(PLAN, 1, at))
     assert [
         (r["kind"], r["vertex"], r["before_run"], r["after_run"]) for r in doc["regressions"]
-    ] == [("capacity-drop", planted_bottleneck(1), run_id(PLAN, 1, at - 1), run_id(PLAN, 1, at))]
+    ] == [("capacity-drop", planted_bottleneck(1), *pair), ("checkpoint-slower", "", *pair)]
+    (checkpoints,) = doc["checkpoints"]  # the cluster's executors read the checkpoint columns too
+    assert [p["checkpoints"] for p in checkpoints["by_run"]] == [PLAN.bursts] * PLAN.runs
     assert doc["chronic"][0]["vertex"] == planted_bottleneck(1)
     executors = [p for p in work.glob("app-*/*") if p.is_dir()]
     assert executors, f"no executor ran on the worker: {list(work.rglob('*'))[:20]}"

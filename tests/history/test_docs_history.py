@@ -11,9 +11,11 @@ import pytest
 from bpmon.history.schema import HISTORY_SCHEMA, TABLES
 from bpmon.model.analysis import (
     Analysis,
+    CheckpointHistory,
     ChronicBottleneck,
     JobHistory,
     Regression,
+    RunCheckpoints,
     SkewedSubtask,
     Thresholds,
     VertexHistory,
@@ -52,10 +54,13 @@ def test_the_json_table_lists_every_key_of_the_analysis() -> None:
         "chronic": ChronicBottleneck,
         "regressions": Regression,
         "skew": SkewedSubtask,
+        "checkpoints": CheckpointHistory,
     }
     for key, cls in nested.items():
         for f in fields(cls):
             assert f"`{f.name}`" in rows[key], f"{key}.{f.name} is not documented"
+    for f in fields(RunCheckpoints):  # checkpoints.by_run
+        assert f"`{f.name}`" in rows["checkpoints"].split("`by_run`", 1)[1], f"by_run.{f.name}"
 
 
 def test_the_readme_links_the_history_doc_and_documents_the_commands() -> None:

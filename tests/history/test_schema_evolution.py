@@ -1,10 +1,12 @@
 """Additive schema evolution: a part written before a column was added still reads everywhere.
 
 The older parts here are real Parquet files written by pyarrow the way an older bpmon wrote
-them: the schema version in the metadata, the columns of its day (two nullable ones fewer), no
-windows recorded. The current code reads them with pyarrow, compacts them and reads them with
-Spark, the missing columns as nulls. Parts that cannot be read that way (a missing column that
-may not be null, a column of another type) are still skipped and named.
+them: the schema version in the metadata, the columns of its day (two nullable ones fewer, and
+none of the checkpoint columns; or exactly the columns of the bpmon before the checkpoint ones), no
+windows recorded. The current code reads them with pyarrow, compacts them and reads and analyses
+them with Spark beside parts that carry checkpoints, the missing columns as nulls. Parts that
+cannot be read that way (a missing column that may not be null, a column of another type) are
+still skipped and named.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ import pytest
 
 from bpmon.history.analytics import read_table
 from bpmon.history.compaction import compact
-from bpmon.history.schema import SCHEMA_KEY, TABLE_KEY, arrow_schema
+from bpmon.history.schema import CHECKPOINT_COLUMNS, SCHEMA_KEY, TABLE_KEY, TABLES, arrow_schema
 from bpmon.history.store import HistoryStore
+from bpmon.model.checkpoints import CheckpointStatus
 from bpmon.model.values import Report
+from bpmon.service.facade import Settings
+from bpmon.service.history import analyze_history
+from tests.history.reports import checkpoints, with_checkpoints
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
 ADDED = ("in_pool_usage", "records_out_per_s")
 """Columns the older bpmon did not have yet (both may be null)."""
+OLD_RUN = "20261122T080000Z-enrich-0000"
 
 OLD_ROWS = {
     "job": ["enrich/eu"] * 2,
@@ -80,13 +87,31 @@ def _type(schema: pa.Schema, column: str, values: list[Any]) -> pa.DataType:
     return schema.field(index).type if index >= 0 else pa.array(values).type
 
 
+def checkpointed(report: Report, burst: int) -> Report:
+    """``report`` with a checkpoint completed in its window: id ``burst + 1``, 100 + burst ms."""
+    status: CheckpointStatus = "completed"
+    ended = (burst + 1, status, 100.0 + burst, 50.0)
+    return with_checkpoints(report, checkpoints(ended, completed=burst + 1, failed=0))
+
+
+def assert_checkpoints_kept(rows: list[dict[str, Any]]) -> None:
+    """The older part's rows read every checkpoint column as null; today's keep their figures."""
+    old = [r for r in rows if r["run_id"] == OLD_RUN]
+    assert old and {r[c] for r in old for c in CHECKPOINT_COLUMNS} == {None}
+    new = [r for r in rows if r["run_id"] == RUN]
+    assert new and all(r["checkpoint_id"] == r["burst"] + 1 for r in new)
+    assert all(r["checkpoint_duration_ms"] == 100.0 + r["burst"] for r in new)
+    assert {r["checkpoint_vertex_sync_ms"] for r in new if r["vertex"] == "sink"} == {1.5}
+
+
 @pytest.fixture
 def mixed(tmp_path: Path, make_report: Callable[..., Report]) -> HistoryStore:
-    """A job-day with an older part (two columns fewer) beside three parts of today's bpmon."""
+    """A job-day with an older part (two columns fewer, no checkpoint columns) beside three parts
+    of today's bpmon with checkpoints."""
     store = HistoryStore(tmp_path, compact=False)
     for burst in range(3):
-        store.append(make_report(burst), burst)
-    write_older(store, OLD_ROWS, "20261122T080000Z-enrich-0000-0")
+        store.append(checkpointed(make_report(burst), burst), burst)
+    write_older(store, OLD_ROWS, f"{OLD_RUN}-0")
     return store
 
 
@@ -99,6 +124,7 @@ def test_an_older_part_reads_with_the_added_columns_as_nulls(mixed: HistoryStore
     assert {r[c] for r in old for c in ADDED} == {None}
     assert {r["records_out_per_s"] for r in rows if r["run_id"] == RUN} == {None}
     assert {r["in_pool_usage"] for r in rows if r["run_id"] == RUN} == {None}
+    assert_checkpoints_kept(rows)
     assert len(rows) == 2 + 3 * 3
 
 
@@ -110,6 +136,7 @@ def test_compaction_brings_an_older_part_to_the_current_schema(mixed: HistorySto
     assert pq.read_schema(part.path).names == arrow_schema("subtasks").names
     after = sorted(mixed.read("subtasks").to_pylist(), key=lambda r: (r["run_id"], r["burst"]))
     assert after == before
+    assert_checkpoints_kept(after)
 
 
 def test_spark_reads_an_older_part_with_the_added_columns_as_nulls(
@@ -122,7 +149,42 @@ def test_spark_reads_an_older_part_with_the_added_columns_as_nulls(
         ("source", 0.0),
     ]
     assert {r[c] for r in rows for c in ADDED} == {None}
+    assert_checkpoints_kept([r.asDict() for r in frame.collect()])
     assert frame.count() == 2 + 3 * 3
+
+
+def test_the_checkpoint_columns_may_be_null_so_older_parts_stay_readable() -> None:
+    """Parts written before the checkpoint columns lack them: a column among them that may not
+    be null would make every such part unreadable (skipped)."""
+    columns = {c.name: c for c in TABLES["subtasks"]}
+    assert CHECKPOINT_COLUMNS and all(columns[name].nullable for name in CHECKPOINT_COLUMNS)
+
+
+@pytest.mark.slow
+def test_parts_from_before_the_checkpoint_columns_analyse_beside_new_ones(
+    spark: Any, tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    """A part with exactly the columns of the bpmon before them, and parts of today with
+    checkpoints: read and analysed together, the older run has no checkpoint figures and today's
+    run all of them; compacted, the older rows keep their nulls."""
+    store = HistoryStore.in_runs_dir(tmp_path, compact=False)
+    yesterday = {**OLD_ROWS, "in_pool_usage": [0.2, None], "records_out_per_s": [900.0, 0.0]}
+    assert set(yesterday) == set(arrow_schema("subtasks").names) - set(CHECKPOINT_COLUMNS)
+    path = write_older(store, yesterday, f"{OLD_RUN}-0")
+    for burst in range(3):
+        store.append(checkpointed(make_report(burst), burst), burst)
+    assert store.scan().skipped == ()
+
+    found = analyze_history(Settings(runs_dir=tmp_path), master="local[2]")
+    (job,) = found.jobs
+    (history,) = found.checkpoints
+    assert job.runs == 2  # the older run is analysed, without checkpoints
+    assert [(p.run_id, p.checkpoints, p.duration_p50) for p in history.by_run] == [
+        (RUN, 3, 101.0)  # 100, 101, 102 ms: the median is 101
+    ]
+    done = compact(pq, store.root, today=None)
+    assert done.problems == [] and not path.exists()
+    assert_checkpoints_kept(store.read("subtasks").to_pylist())
 
 
 def test_a_later_minor_versions_extra_column_is_left_out(tmp_path: Path) -> None:
