@@ -1,5 +1,5 @@
 """``python -m bpmon``: the same as the ``bpmon`` command."""
 
-from bpmon.cli.commands import main
+from bpmon.cli.entry import main
 
 main()

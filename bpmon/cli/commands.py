@@ -2,6 +2,13 @@
 
 Every expected error is a :class:`bpmon.model.errors.BpmonError`, printed as one line on stderr with
 its exit code; a traceback is a bug. Ctrl-C stops a running job cleanly (exit code 130).
+
+``bpmon --version`` and ``bpmon -h`` start at once: this module imports typer, the options and
+the model's errors, and every command imports the service, the renderers and rich in its body,
+when it runs. Typer reads the commands' signatures when ``bpmon`` starts (with ``from __future__
+import annotations`` it resolves their annotation strings in this module's globals), so what a
+signature names (typing's names, Path, the options of :mod:`bpmon.cli.options`) stays imported
+here; tests/cli/test_startup.py checks what ``--version`` and ``-h`` import.
 """
 
 from __future__ import annotations
@@ -10,57 +17,32 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.console import Console
 
 import bpmon
+from bpmon.cli.entry import INTERRUPTED
 from bpmon.cli.help import PlainGroup, use_plain_help
 from bpmon.cli.history import analyze, history_app
-from bpmon.cli.options import RulesFile, RunsDir, errors_as_exit_codes
-from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
-from bpmon.model.events import JobEnded, JobFailed, LiveSnapshot, WatchEvent
-from bpmon.model.report_json import comparison_to_json, reports_to_json
-from bpmon.model.values import Report
-from bpmon.render.listing import examples_json, examples_table
-from bpmon.render.liveview import LiveView
-from bpmon.render.report import (
-    render_comparison,
-    render_json,
-    render_markdown,
-    render_text,
-)
-from bpmon.service.facade import (
+from bpmon.cli.options import (
     DEFAULT_RUNS_DIR,
-    Settings,
-    format_doc,
-    load_report,
-    monitor_flink,
-    monitor_process,
-    rescale_flink,
-    run_scenario,
-    use_data_dir,
+    STUCK_AFTER_S,
+    RulesFile,
+    RunsDir,
+    errors_as_exit_codes,
 )
-from bpmon.service.scenarios import (
-    Scenario,
-    job_plan,
-    plan_lines,
-    plan_to_dict,
-    resolve_scenario,
-    shipped_example,
-    shipped_examples,
-)
-from bpmon.service.watching import STUCK_AFTER_S
-from bpmon.service.whatif import (
-    SettingChange,
-    changed,
-    parse_change,
-    recommended_changes,
-    rerouted,
-    verdict,
-)
+from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
+
+if TYPE_CHECKING:  # the helpers' annotations only: their modules are imported where they are used
+    from rich.console import Console
+
+    from bpmon.model.events import JobEnded, WatchEvent
+    from bpmon.model.values import Report
+    from bpmon.service.scenarios import Scenario
+    from bpmon.service.whatif import SettingChange
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
 or the stop was forced after 5 s); 2 bad input (a flag, scenario, topology, profile or rules
@@ -71,8 +53,32 @@ history is unreadable, cannot be written or is busy (nothing stored is lost); 7 
 printed but could not be saved; 130 interrupted (the job was stopped cleanly)."""
 
 
+class _BpmonGroup(PlainGroup):
+    """The ``bpmon`` group: a Ctrl-C before a command's own handler (``errors_as_exit_codes``)
+    runs, while the arguments are parsed or --help is shown, also ends with one line and exit code
+    130 (typer would exit 130 silently)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _interrupt_said():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _interrupt_said():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _interrupt_said() -> Iterator[None]:
+    """A Ctrl-C as :data:`~bpmon.cli.entry.INTERRUPTED` on stderr and exit code 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(INTERRUPTED, err=True)
+        raise typer.Exit(130) from None
+
+
 app = typer.Typer(
-    cls=PlainGroup,
+    cls=_BpmonGroup,
     name="bpmon",
     help="Find where a streaming pipeline is backpressured, and why.",
     epilog=EXIT_CODES,
@@ -110,7 +116,11 @@ def _root(
 ) -> None:
     """Find where a streaming pipeline is backpressured, and why."""
     with errors_as_exit_codes():
-        use_data_dir(data_dir)
+        # the model's own setter, which bpmon.service.facade.use_data_dir wraps: this runs
+        # before every command, `bpmon COMMAND -h` included, which must not import the service
+        from bpmon.model.datafiles import set_data_dir
+
+        set_data_dir(data_dir)
 
 
 @app.command()
@@ -127,6 +137,8 @@ def docs(
 ) -> None:
     """Print one of bpmon's format documents (Markdown), as installed with it."""
     with errors_as_exit_codes():
+        from bpmon.service.facade import format_doc
+
         typer.echo(format_doc(name), nl=False)
 
 
@@ -139,6 +151,11 @@ def examples(
     """List the example scenarios bpmon ships, each with its job's name and the diagnosis it
     shows (run one with `bpmon run NAME`)."""
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.render.listing import examples_json, examples_table
+        from bpmon.service.scenarios import shipped_example, shipped_examples
+
         found = [shipped_example(name) for name in shipped_examples()]
         if json_out:
             typer.echo(examples_json(found))
@@ -181,6 +198,13 @@ def run(
     scenario's warm-up, then prints the report (also saved under --runs-dir/RUN_ID/).
     """
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.render.report import render_text
+        from bpmon.service.facade import Settings, run_scenario
+        from bpmon.service.scenarios import resolve_scenario
+        from bpmon.service.whatif import changed, recommended_changes
+
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         if bursts < 1:
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
@@ -215,6 +239,10 @@ def plan(
     Nothing runs: this is the job graph as the runtime compiles it (docs/scenario.md).
     """
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.service.scenarios import job_plan, plan_lines, plan_to_dict
+
         compiled = job_plan(scenario)
         if json_out:
             typer.echo(json.dumps(plan_to_dict(compiled), indent=2))
@@ -226,6 +254,9 @@ def plan(
 def demo(runs_dir: RunsDir = DEFAULT_RUNS_DIR, rules: RulesFile = None) -> None:
     """Run the built-in demo scenario: a chain with one clear bottleneck, and its diagnosis."""
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings, run_scenario
+        from bpmon.service.scenarios import resolve_scenario
+
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         events = run_scenario(resolve_scenario("demo"), settings)
         _show_watch(events, "demo", json_out=False)
@@ -244,6 +275,8 @@ def diagnose(
 ) -> None:
     """Render a saved report again."""
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings, load_report
+
         if burst < 0:
             raise ConfigError(f"--burst {burst}: expected 0 or more")
         report = load_report(run_ref, Settings(runs_dir=runs_dir), burst=burst)
@@ -272,6 +305,12 @@ def whatif(
 ) -> None:
     """Run a scenario as written and as changed, and show both diagnoses side by side."""
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.service.facade import Settings, run_scenario
+        from bpmon.service.scenarios import resolve_scenario
+        from bpmon.service.whatif import changed, parse_change
+
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         loaded = resolve_scenario(scenario)
         changes = [parse_change(text) for text in sets]
@@ -285,6 +324,8 @@ def whatif(
 
 
 def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
+    from bpmon.service.whatif import rerouted
+
     if moved := rerouted(before, after):
         view.print(
             f"{', '.join(moved)}: forward becomes rebalance in the changed job (Flink keeps "
@@ -296,6 +337,10 @@ def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
 def _show_comparison(
     before: Report, after: Report, changes: list[SettingChange], json_out: bool, view: Console
 ) -> None:
+    from bpmon.model.report_json import comparison_to_json
+    from bpmon.render.report import render_comparison
+    from bpmon.service.whatif import verdict
+
     result = verdict(before, after, changes)
     if json_out:
         texts = [str(c) for c in changes]
@@ -364,6 +409,8 @@ def monitor(
     thread dumps as stack samples, and Flink's own backpressure levels as a cross-check.
     """
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings, monitor_flink, monitor_process
+
         settings = Settings(runs_dir=runs_dir, rules_path=rules)
         if (pid is None) == (flink is None):
             raise ConfigError("bpmon monitor: pass either --pid PID or --flink URL (one of them)")
@@ -537,6 +584,11 @@ def _serve(**flags: Any) -> None:
 
 def _show_watch(events: Iterator[WatchEvent], title: str, json_out: bool) -> None:
     """Consume a watch's events: a live view on the terminal, then the reports."""
+    from rich.console import Console
+
+    from bpmon.model.report_json import reports_to_json
+    from bpmon.render.report import render_text
+
     view = Console(stderr=json_out)
     ended = _watched(events, title, view)
     if json_out:
@@ -555,6 +607,12 @@ def _verify_flink(
     json_out: bool,
 ) -> None:
     """Diagnose, bring the job to the recommended parallelism, diagnose again, compare."""
+    from rich.console import Console
+
+    from bpmon.render.report import render_text
+    from bpmon.service.facade import rescale_flink
+    from bpmon.service.whatif import recommended_changes
+
     view = Console(stderr=json_out)
     first = _watched(watched(job), f"Flink job at {url}", view)
     before = first.reports[-1]
@@ -572,6 +630,9 @@ def _verify_flink(
 
 def _watched(events: Iterator[WatchEvent], title: str, view: Console) -> JobEnded:
     """Run a watch to its end under a live view; JobError if the job failed."""
+    from bpmon.model.events import JobEnded, JobFailed, LiveSnapshot
+    from bpmon.render.liveview import LiveView
+
     live = LiveView(view, title)
     ended: JobEnded | None = None
     try:
@@ -641,6 +702,10 @@ def _format(value: str) -> Format:
 
 
 def _print_report(report: Report, output: Format) -> None:
+    from rich.console import Console
+
+    from bpmon.render.report import render_json, render_markdown, render_text
+
     if output == "json":
         typer.echo(render_json(report))
     elif output == "md":
@@ -666,7 +731,7 @@ def main() -> None:
         message = " ".join(exc.format_message().split()).rstrip(".")
         typer.echo(f"bpmon: error: {message}; see `{where} --help`", err=True)
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
-    except typer.Abort:
-        typer.echo("bpmon: interrupted", err=True)
+    except typer.Abort:  # a Ctrl-C before a command's own handler (errors_as_exit_codes) ran
+        typer.echo(INTERRUPTED, err=True)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

@@ -14,37 +14,29 @@ run ids start with a timestamp, so none is named ``import``, ``synth``, ``compac
 ``prune``. Options given before the word (``bpmon history --runs-dir D RUN``) hold for the
 subcommand too.
 
-May import: the service layer and the model (a surface), typer, rich.
+May import: the service layer and the model (a surface), typer, rich; like
+:mod:`bpmon.cli.commands`, only typer, the options and the model's errors when the module is
+imported (``bpmon -h`` imports it), the rest inside the commands that use them.
 """
 
 from __future__ import annotations
 
 import io
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from bpmon.cli.help import PlainGroup
-from bpmon.cli.options import RulesFile, errors_as_exit_codes
-from bpmon.model.analysis import Analysis, analysis_to_json
+from bpmon.cli.options import DEFAULT_MASTER, DEFAULT_RUNS_DIR, RulesFile, errors_as_exit_codes
 from bpmon.model.errors import ConfigError, HistoryError
-from bpmon.render.analysis import render_analysis_markdown, render_analysis_text
-from bpmon.render.listing import bursts_json, bursts_table, run_started, runs_json, runs_table
-from bpmon.service.facade import DEFAULT_RUNS_DIR, Settings, run_bursts, stored_runs
-from bpmon.service.history import (
-    DEFAULT_MASTER,
-    Pruning,
-    analyze_history,
-    compact_history,
-    import_history,
-    parse_since,
-    prune_history,
-    synthesize_history,
-    write_analysis_tables,
-)
+
+if TYPE_CHECKING:  # the helpers' annotations only: their modules are imported where they are used
+    from datetime import datetime
+
+    from bpmon.model.analysis import Analysis
+    from bpmon.service.facade import Settings
+    from bpmon.service.history import Pruning
 
 
 class _HistoryGroup(PlainGroup):
@@ -91,6 +83,8 @@ def _runs_dir(ctx: typer.Context, own: Path | None) -> Path:
 
 
 def _since(text: str | None, settings: Settings) -> datetime | None:
+    from bpmon.service.history import parse_since
+
     return None if text is None else parse_since(text, settings.now())
 
 
@@ -109,6 +103,11 @@ def history(
     if ctx.invoked_subcommand is not None:
         return
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.render.listing import run_started, runs_json, runs_table
+        from bpmon.service.facade import Settings, stored_runs
+
         folder = runs_dir or DEFAULT_RUNS_DIR
         settings = Settings(runs_dir=folder)
         after = _since(since, settings)
@@ -141,6 +140,11 @@ def show(
 ) -> None:
     """The bursts of one run."""
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.render.listing import bursts_json, bursts_table
+        from bpmon.service.facade import Settings, run_bursts
+
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         bursts = run_bursts(run_ref, settings)
         parent = ctx.parent.params.get("json_out") if ctx.parent is not None else None
@@ -164,6 +168,9 @@ def import_(
     Idempotent: a report already in the history is not written again.
     """
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings
+        from bpmon.service.history import import_history
+
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         result = import_history(source, settings, lambda line: typer.echo(line, err=True))
         for line in result.skipped:
@@ -189,6 +196,9 @@ def synth(
     Jobs synth-job-K, each with a chronic bottleneck, a capacity drop half-way and a hot subtask.
     """
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings
+        from bpmon.service.history import synthesize_history
+
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         made = synthesize_history(
             settings, runs=runs, jobs=jobs, bursts=bursts, parallelism=parallelism, seed=seed
@@ -209,6 +219,9 @@ def compact(ctx: typer.Context, runs_dir: RunsDirOption = None) -> None:
     hour; this merges everything at once, today included. Safe while bpmon writes or reads.
     """
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings
+        from bpmon.service.history import compact_history
+
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir))
         done = compact_history(settings)
         where = Path(settings.runs_dir) / "history"
@@ -248,6 +261,9 @@ def prune(
     """Delete the history older than --keep-days: the Parquet history's days, and the run
     folders and burst reports."""
     with errors_as_exit_codes():
+        from bpmon.service.facade import Settings
+        from bpmon.service.history import prune_history
+
         settings = Settings(runs_dir=_runs_dir(ctx, runs_dir), rules_path=rules)
         typer.echo(_pruned(prune_history(settings, keep_days, dry_run=dry_run), settings))
 
@@ -309,6 +325,13 @@ def analyze(
     """Aggregate the history with Spark: chronic bottlenecks, regressions between runs,
     capacity trends and skew per job and vertex."""
     with errors_as_exit_codes():
+        from rich.console import Console
+
+        from bpmon.model.analysis import analysis_to_json
+        from bpmon.render.analysis import render_analysis_text
+        from bpmon.service.facade import Settings
+        from bpmon.service.history import analyze_history, write_analysis_tables
+
         fmt = output.lower().replace("markdown", "md")
         if json_out and fmt not in ("text", "json"):
             raise ConfigError(f"--json and --format {output}: give one of them")
@@ -345,6 +368,11 @@ def analyze(
 
 def _rendered(analysis: Analysis, fmt: str) -> str:
     """The analysis in ``fmt`` as text (the terminal table as plain text for a file)."""
+    from rich.console import Console
+
+    from bpmon.model.analysis import analysis_to_json
+    from bpmon.render.analysis import render_analysis_markdown, render_analysis_text
+
     if fmt == "json":
         return analysis_to_json(analysis) + "\n"
     if fmt == "md":

@@ -4,7 +4,8 @@ ends a command (one line on stderr and an exit code).
 ``commands.py`` and ``history.py`` both take these from here, so neither imports the other's
 helpers.
 
-May import: the model, typer.
+May import: typer and :mod:`bpmon.model.errors`, nothing heavier: every command's options are built
+from this module when ``bpmon`` starts, ``bpmon --version`` and ``bpmon -h`` included.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from typing import Annotated
 import typer
 
 from bpmon.model.errors import BpmonError
+
+# The service's defaults an option shows, repeated here: a default is evaluated when the command is
+# defined, and defining the commands (for --version or -h) must not import the service.
+# tests/cli/test_startup.py checks that each still equals the service's own.
+DEFAULT_RUNS_DIR = Path("bpmon-runs")
+"""bpmon.service.settings.DEFAULT_RUNS_DIR: where run reports are kept unless told."""
+DEFAULT_MASTER = "local[*]"
+"""bpmon.service.history.DEFAULT_MASTER: the Spark master ``bpmon analyze`` uses unless told."""
+STUCK_AFTER_S = 60.0
+"""bpmon.service.watching.STUCK_AFTER_S: ``bpmon serve --stuck-after``'s default."""
 
 RunsDir = Annotated[
     Path,

@@ -744,6 +744,15 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _threads(pid: int) -> int:
+    """How many threads process ``pid`` runs: 1 until ``bpmon run`` starts its job's, in the
+    command (the imports before it start none)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:  # it has exited
+        return 0
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_run_cleanly_with_exit_code_130(bpmon_bin: Path, tmp_path: Path) -> None:
     args = [str(bpmon_bin), "run", "demo", "--duration", "30", "--runs-dir", "runs"]
@@ -758,8 +767,11 @@ def test_ctrl_c_stops_a_run_cleanly_with_exit_code_130(bpmon_bin: Path, tmp_path
         preexec_fn=_default_sigint,  # noqa: PLW1509 (the test process starts no threads)
     ) as proc:
         try:
-            # past the 2 s warm-up: sampling (a sleep: the command shows no sign of it)
-            time.sleep(3)
+            # not while bpmon is still starting (tests/cli/test_startup.py presses Ctrl-C then):
+            # once the job runs, which the command shows no sign of but its threads do
+            wait_until(lambda: proc.poll() is not None or _threads(proc.pid) > 1, "the job")
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(3)  # past the 2 s warm-up: sampling, most likely (or still warming up)
             assert proc.poll() is None, proc.communicate()
             proc.send_signal(signal.SIGINT)
             # the timeout only guards against a hang: that the job's threads stop within its
