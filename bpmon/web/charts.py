@@ -99,7 +99,7 @@ def series_data(points: Sequence[StoredBurst]) -> dict[str, Any]:
         "labels": labels,
         "vertices": vertices,
         "keys": keys,
-        "axis": _time_axis(points),
+        "axis": time_axis(points),
         "colours": {str(k): c for k, c in LEVEL_FILL.items()},
     }
 
@@ -133,9 +133,9 @@ def time_range(first: datetime, last: datetime) -> list[str]:
     return [plot_time(last - timedelta(seconds=span) - pad), plot_time(last + pad)]
 
 
-def _time_axis(points: Sequence[StoredBurst]) -> dict[str, Any]:
+def time_axis(points: Sequence[StoredBurst]) -> dict[str, Any]:
     """The series' x axis as plotly's relayout takes it: its range, and a labelled dotted line
-    where each run after the first starts."""
+    where each run after the first starts (the checkpoint durations share it)."""
     if not points:
         return {"xaxis.range": None, "shapes": [], "annotations": []}
     starts = [p for i, p in enumerate(points) if i == 0 or p.run_id != points[i - 1].run_id]

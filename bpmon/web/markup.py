@@ -156,8 +156,9 @@ def _row(label: str, status: VertexStatus | SubtaskStatus, vertex: str, marked: 
 
 
 def cause_panel(report: Report) -> Markup:
-    """The root-cause panel: the top cause in full, the others by title."""
-    return macro("report.html", "cause_panel", cause_panel_of(report))
+    """The Job page's root-cause panel: the top cause in full, the others by title, each cause
+    ``#root-cause-RANK`` (the checkpoint panel links to the one it blames)."""
+    return macro("report.html", "cause_panel", cause_panel_of(report), anchors=True)
 
 
 def findings(report: Report, level: int = 2) -> Markup:

@@ -22,7 +22,7 @@ from bpmon.service import facade, scenarios
 from bpmon.service.reports import SERIES_BURSTS, BurstReports
 from bpmon.service.stored import find_run
 from bpmon.service.watching import JobView, Watches
-from bpmon.web import charts, figures, graph, markup, review, shell, topology
+from bpmon.web import charts, checkpoints, figures, graph, markup, review, shell, topology
 from bpmon.web.markup import PageFigure
 from bpmon.web.runs import public_message
 from bpmon.web.templating import macro
@@ -71,7 +71,8 @@ def jobs_page(request: Request) -> HTMLResponse:
 
 @router.get("/job/{job}", response_class=HTMLResponse)
 def job_page(job: str, request: Request) -> HTMLResponse:
-    """One job: graph, root cause, series, heat map and latest report, live while it runs."""
+    """One job: graph, root cause, series, checkpoints, heat map and latest report, live while
+    it runs."""
     view = _watches(request).job(job)
     if view is None:
         return shell.error_page(404, f"no job {job!r}; the Jobs page lists them")
@@ -88,6 +89,9 @@ def job_page(job: str, request: Request) -> HTMLResponse:
         graph=PageFigure("graph", live["graph"], f"job graph of {job}", live["graph_down"]),
         series=PageFigure("series", live["series_figure"], "series of the chosen vertex"),
         heatmap=PageFigure("heatmap", live["heatmap"], "subtasks heat map"),
+        checkpoint_figures=[
+            PageFigure(name, figure, name) for name, figure in live["checkpoint_figures"].items()
+        ],
         heat_shown=live["heatmap"]["layout"].get("meta", {}).get("shown", 0),
         levels=_watches(request).settings.rules().levels,
         unconnected=bool(live["graph"]["layout"].get("meta", {}).get("unconnected")),
@@ -105,7 +109,8 @@ def job_live(job: str, request: Request) -> JSONResponse:
 
 
 def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
-    """The Job page's changing parts: head, cause panel, table, figures, series of every vertex."""
+    """The Job page's changing parts: head, cause panel, table, figures, series of every vertex,
+    the checkpoint panel and its figures (empty for a job without checkpoints)."""
     report = view.latest
     points = bursts.recent(view, SERIES_BURSTS)
     data = charts.series_data(points)
@@ -115,6 +120,7 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
     keys = data["keys"]
     drawn = [(name, dash, charts.COLOURS[k]) for k, name, _, dash in charts.PANELS if k in keys]
     runs = len(data["axis"]["shapes"]) > 0
+    panel, drawn_checkpoints = checkpoints.parts(report, points)
     return {
         "state": view.state,
         "latest": _latest_key(view),
@@ -133,6 +139,8 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
         "series_legend": macro("job_parts.html", "series_legend", drawn, runs),
         "vertex": chosen,
         "options": macro("job_parts.html", "options", names, chosen),
+        "checkpoints": panel,
+        "checkpoint_figures": drawn_checkpoints,
     }
 
 

@@ -1,8 +1,9 @@
 """Fixtures of the server tests: real stored runs and a real uvicorn on loopback.
 
 The dashboard's runs (:mod:`.dashboard_runs`: the lookup chain before and after its bottleneck
-moved, the hot key, a py-spy'd process) are made once per session and shared by the page tests
-and the browser tests, each of which copies them where it may change them.
+moved, the hot key, the checkpointed examples, a py-spy'd process) are made once per session
+and shared by the page tests and the browser tests, each of which copies them where it may
+change them.
 
 Every server here is uvicorn serving :func:`bpmon.web.app.create_app` on a socket bound to
 127.0.0.1 port 0 (a free port), run on a thread and stopped as ``bpmon serve`` stops: uvicorn
@@ -32,6 +33,8 @@ from tests.collectors.pipelines import running_pipeline, skip_ptrace_denied
 
 from .dashboard_runs import (
     Chain,
+    Checkpointed,
+    checkpoint_runs,
     moved_bottleneck_runs,
     pyspy_runs,
     skew_run,
@@ -72,6 +75,14 @@ def skew(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
     """A runs directory with one run of the hot key (data skew at aggregate, subtask 0)."""
     runs = tmp_path_factory.mktemp("skew") / "runs"
     return runs, skew_run(runs)
+
+
+@pytest.fixture(scope="session")
+def checkpointed(tmp_path_factory: pytest.TempPathFactory) -> Checkpointed:
+    """A runs directory with checkpoint-timeouts (3 bursts: its checkpoints fail behind the
+    backpressure of enrich), healthy-filter (2 bursts: quick checkpoints) and plain (none)."""
+    runs = tmp_path_factory.mktemp("checkpointed") / "runs"
+    return runs, checkpoint_runs(runs)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,11 @@
   slow-operator at geo-lookup to a slow-sink at store: the root cause that is not
   backpressured itself (level OK).
 - **The hot key** as shipped (job ``hot-customer``): data skew at ``aggregate``, subtask 0.
+- **Checkpoints**: the shipped ``checkpoint-timeouts`` (job ``checkpoint-timeouts``: aligned
+  checkpoints that fail behind the backpressure of ``enrich``, a ``checkpoint-backpressure``
+  finding) for three bursts and ``healthy`` (job ``healthy-filter``: quick checkpoints, no
+  finding) for two, bursts of 40 samples 50 ms apart; and the tiny job ``plain``, without
+  checkpoints.
 - **A py-spy'd process**: ``tests/collectors/queue_pipeline.py``, watched without a topology
   file (job ``pid-PID``, no edges) and with one (job ``etl``).
 
@@ -22,10 +27,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from bpmon.model.values import Report
-from bpmon.scenario import example_path, load_scenario, parse_scenario
+from bpmon.scenario import example_path, load_example, load_scenario, parse_scenario
 from bpmon.service import facade
 from bpmon.service.whatif import SettingChange, changed
 from tests.collectors.pipelines import TOPOLOGY
+from tests.tiny import tiny
 
 FAST_MONITOR = """
 [network]
@@ -66,6 +72,43 @@ def skew_run(runs_dir: Path) -> Report:
     settings = facade.Settings(runs_dir=runs_dir)
     ended = facade.drain(facade.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
     return ended.reports[-1]
+
+
+CHECKPOINTED = (("checkpoint-timeouts", 3), ("healthy", 2))
+"""The shipped examples with checkpoints, and how many bursts of each are run."""
+Checkpointed = tuple[Path, dict[str, list[Report]]]
+"""The runs directory, and each checkpointed job's reports by job name, oldest first."""
+
+
+TRIES = 2
+"""A run whose newest burst the runtime counts as saturated (the machine, not the job: other
+processes held the cores) is made once more, as the diagnosis tests do."""
+
+
+def checkpoint_runs(runs_dir: Path) -> dict[str, list[Report]]:
+    """The examples of :data:`CHECKPOINTED` (their warm-up and settling as shipped, so the
+    checkpoints have failed by the first burst), and the tiny job ``plain``, without
+    checkpoints; the reports of each job, oldest first. Only the run kept of each job is in
+    ``runs_dir``."""
+    reports = {}
+    for name, bursts in CHECKPOINTED:
+        scenario = load_example(name)
+        shorter = replace(scenario, monitor=replace(scenario.monitor, samples=40, interval_ms=50.0))
+        for attempt in range(TRIES):
+            tried = runs_dir.parent / f"{name}-{attempt}"
+            settings = facade.Settings(runs_dir=tried)
+            events = facade.run_scenario(
+                shorter, settings, bursts=bursts, duration_s=1.0, live=False
+            )
+            made = list(facade.drain(events).reports)
+            if not any(f.kind == "runtime-saturated" for f in made[-1].findings):
+                break
+        copy_runs(tried, runs_dir)
+        reports[scenario.name] = made
+    settings = facade.Settings(runs_dir=runs_dir)
+    plain = facade.run_scenario(parse_scenario(tiny("plain")), settings, duration_s=0.1)
+    reports["plain"] = list(facade.drain(plain).reports)
+    return reports
 
 
 def pyspy_runs(runs_dir: Path, pid: int) -> tuple[Report, Report]:

@@ -2,7 +2,8 @@
 ``<script>`` and quotes reaches the browser escaped (the templates' autoescaping), never as markup.
 
 The names are in real stored runs (the lookup chain before and after its bottleneck moved,
-renamed), served by a real uvicorn.
+renamed, and given checkpoints whose vertices, failure and finding say markup), served by a
+real uvicorn.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
+from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport, LastCheckpoint
 from bpmon.model.values import Finding, Report
 from bpmon.service import facade
 from bpmon.service.stored import StoredJobs
@@ -49,14 +51,25 @@ def _renamed(report: Report, run_id: str) -> Report:
     )
     cause = replace(top, vertex=CAUSE_VERTEX, recommendation=SAID)
     finding = Finding(kind="stall", vertex=VERTEX, detail=SAID)
+    held = Finding(
+        kind="checkpoint-backpressure",
+        vertex=CAUSE_VERTEX,
+        detail=f"checkpoint 5 failed ({SAID}); remedies, in order: fix it: {SAID}; then: {SAID}",
+    )
+    last = LastCheckpoint(5, "failed", 4000.0, 3900.0, 0.0, None, None, 0, 0, 3900.0, SAID)
+    phases = tuple(
+        CheckpointPhases(v.name, 3900.0, 0.0, None, None, 0, v.parallelism) for v in vertices
+    )
+    checkpoints = CheckpointReport("aligned", 1000.0, 2, 3, last, phases)
     return replace(
         report,
         run_id=run_id,
         job=JOB,
         vertices=vertices,
         root_causes=(cause,),
-        findings=(finding,),
+        findings=(finding, held),
         channels=(),
+        checkpoints=checkpoints,
     )
 
 
@@ -102,8 +115,10 @@ def test_names_with_markup_are_text_on_every_page(
     assert re.search(r'data-job="evil&lt;script&gt;alert\(&#34;job&#34;\)', job_page)
     assert "&lt;script&gt;alert(&#39;vertex&#39;)&lt;/script&gt;" in job_page  # the table, select
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34;" in job_page  # the finding
+    assert "checkpoint 5 failed after 4,000 ms" in job_page  # the checkpoint panel is there
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34; &#39;text&#39;</dd>" in job_page
     live = client.get(f"/job/{job}/live.json").json()
-    for key in ("head", "cause", "table", "options"):  # the fragments the page redraws
+    for key in ("head", "cause", "table", "options", "checkpoints"):  # the fragments redrawn
         assert not [raw for raw in RAW if raw in live[key]], f"live.json's {key} holds markup"
     culprit = re.search(r'<b class="culprit-name">([^<]*)</b>', live["cause"])
     assert culprit is not None and html.unescape(culprit.group(1)) == CAUSE_VERTEX
@@ -120,3 +135,12 @@ def test_figures_carry_names_as_json_that_cannot_close_their_script_block(
         assert "<" not in text  # a name's </script> would end the block early
     graph = json.loads(dict(blocks)["graph-json"])
     assert CAUSE_VERTEX in graph["layout"]["meta"]["vertices"]  # the name itself, as JSON reads it
+    # plotly writes a label's tags as markup: the checkpoint figures hand it names escaped
+    phases = json.loads(dict(blocks)["checkpoint-phases-json"])
+    assert CAUSE_VERTEX in phases["layout"]["meta"]["vertices"]
+    for trace in phases["data"]:
+        assert html.escape(CAUSE_VERTEX, quote=False) in trace["y"]
+        assert not [raw for raw in RAW for label in trace["y"] if raw in label]
+    durations = json.loads(dict(blocks)["checkpoint-durations-json"])
+    hovers = [text for trace in durations["data"] for text in trace.get("text", [])]
+    assert hovers and all(html.escape(SAID, quote=False) in text for text in hovers)

@@ -150,6 +150,35 @@
   }
 
   // -------------------------------------------------------------------------------- job page
+  // The checkpoint panel of a new report: its text parts replaced and its figures redrawn in
+  // place; made anew when it comes, goes or changes its figures.
+  async function showCheckpoints(html, drawn) {
+    const box = document.getElementById("checkpoints");
+    if (!box) return;
+    const fresh = document.createElement("template");
+    fresh.innerHTML = html || "";
+    const slots = (root) =>
+      Array.from(root.querySelectorAll(".figure[data-figure]"), (el) => el.id).join(" ");
+    if (slots(fresh.content) !== slots(box)) {
+      box.querySelectorAll(".figure[data-figure]").forEach((el) => {
+        plots.delete(el.id);
+        forms.delete(el.id);
+        if (el.data) Plotly.purge(el);
+      });
+      box.replaceChildren(fresh.content);
+    } else {
+      box.querySelectorAll("[data-part]").forEach((el) => {
+        const now = fresh.content.querySelector("[data-part='" + el.dataset.part + "']");
+        if (now) el.replaceWith(now);
+      });
+      const card = box.firstElementChild, made = fresh.content.firstElementChild;
+      if (card && made) card.className = made.className;
+    }
+    for (const el of box.querySelectorAll(".figure[data-figure]")) {
+      if (drawn && drawn[el.id]) await draw(el, drawn[el.id]);
+    }
+  }
+
   function jobPage() {
     const job = body.dataset.job;
     const select = document.getElementById("series-vertex");
@@ -202,6 +231,7 @@
         document.getElementById("job-head").innerHTML = live.head;
         document.getElementById("cause-panel").innerHTML = live.cause;
         document.getElementById("latest-table").innerHTML = live.table;
+        await showCheckpoints(live.checkpoints, live.checkpoint_figures);
         body.dataset.latest = live.latest || "";  // with the head that shows it, in one step
         await draw(document.getElementById("graph"), live.graph, live.graph_down);
         const heat = live.heatmap;
