@@ -4,3 +4,7 @@ imports the rest once a Ctrl-C can be answered), :mod:`~bpmon.cli.commands` (the
 (the options and the one-line errors both share) and :mod:`~bpmon.cli.help` (the help text's
 layout).
 """
+
+INTERRUPTED = "bpmon: interrupted"
+"""The line a Ctrl-C prints when no command has started yet (the exit code is 130): here, so that
+the entry point and the commands share it without importing each other."""

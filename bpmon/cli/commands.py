@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 import bpmon
-from bpmon.cli.entry import INTERRUPTED
+from bpmon.cli import INTERRUPTED
 from bpmon.cli.help import PlainGroup, use_plain_help
 from bpmon.cli.history import analyze, history_app
 from bpmon.cli.options import (
     DEFAULT_RUNS_DIR,
     STUCK_AFTER_S,
+    AutoscalerFile,
     RulesFile,
     RunsDir,
     errors_as_exit_codes,
@@ -69,7 +70,7 @@ class _BpmonGroup(PlainGroup):
 
 @contextmanager
 def _interrupt_said() -> Iterator[None]:
-    """A Ctrl-C as :data:`~bpmon.cli.entry.INTERRUPTED` on stderr and exit code 130."""
+    """A Ctrl-C as :data:`~bpmon.cli.INTERRUPTED` on stderr and exit code 130."""
     try:
         yield
     except KeyboardInterrupt:
@@ -191,6 +192,7 @@ def run(
     ] = "runtime",
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
+    autoscaler_config: AutoscalerFile = None,
 ) -> None:
     """Run a scenario on bpmon's runtime, watch it, and name the root cause of backpressure.
 
@@ -205,7 +207,7 @@ def run(
         from bpmon.service.scenarios import resolve_scenario
         from bpmon.service.whatif import changed, recommended_changes
 
-        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        settings = Settings(runs_dir=runs_dir, rules_path=rules, autoscaler_path=autoscaler_config)
         if bursts < 1:
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
         loaded = resolve_scenario(scenario)
@@ -302,6 +304,7 @@ def whatif(
     ] = None,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
+    autoscaler_config: AutoscalerFile = None,
 ) -> None:
     """Run a scenario as written and as changed, and show both diagnoses side by side."""
     with errors_as_exit_codes():
@@ -311,7 +314,7 @@ def whatif(
         from bpmon.service.scenarios import resolve_scenario
         from bpmon.service.whatif import changed, parse_change
 
-        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        settings = Settings(runs_dir=runs_dir, rules_path=rules, autoscaler_path=autoscaler_config)
         loaded = resolve_scenario(scenario)
         changes = [parse_change(text) for text in sets]
         again = changed(loaded, changes)  # a bad change fails here, before anything runs
@@ -402,6 +405,7 @@ def monitor(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
+    autoscaler_config: AutoscalerFile = None,
 ) -> None:
     """Diagnose a Python process (--pid, sampled with py-spy) or a Flink job (--flink).
 
@@ -411,7 +415,7 @@ def monitor(
     with errors_as_exit_codes():
         from bpmon.service.facade import Settings, monitor_flink, monitor_process
 
-        settings = Settings(runs_dir=runs_dir, rules_path=rules)
+        settings = Settings(runs_dir=runs_dir, rules_path=rules, autoscaler_path=autoscaler_config)
         if (pid is None) == (flink is None):
             raise ConfigError("bpmon monitor: pass either --pid PID or --flink URL (one of them)")
         if flink is not None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 
-INTERRUPTED = "bpmon: interrupted"
-"""The line a Ctrl-C prints when no command has started yet (the exit code is 130)."""
+from bpmon.cli import INTERRUPTED
 
 
 def main() -> None:

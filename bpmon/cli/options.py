@@ -33,6 +33,16 @@ RunsDir = Annotated[
     Path,
     typer.Option("--runs-dir", envvar="BPMON_RUNS_DIR", help="Where run reports are kept."),
 ]
+AutoscalerFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--autoscaler-config",
+        envvar="BPMON_AUTOSCALER_CONFIG",
+        metavar="FILE",
+        help="job.autoscaler.* options (Flink configuration lines) for the report's autoscaler "
+        "opinion (default: the autoscaler's own defaults; docs/autoscaler.md).",
+    ),
+]
 RulesFile = Annotated[
     Path | None,
     typer.Option(

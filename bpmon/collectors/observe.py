@@ -113,7 +113,8 @@ def _by_topology(
         taken.update(i for _, i, _ in mine)
         ordered = tuple(t for _, _, t in sorted(mine, key=lambda m: _order(m[0], m[2].name)))
         vertex = _vertex(op.name, ordered, readings, inputs=edges_of(op), kind=op.kind, listed=True)
-        vertices.append(replace(vertex, operators=tuple(m.name for m in op.members)))
+        members = tuple(m.name for m in op.members)
+        vertices.append(replace(vertex, operators=members, max_parallelism=op.max_parallelism))
     return vertices
 
 

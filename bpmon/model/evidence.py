@@ -46,6 +46,9 @@ FigureKind = Literal[
     "offered-per-subtask",  # records/s each of ``subtasks`` would be offered
     "emitted",  # records/s a source emits
     "lag-growth",  # records/s a source's pendingRecords grow by
+    "backlog-records",  # records the vertex's sources owe (pendingRecords), carried to it
+    "catch-up",  # records/s more that drain them within [sizing] catch_up_s
+    "drain-minutes",  # minutes the backlog takes to drain at the recommended parallelism
     "needed",  # the parallelism that would take the offered rate
     "utilisation",  # the utilisation at that parallelism
     "backlog",  # buffers a channel holds at its producer (one subtask in ``subtasks``)
@@ -66,7 +69,7 @@ FigureKind = Literal[
     "disk-ms",  # ms per second on the disk
 ]
 FigureUnit = Literal[
-    "ratio", "%", "records/s", "bytes/s", "MB/s", "ms", "ms/s", "s", "x", "buffers", "count"
+    "ratio", "%", "records/s", "bytes/s", "MB/s", "ms", "ms/s", "s", "min", "x", "buffers", "count"
 ]
 
 

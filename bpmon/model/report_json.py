@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast, get_args
 
+from bpmon.model.autoscaler_json import autoscaler_from, autoscaler_to_dict
 from bpmon.model.checkpoint_json import (
     checkpoint_change_to_dict,
     checkpoints_from,
@@ -93,6 +94,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     doc["checkpoints"] = (
         None if report.checkpoints is None else checkpoints_to_dict(report.checkpoints)
     )
+    doc["autoscaler"] = None if report.autoscaler is None else autoscaler_to_dict(report.autoscaler)
     if report.channels:
         doc["channels"] = [_channel_to_dict(c) for c in report.channels]
     return doc
@@ -228,6 +230,9 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
         ]
     if cause.in_chain is not None:  # left out when absent
         doc["in_chain"] = _chain_to_dict(cause.in_chain)
+    if cause.backlog_records is not None:  # left out where no source reports pendingRecords
+        doc["backlog_records"] = _number(cause.backlog_records, _RATE_DIGITS)
+        doc["catch_up_rate"] = _number(cause.catch_up_rate, _RATE_DIGITS)
     return doc
 
 
@@ -287,6 +292,7 @@ def report_from_dict(doc: object) -> Report:
         ),
         channels=tuple(_channel_from(f) for f in top.children("channels", required=False)),
         checkpoints=checkpoints_from(top.child("checkpoints")) if top.has("checkpoints") else None,
+        autoscaler=autoscaler_from(top.child("autoscaler")) if top.has("autoscaler") else None,
     )
 
 
@@ -405,6 +411,8 @@ def _cause_from(f: Fields) -> RootCause:
             for n in f.children("next_in_series", required=False)
         ),
         in_chain=_chain_from(f.child("in_chain")) if f.has("in_chain") else None,
+        backlog_records=f.optional_number("backlog_records"),
+        catch_up_rate=f.optional_number("catch_up_rate"),
     )
 
 

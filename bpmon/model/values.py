@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, get_args
 
+from bpmon.model.autoscaler import AutoscalerReport
 from bpmon.model.checkpoints import CheckpointReport, CheckpointWindow
 from bpmon.model.evidence import EvidenceLine
 from bpmon.model.signals import RUNTIME, Signal, SourceBacklog, Spill, TaskScheduling
@@ -248,7 +249,8 @@ class VertexObservation:
 
     ``kind`` is the operator kind when the target knows it (``source``, ``map``, ``sink``, ...).
     ``operators`` are a chained vertex's operators in chain order, from the job's plan (empty:
-    one operator, or the target cannot tell).
+    one operator, or the target cannot tell). ``max_parallelism`` is its number of key groups
+    (Flink's ``maxParallelism``; None where the target does not say).
     """
 
     name: str
@@ -257,6 +259,7 @@ class VertexObservation:
     subtasks: tuple[SubtaskWindow, ...] = ()
     kind: str | None = None
     operators: tuple[str, ...] = ()
+    max_parallelism: int | None = None
 
 
 FlowControl = Literal["credit", "tcp"]
@@ -423,6 +426,11 @@ class RootCause:
     recommended_parallelism: int | None = None
     next_in_series: tuple[NextInSeries, ...] = ()
     in_chain: ChainShare | None = None
+    backlog_records: float | None = None
+    """The records its sources owe (pendingRecords), carried to it (None: not reported)."""
+    catch_up_rate: float | None = None
+    """The records/s more its recommended parallelism takes to drain them within
+    ``[sizing] catch_up_s`` (None: no backlog, or an unknown one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,6 +461,9 @@ class Report:
     channels: tuple[ChannelWindow, ...] = ()
     checkpoints: CheckpointReport | None = None
     """The job's checkpoints (None: none were observed)."""
+    autoscaler: AutoscalerReport | None = None
+    """What Flink's autoscaler would decide from the same window, and the verdicts on it (None:
+    the target gave no record rates or busy time to decide from)."""
 
 
 _LEVEL_ORDER: tuple[Level, ...] = ("OK", "LOW", "HIGH")

@@ -24,6 +24,8 @@ from bpmon.model.numbers import NULL
 from bpmon.model.report_json import report_to_json
 from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexStatus
 from bpmon.render import checkpoints
+from bpmon.render.autoscaler import TITLE as AUTOSCALER_TITLE
+from bpmon.render.autoscaler import opinion_lines
 from bpmon.render.fit import Col, fit_table
 
 NO_BACKPRESSURE = "No backpressure: every vertex is OK."
@@ -179,6 +181,12 @@ def render_text(report: Report, console: Console) -> None:
         console.print(Text(checkpoints.summary(report.checkpoints)))
         if report.checkpoints.vertices:
             console.print(checkpoints.phase_table(report.checkpoints, console.width))
+    if report.autoscaler is not None and (lines := opinion_lines(report.autoscaler)):
+        console.print(Text(AUTOSCALER_TITLE, style="bold"))
+        grid = _bullet_grid()
+        for line in lines:
+            grid.add_row("•", Text(line))
+        console.print(grid)
     if report.findings:
         console.print(Text("Findings", style="bold"))
         grid = _bullet_grid()
@@ -261,6 +269,8 @@ def render_markdown(report: Report) -> str:
                 "| " + " | ".join(_md(c) for c in row) + " |"
                 for row in checkpoints.phase_rows(report.checkpoints)
             ]
+    if report.autoscaler is not None and (opinion := opinion_lines(report.autoscaler)):
+        lines += ["", f"### {_md(AUTOSCALER_TITLE)}", "", *(f"- {_md(o)}" for o in opinion)]
     if report.findings:
         lines += ["", "### Findings", ""]
         lines += [

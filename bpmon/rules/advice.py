@@ -49,6 +49,8 @@ class Advice:
         capacity_per_subtask: records/s one of the named subtasks handles at 100% busy.
         offered_rate: records/s the vertex's inputs would offer (DS2 estimate).
         recommended_parallelism: the parallelism the recommendation names.
+        backlog_records: the records its sources owe (pendingRecords), carried to the vertex.
+        catch_up_rate: the records/s more that drain them within ``[sizing] catch_up_s``.
     """
 
     evidence: tuple[EvidenceLine, ...]
@@ -56,6 +58,8 @@ class Advice:
     capacity_per_subtask: float | None = None
     offered_rate: float | None = None
     recommended_parallelism: int | None = None
+    backlog_records: float | None = None
+    catch_up_rate: float | None = None
 
 
 _ESTIMATE = (
@@ -65,6 +69,10 @@ _ESTIMATED = (
     "estimated: the sources report no pendingRecords, so each counts as its records out / the "
     "share of time it was not backpressured, as Flink's autoscaler estimates a source's rate, at "
     "most twice what it emits; a step, to check again after it"
+)
+_NO_BACKLOG = (
+    "the sources report no pendingRecords: what they owe already, and the rate that would "
+    "drain it, are unknown"
 )
 _NO_LAG = (
     "the offered rate is unknown: the sources report no pendingRecords (FLIP-33), so how much "
@@ -78,12 +86,15 @@ def advise(
     obs: Observation,
     offered: Mapping[str, float | None],
     rules: RulesConfig,
+    backlogs: Mapping[str, float | None] | None = None,
 ) -> Advice:
-    """Capacity evidence and an actionable recommendation for a classified suspect."""
+    """Capacity evidence and an actionable recommendation for a classified suspect
+    (``backlogs``: the records each vertex's sources owe, for the catch-up)."""
     vertex = obs.vertex(suspect.vertex)
     demand = whole_rate(offered.get(vertex.name))
+    backlog = (backlogs or {}).get(vertex.name)
     if cls.kind in ("slow-operator", "slow-sink"):
-        return _scale(vertex, cls, demand, rules, estimated(obs))
+        return _scale(vertex, cls, demand, rules, estimated(obs), backlog)
     if cls.kind == "data-skew":
         return _skew(vertex, cls, demand, rules)
     if cls.kind == "slow-subtask":
@@ -144,6 +155,7 @@ def _scale(
     demand: float | None,
     rules: RulesConfig,
     guessed: bool = False,
+    backlog: float | None = None,
 ) -> Advice:
     # When only some subtasks are named (a slow instance, a hot key), they are the ones that
     # cannot keep up: the vertex is sized from their capacity, not from the average.
@@ -203,16 +215,61 @@ def _scale(
     hot = _hot_share(vertex, named) if subset else None
     if hot is not None:
         return _scale_skewed(vertex, hot, lines, lead, cap, demand, rules)
-    need = max(n + 1, math.ceil(demand / (cap * target)))
+    catch = _catch_up(name, backlog, rules, lines, unknown=guessed)
+    target = demand + (catch or 0.0)
+    need = max(n + 1, math.ceil(target / (cap * rules.capacity.utilisation_target)))
+    more = f" and ~{catch:,.0f} records/s more to drain its sources' backlog" if catch else ""
+    if catch and backlog:
+        spare = need * cap - demand
+        if spare > 0:
+            lines.append(
+                line(
+                    "at that parallelism the backlog would drain in ~",
+                    whole("drain-minutes", backlog / spare / 60, "min", vertex=name),
+                    " min",
+                )
+            )
     return Advice(
         tuple(lines),
         f"{lead}: {need} subtasks instead of {n} would take the ~{demand:,.0f} records/s "
-        f"offered at {demand / (need * cap):.0%} utilisation{tail} (from the measured "
+        f"offered{more} at {target / (need * cap):.0%} utilisation{tail} (from the measured "
         f"~{cap:,.0f} records/s per subtask; `bpmon run --verify` tries it).",
         cap,
         demand,
         need,
+        backlog,
+        catch,
     )
+
+
+def _catch_up(
+    name: str,
+    backlog: float | None,
+    rules: RulesConfig,
+    lines: list[EvidenceLine],
+    *,
+    unknown: bool,
+) -> float | None:
+    """The records/s that drain the sources' backlog within ``[sizing] catch_up_s``, with the
+    evidence line that says so (or, ``unknown``: the sources report no pendingRecords, that the
+    backlog is not known); None where it is unknown or there is none."""
+    if backlog is None:
+        if unknown:
+            lines.append(line(_NO_BACKLOG))
+        return None
+    if backlog <= 0:
+        return None
+    catch = backlog / rules.sizing.catch_up_s
+    lines.append(
+        line(
+            "its sources owe ~",
+            whole("backlog-records", backlog, "count", vertex=name),
+            " records (pendingRecords): ~",
+            whole("catch-up", catch, vertex=name),
+            " records/s more drain them within [sizing] catch_up_s",
+        )
+    )
+    return catch
 
 
 @dataclass(frozen=True, slots=True)

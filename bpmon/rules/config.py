@@ -17,6 +17,7 @@ from typing import Any
 from bpmon.model import capacity
 from bpmon.model.datafiles import data_file
 from bpmon.model.errors import ConfigError
+from bpmon.rules.autoscaler import AutoscalerConfig
 
 _UNIT = (0.0, 1.0)
 _AT_LEAST_ONE = (1.0, float("inf"))
@@ -36,6 +37,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "checkpoints.slow_ms": _NON_NEGATIVE,
     "checkpoints.skew_ratio": _AT_LEAST_ONE,
     "checkpoints.skew_min_ms": _NON_NEGATIVE,
+    "sizing.catch_up_s": (1.0, float("inf")),
 }
 """Inclusive bounds of the numeric parameters that are not ratios in [0, 1]."""
 
@@ -129,6 +131,13 @@ class HistoryRules:
 
 
 @dataclass(frozen=True, slots=True)
+class SizingRules:
+    """``[sizing]``: how long a recommended parallelism may take to drain the sources' backlog."""
+
+    catch_up_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointRules:
     """``[checkpoints]``: when a checkpoint is slow, held by backpressure, or skewed."""
 
@@ -149,6 +158,7 @@ _TABLES: dict[str, type] = {
     "stall": StallRules,
     "history": HistoryRules,
     "checkpoints": CheckpointRules,
+    "sizing": SizingRules,
 }
 
 
@@ -169,6 +179,10 @@ class RulesConfig:
     stall: StallRules = field(default_factory=StallRules)
     history: HistoryRules = field(default_factory=HistoryRules)
     checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
+    sizing: SizingRules = field(default_factory=SizingRules)
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    """The autoscaler's options the second opinion is computed with (not a table of this file:
+    ``--autoscaler-config FILE`` gives them, in Flink's own keys)."""
     origin: str = "defaults"
 
     def __post_init__(self) -> None:

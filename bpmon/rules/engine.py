@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from bpmon.model.autoscaler import AutoscalerReport
 from bpmon.model.evidence import (
     EvidenceLine,
     EvidencePart,
@@ -29,8 +30,10 @@ from bpmon.model.evidence import (
     ratio,
     subtasks,
 )
+from bpmon.model.signals import Signal
 from bpmon.model.values import Finding, Observation, Report, RootCause, RuntimeLoad, SubtaskWindow
 from bpmon.rules.advice import advise, capacity_of_windows
+from bpmon.rules.autoscaler import decide, verdicts
 from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.checkpoints import checkpoint_findings, checkpoint_report
 from bpmon.rules.classify import Classification, classify
@@ -44,7 +47,7 @@ from bpmon.rules.levels import (
     vertex_status,
 )
 from bpmon.rules.localize import Localization, localize
-from bpmon.rules.offered import offered_rates
+from bpmon.rules.offered import offered_rates, pending_backlogs
 from bpmon.rules.scheduling import scheduling_causes
 from bpmon.rules.series import evidence_line, next_in_series, recommendation_tail
 from bpmon.rules.sources import source_causes
@@ -92,6 +95,7 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
             ),
         )
     return Report(
+        autoscaler=_autoscaler(observation, tuple(causes), rules),
         run_id=observation.run_id,
         job=observation.job,
         source=observation.source,
@@ -103,6 +107,19 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
         channels=observation.channels,
         checkpoints=checkpoints,
     )
+
+
+def _autoscaler(
+    observation: Observation, causes: tuple[RootCause, ...], rules: RulesConfig
+) -> AutoscalerReport | None:
+    """The autoscaler's decision on the window and the verdicts on it; None without the record
+    rates and busy time it decides from, or in a window that describes the runtime itself."""
+    needed = {Signal.RECORD_RATES, Signal.TIME_ACCOUNTING}
+    load = observation.load
+    if not needed <= observation.signals or (load is not None and load.saturated):
+        return None
+    decision = decide(observation, rules.autoscaler)
+    return replace(decision, verdicts=verdicts(decision, causes, observation))
 
 
 def _bottlenecks(
@@ -170,7 +187,7 @@ def _root_cause(
     rules: RulesConfig,
 ) -> RootCause:
     cls = classify(suspect, loc, obs, rules)
-    advice = advise(suspect, cls, obs, offered, rules)
+    advice = advise(suspect, cls, obs, offered, rules, pending_backlogs(obs, loc.graph))
     following = []
     if advice.recommended_parallelism is not None:
         named = frozenset(s.vertex for s in loc.suspects)
@@ -194,6 +211,8 @@ def _root_cause(
         offered_rate=advice.offered_rate,
         recommended_parallelism=advice.recommended_parallelism,
         next_in_series=tuple(following),
+        backlog_records=advice.backlog_records,
+        catch_up_rate=advice.catch_up_rate,
     )
 
 

@@ -94,3 +94,33 @@ def offered_rates(
         amp = _amplification(vertex)
         offered_out[name] = None if total is None or amp is None else total * amp
     return offered_in
+
+
+def pending_backlogs(obs: Observation, graph: JobGraph) -> dict[str, float | None]:
+    """The records each vertex has still to process of what its sources owe (their
+    ``pendingRecords``), carried along the edges as the offered rate is; None where a source
+    upstream reports none."""
+    backlog_out: dict[str, float | None] = {}
+    backlog_in: dict[str, float | None] = {}
+    for name in graph.order:
+        vertex = obs.vertex(name)
+        edges = graph.producers[name]
+        if not edges:
+            owed = [
+                None if s.metrics.backlog is None else s.metrics.backlog.pending_records
+                for s in vertex.subtasks
+            ]
+            backlog_in[name] = None
+            backlog_out[name] = None if None in owed or not owed else sum(o or 0.0 for o in owed)
+            continue
+        parts = [backlog_out.get(e.source) for e in edges]
+        total = None
+        if None not in parts:
+            total = sum(
+                (p or 0.0) * (vertex.parallelism if e.partitioner == "broadcast" else 1)
+                for p, e in zip(parts, edges, strict=True)
+            )
+        backlog_in[name] = total
+        amp = _amplification(vertex)
+        backlog_out[name] = None if total is None or amp is None else total * amp
+    return backlog_in

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from bpmon.history.runs import RunStore, new_run_id
 from bpmon.model.clock import utc_now
 from bpmon.model.errors import ConfigError
+from bpmon.rules.autoscaler_config import load_autoscaler_config
 from bpmon.rules.config import RulesConfig, load_rules
 from bpmon.scenario import Scenario
 
@@ -39,10 +40,16 @@ class Settings:
     rules_path: Path | None = None
     now: Callable[[], datetime] = utc_now
     rng: random.Random = field(default_factory=random.Random)
+    autoscaler_path: Path | None = None
+    """A file of ``job.autoscaler.*`` options for the report's autoscaler opinion (None: the
+    autoscaler's defaults)."""
 
     def rules(self) -> RulesConfig:
-        """The rules in force."""
-        return load_rules(self.rules_path)
+        """The rules in force, with the autoscaler's options of :attr:`autoscaler_path`."""
+        rules = load_rules(self.rules_path)
+        if self.autoscaler_path is None:
+            return rules
+        return replace(rules, autoscaler=load_autoscaler_config(self.autoscaler_path))
 
     def store(self) -> RunStore:
         """The runs directory."""

@@ -195,7 +195,8 @@ SMALL_JSON = """{
   ],
   "findings": [{"kind": "head-of-line", "vertex": "map", "detail": "d"}],
   "levels_from": "samples",
-  "checkpoints": null
+  "checkpoints": null,
+  "autoscaler": null
 }"""
 
 SPEC_EXAMPLE = """{
@@ -284,8 +285,8 @@ def test_keys_values_and_their_order_are_those_of_the_spec() -> None:
 def test_the_top_level_keys_come_in_spec_order() -> None:
     keys = list(report_to_dict(realistic_report()))
     expected = ["schema", "run_id", "job", "source", "window", "vertices", "root_causes"]
-    # added keys come after the spec's; checkpoints is null when none were observed
-    assert keys == [*expected, "findings", "levels_from", "checkpoints"]
+    # added keys come after the spec's; checkpoints and autoscaler are null when not observed
+    assert keys == [*expected, "findings", "levels_from", "checkpoints", "autoscaler"]
 
 
 def test_the_spec_example_reads() -> None:

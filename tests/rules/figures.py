@@ -210,6 +210,31 @@ def _needed(c: Check, f: EvidenceFigure) -> None:
     c.expect(sentence in c.cause.recommendation, "the recommendation does not say so")
 
 
+def _catch_up(c: Check, f: EvidenceFigure) -> None:
+    """The cause's catch-up rate: its backlog over [sizing] catch_up_s."""
+    _whole(c, f, c.cause.catch_up_rate)
+    backlog = c.cause.backlog_records
+    c.expect(backlog is not None, "a catch-up without a backlog")
+    if backlog is not None:
+        c.value(f, backlog / RULES.sizing.catch_up_s, within=1.0)
+
+
+def _drain(c: Check, f: EvidenceFigure) -> None:
+    """Minutes the backlog takes at the recommended parallelism: backlog / (its capacity less
+    the offered rate)."""
+    cause = c.cause
+    backlog, cap, n = (
+        cause.backlog_records,
+        cause.capacity_per_subtask,
+        cause.recommended_parallelism,
+    )
+    offered = cause.offered_rate
+    if backlog is None or cap is None or n is None or offered is None:
+        c.expect(False, "a drain time without its backlog, capacity and parallelism")
+        return
+    c.value(f, backlog / (n * cap - offered) / 60, within=1.0)
+
+
 def _utilisation(c: Check, f: EvidenceFigure) -> None:
     cap, offered, need = c.sibling("capacity"), c.sibling("offered"), c.sibling("needed")
     if cap and offered and need:
@@ -341,6 +366,9 @@ CHECKS: dict[FigureKind, Rule] = {
     ),
     "needed": _needed,
     "utilisation": _utilisation,
+    "backlog-records": lambda c, f: _whole(c, f, c.cause.backlog_records),
+    "catch-up": _catch_up,
+    "drain-minutes": _drain,
     "backlog": _channel,
     "no-credit": _channel,
     "channels": lambda c, f: c.expect(f.value >= 1, "no channel"),  # counted by _channel

@@ -58,7 +58,8 @@ class Check:
 
 _ADVICE = re.compile(
     r"(?P<n>\d+) subtasks instead of (?P<m>\d+) would take the ~(?P<d>[\d,]+) records/s "
-    r"offered at (?P<u>\d+)% utilisation.*measured ~(?P<c>[\d,]+) records/s per subtask"
+    r"offered(?: and ~(?P<k>[\d,]+) records/s more to drain its sources' backlog)? at "
+    r"(?P<u>\d+)% utilisation.*measured ~(?P<c>[\d,]+) records/s per subtask"
 )
 
 
@@ -110,8 +111,14 @@ def _recommendation(c: Check, cause: RootCause) -> None:
     c.expect(rate is not None and found["d"] == f"{rate:,.0f}", line, f"offered_rate {rate}")
     c.expect(cap is not None and found["c"] == f"{cap:,.0f}", line, f"capacity {cap}")
     n = cause.recommended_parallelism
+    catch = cause.catch_up_rate
+    if found["k"] is not None:
+        c.expect(catch is not None and found["k"] == f"{catch:,.0f}", line, f"catch-up {catch}")
+    else:
+        c.expect(not catch, line, f"a catch-up rate {catch} the sentence does not state")
     if rate is not None and cap and n:
-        c.expect(found["u"] == f"{rate / (n * cap) * 100:.0f}", line, "utilisation")
+        target = rate + (catch or 0.0)
+        c.expect(found["u"] == f"{target / (n * cap) * 100:.0f}", line, "utilisation")
 
 
 _UNEXPLAINED = r"(?P<v>{v}) is (?P<lvl>LOW|HIGH) \((?P<r>\d\.\d\d)\) (?:but no consumer|and waits)"
