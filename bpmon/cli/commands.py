@@ -18,6 +18,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -31,8 +32,10 @@ from bpmon.cli.options import (
     DEFAULT_RUNS_DIR,
     STUCK_AFTER_S,
     AutoscalerFile,
+    Follow,
     RulesFile,
     RunsDir,
+    Steps,
     errors_as_exit_codes,
 )
 from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, SaveError
@@ -43,7 +46,8 @@ if TYPE_CHECKING:  # the helpers' annotations only: their modules are imported w
     from bpmon.model.events import JobEnded, WatchEvent
     from bpmon.model.values import Report
     from bpmon.service.scenarios import Scenario
-    from bpmon.service.whatif import SettingChange
+    from bpmon.service.settings import Settings
+    from bpmon.service.whatif import Policy, SettingChange
 
 EXIT_CODES = """Exit codes: 0 done; 1 unexpected error (serve: a watch did not stop cleanly,
 or the stop was forced after 5 s); 2 bad input (a flag, scenario, topology, profile or rules
@@ -181,6 +185,8 @@ def run(
             "whether the backpressure is gone.",
         ),
     ] = False,
+    follow: Follow = None,
+    steps: Steps = 1,
     observe: Annotated[
         str,
         typer.Option(
@@ -205,11 +211,14 @@ def run(
         from bpmon.render.report import render_text
         from bpmon.service.facade import Settings, run_scenario
         from bpmon.service.scenarios import resolve_scenario
-        from bpmon.service.whatif import changed, recommended_changes
+        from bpmon.service.whatif import follow_changes
 
         settings = Settings(runs_dir=runs_dir, rules_path=rules, autoscaler_path=autoscaler_config)
         if bursts < 1:
             raise ConfigError(f"--bursts {bursts}: sample at least 1 window")
+        policy = _policy(follow or "bpmon")
+        plan = _Steps(policy, _steps(steps), duration, observe)
+        verify = verify or follow is not None or steps > 1  # either asks for the re-runs
         loaded = resolve_scenario(scenario)
         events = run_scenario(loaded, settings, bursts=bursts, duration_s=duration, observe=observe)
         if not verify:
@@ -217,18 +226,14 @@ def run(
             return
         view = Console(stderr=json_out)
         first = _watched(events, loaded.name, view)
-        changes = recommended_changes(first.reports[-1])
-        if not changes:
+        report = first.reports[-1]
+        if not follow_changes(report, policy):
             if not json_out:
-                render_text(first.reports[-1], view)
+                render_text(report, view)
             _say_saved(first, json_out)
-            raise ConfigError("--verify: the report recommends no parallelism to try")
-        again = changed(loaded, changes)
-        _say_rerouted(loaded, again, view)
-        label = ", ".join(map(str, changes))
-        rerun = run_scenario(again, settings, duration_s=duration, observe=observe)
-        second = _watched(rerun, label, view)
-        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+            whose = "the report" if policy == "bpmon" else "the autoscaler's decision"
+            raise ConfigError(f"--verify: {whose} recommends no parallelism to try")
+        _follow(loaded, settings, report, plan, json_out, view)
 
 
 @app.command()
@@ -289,15 +294,18 @@ def diagnose(
 def whatif(
     scenario: Annotated[str, typer.Argument(help="A scenario file, or a shipped example's name.")],
     sets: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--set",
             metavar="VERTEX.KEY=VALUE",
             help="A change to try, e.g. enrich.parallelism=6 (repeat for several); keys: "
             "parallelism, cost_us, rate, record_bytes, fanout, selectivity, "
-            "managed_memory (a weight), state_mb, spill_cost_us.",
+            "managed_memory (a weight), state_mb, spill_cost_us, and checkpoints.* and "
+            "network.* (README).",
         ),
-    ],
+    ] = None,
+    follow: Follow = None,
+    steps: Steps = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print both reports as JSON.")] = False,
     duration: Annotated[
         float | None, typer.Option(help="Seconds each job runs (default: the file's duration_s).")
@@ -315,15 +323,89 @@ def whatif(
         from bpmon.service.whatif import changed, parse_change
 
         settings = Settings(runs_dir=runs_dir, rules_path=rules, autoscaler_path=autoscaler_config)
+        if bool(sets) == (follow is not None):
+            raise ConfigError("bpmon whatif: pass --set VERTEX.KEY=VALUE or --follow POLICY")
+        policy = _policy(follow or "bpmon")
         loaded = resolve_scenario(scenario)
-        changes = [parse_change(text) for text in sets]
-        again = changed(loaded, changes)  # a bad change fails here, before anything runs
+        changes = [parse_change(text) for text in sets or ()]
+        if changes:
+            changed(loaded, changes)  # a bad change fails here, before anything runs
+        plan = _Steps(policy, _steps(steps), duration, "runtime", first=tuple(changes))
         view = Console(stderr=json_out)
-        _say_rerouted(loaded, again, view)
         first = _watched(run_scenario(loaded, settings, duration_s=duration), loaded.name, view)
-        what = ", ".join(str(c) for c in changes)
-        second = _watched(run_scenario(again, settings, duration_s=duration), what, view)
-        _show_comparison(first.reports[-1], second.reports[-1], changes, json_out, view)
+        _follow(loaded, settings, first.reports[-1], plan, json_out, view)
+
+
+@dataclass(frozen=True, slots=True)
+class _Steps:
+    """How a what-if goes on: whose recommendation it follows, for how many steps, how each
+    job runs, and the changes of the first step when they are given (``--set``)."""
+
+    policy: Policy
+    steps: int
+    duration: float | None
+    observe: str
+    first: tuple[SettingChange, ...] = ()
+
+
+def _policy(name: str) -> Policy:
+    from bpmon.service.whatif import POLICIES
+
+    if name not in POLICIES:
+        raise ConfigError(f"--follow {name}: expected one of {', '.join(POLICIES)}")
+    return name
+
+
+def _steps(steps: int) -> int:
+    if not 1 <= steps <= MAX_STEPS:
+        raise ConfigError(f"--steps {steps}: from 1 to {MAX_STEPS}")
+    return steps
+
+
+def _follow(
+    loaded: Scenario,
+    settings: Settings,
+    report: Report,
+    plan: _Steps,
+    json_out: bool,
+    view: Console,
+) -> None:
+    """Apply the first step's changes (or the policy's), re-run, compare; then again from the
+    new report, up to ``plan.steps`` times or until the backpressure is gone (a step's changes
+    go on top of the earlier ones, all applied to the scenario as written)."""
+    from bpmon.model.report_json import json_text
+    from bpmon.service.facade import run_scenario
+    from bpmon.service.whatif import changed, follow_changes, merged
+
+    applied: list[SettingChange] = []
+    documents: list[object] = []
+    for step in range(1, plan.steps + 1):
+        changes = (
+            list(plan.first) if step == 1 and plan.first else follow_changes(report, plan.policy)
+        )
+        if not changes:
+            view.print(f"step {step}: {plan.policy} would change nothing more", highlight=False)
+            break
+        applied = merged(applied, changes)
+        again = changed(loaded, applied)
+        _say_rerouted(loaded, again, view)
+        label = ", ".join(map(str, applied))
+        rerun = run_scenario(again, settings, duration_s=plan.duration, observe=plan.observe)
+        after = _watched(rerun, label, view).reports[-1]
+        if plan.steps > 1 and not json_out:
+            view.print(f"Step {step} ({plan.policy})", style="bold", highlight=False)
+        removed, document = _show_comparison(report, after, changes, json_out, view, plan.steps > 1)
+        if document is not None:
+            documents.append(document)
+        report = after
+        if removed:
+            break
+    if json_out and plan.steps > 1:
+        typer.echo(json_text({"policy": plan.policy, "steps": documents}))
+
+
+MAX_STEPS = 5
+"""The most re-runs a what-if follows a policy for (DS2 converges in three)."""
 
 
 def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
@@ -338,25 +420,35 @@ def _say_rerouted(before: Scenario, after: Scenario, view: Console) -> None:
 
 
 def _show_comparison(
-    before: Report, after: Report, changes: list[SettingChange], json_out: bool, view: Console
-) -> None:
-    from bpmon.model.report_json import comparison_to_json
+    before: Report,
+    after: Report,
+    changes: list[SettingChange],
+    json_out: bool,
+    view: Console,
+    keep: bool = False,
+) -> tuple[bool, object | None]:
+    """Show one step: the table and the verdict, or its JSON (printed, or returned with
+    ``keep``); whether the backpressure is gone with room to spare."""
+    from bpmon.model.report_json import comparison_to_dict, comparison_to_json
     from bpmon.render.report import render_comparison
     from bpmon.service.whatif import verdict
 
     result = verdict(before, after, changes)
+    clear = result.removed and not result.at_edge
     if json_out:
         texts = [str(c) for c in changes]
+        if keep:
+            return clear, comparison_to_dict(before, after, texts, result.removed, result.at_edge)
         typer.echo(comparison_to_json(before, after, texts, result.removed, at_edge=result.at_edge))
-        return
+        return clear, None
     render_comparison(before, after, ", ".join(str(c) for c in changes), view)
-    clear = result.removed and not result.at_edge
     mark = "✓" if clear else "!" if result.removed else "✗"
     view.print(
         f"{mark} backpressure {result.summary}",
         style="green" if clear else "yellow",
         highlight=False,
     )
+    return clear, None
 
 
 @app.command()

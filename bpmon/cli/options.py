@@ -43,6 +43,24 @@ AutoscalerFile = Annotated[
         "opinion (default: the autoscaler's own defaults; docs/autoscaler.md).",
     ),
 ]
+Follow = Annotated[
+    str | None,
+    typer.Option(
+        "--follow",
+        metavar="POLICY",
+        help="Whose recommendation the re-run applies: bpmon (its sized causes, the default) or "
+        "autoscaler (what Flink's autoscaler would decide from the same window).",
+    ),
+]
+Steps = Annotated[
+    int,
+    typer.Option(
+        "--steps",
+        metavar="N",
+        help="Repeat diagnose, apply, re-run up to N times (1 to 5), each step from the last "
+        "re-run's report, until the backpressure is gone.",
+    ),
+]
 RulesFile = Annotated[
     Path | None,
     typer.Option(

@@ -135,11 +135,22 @@ def comparison_to_json(
     indent: int | None = 2,
     at_edge: Sequence[str] = (),
 ) -> str:
-    """``bpmon whatif --json`` / ``run --verify --json``: both reports, the change, the verdict
-    (``at_edge``: changed vertices still saturated although the backpressure is gone) and the
-    newest checkpoint of each run side by side (``checkpoints``: null when neither took any)."""
+    """``bpmon whatif --json`` / ``run --verify --json``: :func:`comparison_to_dict` as text."""
+    return json_text(comparison_to_dict(before, after, changes, removed, at_edge), indent)
+
+
+def comparison_to_dict(
+    before: Report,
+    after: Report,
+    changes: Sequence[str],
+    removed: bool,
+    at_edge: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Both reports, the change, the verdict (``at_edge``: changed vertices still saturated
+    although the backpressure is gone) and the newest checkpoint of each run side by side
+    (``checkpoints``: null when neither took any)."""
     change = checkpoint_change(before.checkpoints, after.checkpoints)
-    doc = {
+    return {
         "changes": list(changes),
         "backpressure_removed": removed,
         "at_edge": list(at_edge),
@@ -147,7 +158,6 @@ def comparison_to_json(
         "before": report_to_dict(before),
         "after": report_to_dict(after),
     }
-    return json_text(doc, indent)
 
 
 def json_text(doc: object, indent: int | None = 2) -> str:

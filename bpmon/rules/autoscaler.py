@@ -360,6 +360,9 @@ UNFIXED: Mapping[str, str] = {
     "stalled": "no record moves: a cycle of waits, not a lack of capacity",
 }
 """Why scaling cannot fix a cause of each kind, and what would."""
+ALWAYS_UNFIXED = frozenset({"resource-starved", "stalled"})
+"""Kinds no parallelism fixes, whatever bpmon sized (a starved job's is a lower one)."""
+SINK_CAVEAT = "if the system the sink writes to scales with its subtasks"
 BROADCAST = (
     "it reads a broadcast input: every subtask receives every record, so more subtasks take no "
     "more of them; make each record cheaper"
@@ -401,7 +404,10 @@ def _verdict(
         if sized is not None and asked < sized - 1:
             short = f"short of the {sized} bpmon sized: the bottleneck would remain"
             return _v(name, "misses", f"{scales}, {short}")
-        return _v(name, "agrees", scales + (f" (bpmon: {sized})" if sized is not None else ""))
+        sink = f", {SINK_CAVEAT}" if cause.kind == "slow-sink" else ""
+        return _v(
+            name, "agrees", scales + (f" (bpmon: {sized}{sink})" if sized is not None else "")
+        )
     if asked < p:
         later = " after its scale-down interval" if row.delayed else ""
         return _v(name, "scales-down-bottleneck", f"{scales}: down, the bottleneck{later}")
@@ -416,6 +422,14 @@ def _verdict(
 
 
 def _unfixable(cause: RootCause, observation: Observation) -> str | None:
+    """Why scaling ``cause``'s vertex cannot fix it; None when it can. A job short of slots or
+    stalled never can; the other kinds of :data:`UNFIXED` and a broadcast input only when bpmon
+    sized no parallelism for the cause (a Zipf key whose hottest subtask a wider vertex relieves,
+    a sink that scales with its subtasks, are sized like a slow operator)."""
+    if cause.kind in ALWAYS_UNFIXED:
+        return UNFIXED[cause.kind]
+    if cause.recommended_parallelism is not None:
+        return None
     if cause.kind in UNFIXED:
         return UNFIXED[cause.kind]
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from bpmon.model.values import Report, RootCause
 from bpmon.rules.settling import BUSY, saturated
@@ -27,10 +28,13 @@ from bpmon.scenario.edits import (
 )
 
 __all__ = [
+    "POLICIES",
     "SETTABLE",
     "SettingChange",
     "Verdict",
     "changed",
+    "follow_changes",
+    "merged",
     "parse_change",
     "recommended_changes",
     "rerouted",
@@ -150,3 +154,36 @@ def recommended_changes(report: Report) -> list[SettingChange]:
             if parallelism is not None and vertex not in changes:
                 changes[vertex] = SettingChange(vertex, "parallelism", parallelism)
     return list(changes.values())
+
+
+Policy = Literal["bpmon", "autoscaler"]
+POLICIES: tuple[Policy, ...] = ("bpmon", "autoscaler")
+"""Whose recommendation ``--follow`` applies: bpmon's sized causes, or what Flink's autoscaler
+would decide from the same window (the report's ``autoscaler``)."""
+
+
+def autoscaler_changes(report: Report) -> list[SettingChange]:
+    """The autoscaler's decision on the report's window as changes: every vertex it would give
+    another parallelism (a scale-down included: it applies after its interval); none when it
+    would not scale at all."""
+    decision = report.autoscaler
+    if decision is None or not decision.acts:
+        return []
+    return [
+        SettingChange(v.name, "parallelism", v.recommended_parallelism)
+        for v in decision.vertices
+        if v.recommended_parallelism != v.parallelism
+    ]
+
+
+def follow_changes(report: Report, policy: Policy) -> list[SettingChange]:
+    """What ``policy`` would change after ``report``."""
+    return recommended_changes(report) if policy == "bpmon" else autoscaler_changes(report)
+
+
+def merged(earlier: Sequence[SettingChange], later: Sequence[SettingChange]) -> list[SettingChange]:
+    """``earlier`` changes with ``later`` ones over them, one per vertex and key: the changes
+    of successive steps, applied to the scenario as written."""
+    by_key = {(c.vertex, c.key): c for c in earlier}
+    by_key |= {(c.vertex, c.key): c for c in later}
+    return list(by_key.values())

@@ -140,11 +140,8 @@ class Verdict:
 
 
 def reports_stall(report: Report) -> bool:
-    """A root cause or finding of kind ``stalled``."""
-    causes = report.root_causes or ()
-    return any(c.kind == "stalled" for c in causes) or any(
-        f.kind == "stalled" for f in report.findings
-    )
+    """A root cause of kind ``stalled`` (no finding has that kind)."""
+    return any(c.kind == "stalled" for c in report.root_causes or ())
 
 
 def judge_bpmon(case: Case, report: Report) -> Verdict:

@@ -175,8 +175,16 @@ def test_a_scale_up_within_one_of_bpmon_agrees_and_far_above_it_over_provisions(
     assert verdicts(decision, (close,), obs)[0].verdict == "agrees"
     lean = RootCause("map", "slow-operator", (0, 1), 1.0, recommended_parallelism=4)
     assert verdicts(decision, (lean,), obs)[0].verdict == "over-provisions"
+    # a sink bpmon sized scales with its subtasks as far as bpmon can tell: the verdict is the
+    # sizing's, with the caveat; one it could not size (its system is the limit) is not scaled
     sink = RootCause("map", "slow-sink", (0, 1), 1.0, recommended_parallelism=8)
-    assert verdicts(decision, (sink,), obs)[0].verdict == "scales-ineffectively"
+    [sized] = verdicts(decision, (sink,), obs)
+    assert sized.verdict == "agrees" and "if the system the sink writes to scales" in sized.detail
+    capped = RootCause("map", "slow-sink", (0, 1), 1.0, recommended_parallelism=None)
+    [unsized] = verdicts(decision, (capped,), obs)
+    assert unsized.verdict == "scales-ineffectively" and "external system" in unsized.detail
+    starved = RootCause("map", "resource-starved", (0, 1), 0.9, recommended_parallelism=1)
+    assert verdicts(decision, (starved,), obs)[0].verdict == "scales-ineffectively"
 
 
 def test_options_come_from_a_flink_configuration_file(tmp_path: Path) -> None:
