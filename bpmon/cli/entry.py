@@ -4,7 +4,7 @@ It imports the command line (:mod:`bpmon.cli.commands`, typer) only inside :func
 Ctrl-C is answered: one pressed while bpmon is still starting exits 130 with one line on stderr,
 as one pressed later does, not with a ``KeyboardInterrupt`` traceback.
 
-May import: the standard library only (:mod:`bpmon.cli.commands` inside :func:`main`).
+It imports the standard library only (:mod:`bpmon.cli.commands` inside :func:`main`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 typer 0.29 shows ``<bool>`` after every flag, ``<int>``/``<path>`` beside ``URL`` or ``SECONDS``,
 and keeps a docstring's line breaks after its first paragraph, so a sentence broke where the
 source's line did. The command classes here fix all three for every command of ``bpmon``.
-
-May import: typer.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ run ids start with a timestamp, so none is named ``import``, ``synth``, ``compac
 ``prune``. Options given before the word (``bpmon history --runs-dir D RUN``) hold for the
 subcommand too.
 
-May import: the service layer and the model (a surface), typer, rich; like
-:mod:`bpmon.cli.commands`, only typer, the options and the model's errors when the module is
-imported (``bpmon -h`` imports it), the rest inside the commands that use them.
+Like :mod:`bpmon.cli.commands`, it imports only typer, the options and the model's errors
+when the module is imported (``bpmon -h`` imports it), the rest inside the commands that use
+them.
 """
 
 from __future__ import annotations

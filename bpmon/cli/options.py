@@ -4,8 +4,8 @@ ends a command (one line on stderr and an exit code).
 ``commands.py`` and ``history.py`` both take these from here, so neither imports the other's
 helpers.
 
-May import: typer and :mod:`bpmon.model.errors`, nothing heavier: every command's options are built
-from this module when ``bpmon`` starts, ``bpmon --version`` and ``bpmon -h`` included.
+It imports typer and :mod:`bpmon.model.errors`, nothing heavier: every command's options are
+built from this module when ``bpmon`` starts, ``bpmon --version`` and ``bpmon -h`` included.
 """
 
 from __future__ import annotations

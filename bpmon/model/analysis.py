@@ -3,8 +3,6 @@
 The Spark jobs in :mod:`bpmon.history.analytics` compute it; the surfaces render it (terminal
 table, Markdown, HTML) without knowing Spark. Like the report, it crosses layers as frozen
 dataclasses, and its JSON is written here, next to the values, with stable key names.
-
-May import: the model layer only (stdlib).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The autoscaler's second opinion in a report: what Flink's Kubernetes autoscaler would decide
 from the same window, and how that compares with bpmon's root causes (``docs/report.md``).
-
-May import: the standard library only (the model layer).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ record rates or busy time to decide from. Stdlib only: the model layer.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from bpmon.model.autoscaler import (
@@ -18,13 +17,10 @@ from bpmon.model.autoscaler import (
     AutoscalerVertex,
 )
 from bpmon.model.json_fields import Fields
+from bpmon.model.numbers import rounded
 
 _RATE_DIGITS = 1
 _RATIO_DIGITS = 3
-
-
-def _rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
 def autoscaler_to_dict(report: AutoscalerReport) -> dict[str, Any]:
@@ -35,10 +31,10 @@ def autoscaler_to_dict(report: AutoscalerReport) -> dict[str, Any]:
         "vertices": [
             {
                 "name": v.name,
-                "load": _rounded(v.load, _RATIO_DIGITS),
-                "true_processing_rate": _rounded(v.true_processing_rate, _RATE_DIGITS),
-                "target_rate": _rounded(v.target_rate, _RATE_DIGITS),
-                "catch_up_rate": _rounded(v.catch_up_rate, _RATE_DIGITS),
+                "load": rounded(v.load, _RATIO_DIGITS),
+                "true_processing_rate": rounded(v.true_processing_rate, _RATE_DIGITS),
+                "target_rate": rounded(v.target_rate, _RATE_DIGITS),
+                "catch_up_rate": rounded(v.catch_up_rate, _RATE_DIGITS),
                 "parallelism": v.parallelism,
                 "recommended_parallelism": v.recommended_parallelism,
                 "outside": v.outside,

@@ -33,8 +33,6 @@ A capacity per subtask measured at another parallelism is another measurement (f
 subtask, more subtasks sharing a machine), and a level that worsened after a vertex lost subtasks
 is no slower operator: every comparison of two runs says when a parallelism changed between them
 (:func:`explained`).
-
-May import: the model layer only (stdlib).
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ every subtask's phases of the last completed and the last failed checkpoint
 (:class:`CheckpointWindow`, filled by bpmon's runtime and by Flink's
 ``/jobs/:id/checkpoints`` endpoints); the report keeps one row per vertex, its slowest subtask
 (:class:`CheckpointReport`, ``docs/report.md``).
-
-May import: the standard library only (the model layer).
 """
 
 from __future__ import annotations

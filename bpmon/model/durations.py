@@ -1,8 +1,6 @@
 """How a Flink duration reads: ``"50 ms"``, ``"1 min"``, ``"2 s"``, a bare number of milliseconds,
 or ISO-8601 (``PT1M``), as Flink's ``TimeUtils`` parses a configuration value. One home for the
 cluster's settings the Flink collector reads and the autoscaler options a user overrides.
-
-May import: the standard library only (the model layer).
 """
 
 from __future__ import annotations

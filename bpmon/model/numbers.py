@@ -13,6 +13,14 @@ NULL = "\u2013"
 """An en dash: a value the source could not give (None, or NaN)."""
 
 
+def rounded(value: float | None, digits: int) -> float | None:
+    """``value`` rounded to ``digits`` decimals for a JSON document; None for None, NaN and the
+    infinities (strict JSON has no NaN)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
 def ratio(value: float | None) -> str:
     """A ratio or a pool usage with two decimals (``0.93``), or :data:`NULL`."""
     if value is None or not math.isfinite(value):

@@ -14,7 +14,6 @@ one line naming the field and its value. Stdlib only: this module belongs to the
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast, get_args
@@ -30,6 +29,7 @@ from bpmon.model.clock import as_utc, format_timestamp
 from bpmon.model.errors import HistoryError
 from bpmon.model.evidence import EvidenceLine
 from bpmon.model.json_fields import Fields, bad, typed
+from bpmon.model.numbers import rounded
 from bpmon.model.values import (
     CAUSE_KINDS,
     REPORT_SCHEMA,
@@ -107,11 +107,11 @@ def _channel_to_dict(c: ChannelWindow) -> dict[str, Any]:
         "consumer": c.consumer,
         "consumer_index": c.consumer_index,
         "remote": c.remote,
-        "backlog": _number(c.backlog, _RATE_DIGITS),
-        "queued": _number(c.queued, _RATE_DIGITS),
-        "no_credit": _number(c.no_credit, _RATIO_DIGITS),
-        "stalled": _number(c.stalled, _RATIO_DIGITS),
-        "blocked": _number(c.blocked, _RATIO_DIGITS),
+        "backlog": rounded(c.backlog, _RATE_DIGITS),
+        "queued": rounded(c.queued, _RATE_DIGITS),
+        "no_credit": rounded(c.no_credit, _RATIO_DIGITS),
+        "stalled": rounded(c.stalled, _RATIO_DIGITS),
+        "blocked": rounded(c.blocked, _RATIO_DIGITS),
     }
 
 
@@ -165,22 +165,15 @@ def json_text(doc: object, indent: int | None = 2) -> str:
     return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
-def _number(value: float | None, digits: int) -> float | None:
-    """``value`` rounded to ``digits`` decimals; None for None, NaN and infinities."""
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), digits)
-
-
 def _window_to_dict(window: Window) -> dict[str, Any]:
     return {
         "start": format_timestamp(window.start),
         "end": format_timestamp(window.end),
         "samples": window.samples,
-        "interval_ms": _number(window.interval_ms, _MS_DIGITS),
-        "jitter_ms_p99": _number(window.jitter_ms_p99, _MS_DIGITS),
+        "interval_ms": rounded(window.interval_ms, _MS_DIGITS),
+        "jitter_ms_p99": rounded(window.jitter_ms_p99, _MS_DIGITS),
         "planned_samples": window.planned_samples,
-        "planned_interval_ms": _number(window.planned_interval_ms, _MS_DIGITS),
+        "planned_interval_ms": rounded(window.planned_interval_ms, _MS_DIGITS),
     }
 
 
@@ -189,9 +182,9 @@ def _status_to_dict(status: VertexStatus | SubtaskStatus, head: dict[str, Any]) 
     if status.level is not None:
         head["level"] = status.level
     if status.ratio is not None:
-        head["ratio"] = _number(status.ratio, _RATIO_DIGITS)
+        head["ratio"] = rounded(status.ratio, _RATIO_DIGITS)
     for name, digits in _METRICS:
-        head[name] = _number(getattr(status.metrics, name), digits)
+        head[name] = rounded(getattr(status.metrics, name), digits)
     return head
 
 
@@ -207,7 +200,7 @@ def _vertex_to_dict(vertex: VertexStatus) -> dict[str, Any]:
 
 def _subtask_to_dict(subtask: SubtaskStatus) -> dict[str, Any]:
     doc = _status_to_dict(subtask, {"index": subtask.index})
-    doc["backpressured_time_ratio"] = _number(
+    doc["backpressured_time_ratio"] = rounded(
         subtask.metrics.backpressured_time_ratio, _RATIO_DIGITS
     )
     doc["disagreement"] = subtask.disagreement
@@ -220,11 +213,11 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
         "vertex": cause.vertex,
         "kind": cause.kind,
         "subtasks": list(cause.subtasks),
-        "confidence": _number(cause.confidence, _RATIO_DIGITS),
+        "confidence": rounded(cause.confidence, _RATIO_DIGITS),
         "evidence": [line.text for line in cause.evidence],
         "recommendation": cause.recommendation,
-        "capacity_per_subtask": _number(cause.capacity_per_subtask, _RATE_DIGITS),
-        "offered_rate": _number(cause.offered_rate, _RATE_DIGITS),
+        "capacity_per_subtask": rounded(cause.capacity_per_subtask, _RATE_DIGITS),
+        "offered_rate": rounded(cause.offered_rate, _RATE_DIGITS),
         "recommended_parallelism": cause.recommended_parallelism,
     }
     if cause.next_in_series:  # left out when empty, like channels
@@ -232,8 +225,8 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
             {
                 "vertex": n.vertex,
                 "parallelism": n.parallelism,
-                "capacity_per_subtask": _number(n.capacity_per_subtask, _RATE_DIGITS),
-                "offered_rate": _number(n.offered_rate, _RATE_DIGITS),
+                "capacity_per_subtask": rounded(n.capacity_per_subtask, _RATE_DIGITS),
+                "offered_rate": rounded(n.offered_rate, _RATE_DIGITS),
                 "recommended_parallelism": n.recommended_parallelism,
             }
             for n in cause.next_in_series
@@ -241,8 +234,8 @@ def root_cause_to_dict(cause: RootCause) -> dict[str, Any]:
     if cause.in_chain is not None:  # left out when absent
         doc["in_chain"] = _chain_to_dict(cause.in_chain)
     if cause.backlog_records is not None:  # left out where no source reports pendingRecords
-        doc["backlog_records"] = _number(cause.backlog_records, _RATE_DIGITS)
-        doc["catch_up_rate"] = _number(cause.catch_up_rate, _RATE_DIGITS)
+        doc["backlog_records"] = rounded(cause.backlog_records, _RATE_DIGITS)
+        doc["catch_up_rate"] = rounded(cause.catch_up_rate, _RATE_DIGITS)
     return doc
 
 
@@ -253,7 +246,7 @@ def _chain_to_dict(share: ChainShare) -> dict[str, Any]:
         "samples": share.samples,
         "busy_samples": share.busy_samples,
         "shares": [
-            {"operator": name, "share": _number(value, _RATIO_DIGITS)}
+            {"operator": name, "share": rounded(value, _RATIO_DIGITS)}
             for name, value in share.shares
         ],
     }

@@ -10,8 +10,6 @@ target lacks does not fire, and the report says which evidence was not available
 The optional parts of a subtask's metrics are typed here instead of travelling as strings:
 :class:`SourceBacklog` (FLIP-33 ``pendingRecords``), :class:`Spill` (bytes a partition writes to
 disk), :class:`TaskScheduling` (a task's deployment state and the cluster's slots).
-
-May import: nothing of bpmon (the bottom layer, beside the model).
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ The same sections in both forms, in the order a reader asks: what was analysed, 
 bottlenecks, what regressed between runs, each vertex's levels, ratios, capacity and trend, each
 job's checkpoints run by run, and the subtasks repeatedly hot. Numbers are formatted here once
 (:func:`cells`), so the terminal and the Markdown never disagree.
-
-May import: the model layer (bpmon.model.analysis), rich.
 """
 
 from __future__ import annotations

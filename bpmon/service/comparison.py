@@ -11,8 +11,6 @@ over its subtasks at least ``min_busy`` busy of records handled over busy), the 
 report sizes with and ``bpmon analyze`` tracks run by run, so a page comparing two runs shows
 the numbers the report and the analysis show. A parallelism change is named in the words the
 analysis uses for a regression it explains (:func:`bpmon.model.capacity.explained`).
-
-May import: the model layer only (stdlib).
 """
 
 from __future__ import annotations

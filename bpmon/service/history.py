@@ -8,8 +8,6 @@ at all when there is nothing to analyse, so an empty history is answered at once
 :func:`maintain` is what a long-running server calls now and then (at start, then hourly): it
 compacts what needs it and prunes what ``[history] keep_days`` no longer keeps, never raising;
 :class:`Upkeep` calls it on a thread of its own, for ``bpmon serve``.
-
-May import: the service, the history layer, the rules' values, the model.
 """
 
 from __future__ import annotations

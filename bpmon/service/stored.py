@@ -18,8 +18,6 @@ be cheap and must never wait long, whatever the size of the runs directory:
 
 A run whose manifest or newest report cannot be read is named in :attr:`StoredJobs.errors`; its
 files are left untouched.
-
-May import: the service and the model (the service layer).
 """
 
 from __future__ import annotations

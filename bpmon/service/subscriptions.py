@@ -5,8 +5,6 @@ notice in a bounded queue and its ``wake`` callback is called, so a reader waiti
 an asyncio loop, say) learns of it without a thread of its own. A reader that falls behind loses
 the oldest notices, counted in ``dropped``: a slow client never holds a watch up. When the server
 stops, :meth:`Subscribers.close` ends every subscription, and later ones start closed.
-
-May import: the model (the service layer).
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ Stopping a watch sets its stop event and joins its thread: the run loop then sto
 every runtime thread ends and every buffer is returned (``JobEnded.leaks`` says otherwise).
 Every report is saved by the run loop itself as it is made, so stopping never leaves a file
 half-written. Thread-safe throughout; nothing here starts a thread until asked.
-
-May import: the service and the model (the service layer).
 """
 
 from __future__ import annotations
