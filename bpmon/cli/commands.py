@@ -616,6 +616,7 @@ def serve(
     ] = None,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
+    autoscaler_config: AutoscalerFile = None,
 ) -> None:
     """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
 
@@ -643,6 +644,7 @@ def serve(
             port=port,
             runs_dir=runs_dir,
             rules_path=rules,
+            autoscaler_path=autoscaler_config,
             scenarios=tuple(run_ or ()),
             monitor_pid=monitor_pid,
             profile=profile,

@@ -35,6 +35,7 @@ class ServeOptions:
     port: int = 8484
     runs_dir: Path = facade.DEFAULT_RUNS_DIR
     rules_path: Path | None = None
+    autoscaler_path: Path | None = None
     scenarios: Sequence[str] = ()
     monitor_pid: int | None = None
     profile: str | None = None
@@ -67,8 +68,12 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         raise ConfigError(f"--run: two scenarios share a job name ({', '.join(names)})")
-    settings = facade.Settings(runs_dir=options.runs_dir, rules_path=options.rules_path)
-    settings.rules()  # a bad rules file is an error now, not once a job runs
+    settings = facade.Settings(
+        runs_dir=options.runs_dir,
+        rules_path=options.rules_path,
+        autoscaler_path=options.autoscaler_path,
+    )
+    settings.rules()  # a bad rules or autoscaler file is an error now, not once a job runs
     sock = bind(options.host, options.port)
     hosts = allowed_names([options.host, sock.getsockname()[0]], extra, token)
     watches = Watches(settings, every_s=options.every_s, stuck_after_s=options.stuck_after_s)

@@ -153,6 +153,17 @@ def test_a_bad_set_up_is_one_line_and_exit_code_2(
     assert names in _one_line_error(bpmon_bin, "--port", "0", *args)
 
 
+def test_a_malformed_autoscaler_file_is_refused_before_serving(
+    bpmon_bin: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "autoscaler.yaml"
+    bad.write_text("job.autoscaler.scale-down.max-factor: half\n")
+    line = _one_line_error(bpmon_bin, "--port", "0", "--autoscaler-config", str(bad))
+    assert line == (
+        f"bpmon: error: {bad}:1: job.autoscaler.scale-down.max-factor = 'half': expected a number"
+    )
+
+
 def test_a_flink_that_does_not_answer_is_refused_before_serving(bpmon_bin: Path) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
