@@ -14,13 +14,16 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from bpmon.collectors.profile import _KEYS as PROFILE_KEYS
 from bpmon.collectors.profile import parse_profile
+from bpmon.model.autoscaler import VERDICT_KINDS
 from bpmon.model.errors import ScenarioError
 from bpmon.model.report_json import report_from_json, report_to_dict
+from bpmon.model.values import CauseKind, FindingKind
 from bpmon.scenario import NetworkConfig, example_names, example_path, parse_scenario
 from bpmon.scenario import parse_topology as parse_topology_text
 from bpmon.scenario.expectation import EXPECT_KEYS
@@ -243,3 +246,30 @@ def test_the_readme_links_the_three_formats() -> None:
     formats = readme.split("## Formats", 1)[1].split("\n## ", 1)[0]
     for doc in ("docs/scenario.md", "docs/topology.md", "docs/report.md"):
         assert f"]({doc})" in formats
+
+
+def _kinds_of_table(section: str) -> set[str]:
+    """The backquoted first cells of the kind tables under ``section`` of docs/report.md (up to
+    the next heading of the same or a higher level)."""
+    text = REPORT_DOC.read_text()
+    start = text.index(section)
+    level = section.split(" ", maxsplit=1)[0]
+    later = HEADING.finditer(text, start + 1)
+    ends = [m.start() for m in later if len(m.group().split(" ")[0]) <= len(level)]
+    end = min(ends, default=len(text))
+    return set(re.findall(r"^\| `([a-z-]+)` \|", text[start:end], re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("section", "kinds"),
+    [
+        ("### Root cause kinds", get_args(CauseKind)),
+        ("## `findings`", get_args(FindingKind)),
+        ("## `autoscaler`", VERDICT_KINDS),
+    ],
+)
+def test_the_report_doc_lists_every_kind_the_code_can_write(
+    section: str, kinds: tuple[str, ...]
+) -> None:
+    documented = _kinds_of_table(section)
+    assert documented >= set(kinds), f"missing from {section}: {sorted(set(kinds) - documented)}"
