@@ -25,6 +25,17 @@ the newest checkpoint's duration and barrier wait per job, the start delay and a
 vertex's slowest subtask, whether bpmon's ``checkpoint-backpressure`` finding names the vertex
 (0/1, for every vertex of the checkpoint), and the job's failed checkpoints as a counter (Flink's
 count since the job started: it goes back to 0 when the job restarts, as a counter may).
+
+A report with the autoscaler's second opinion (``docs/autoscaler.md``) adds two families per
+vertex the autoscaler evaluated: ``bpmon_autoscaler_recommended_parallelism``, what Flink's
+Kubernetes autoscaler would give the vertex (its current parallelism is
+``bpmon_vertex_parallelism``, not exported twice), and ``bpmon_autoscaler_disagreement``, a state
+set over the verdicts other than ``agrees``: 1 for each verdict of the report at the vertex, 0 for
+the other kinds (and all five 0 where the autoscaler agrees or has no verdict), as
+``bpmon_backpressure_level`` is, so that a disagreement that goes away reads 0, not a gap. A
+report without that opinion (no record rates or busy time, a saturated runtime) has none of the
+``bpmon_autoscaler_*`` series: the newest report of each job is the only one read, so an older
+report's opinion never lingers.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from bpmon import __version__
+from bpmon.model.autoscaler import VERDICT_KINDS, VerdictKind
 from bpmon.model.checkpoints import CheckpointPhases
 from bpmon.model.clock import utc_now
 from bpmon.model.values import FindingKind, Level, Metrics, Report, SubtaskStatus
@@ -162,6 +174,7 @@ class ReportCollector:
         yield from _cause_families(reports)
         yield from _window_families(reports, self._now())
         yield from _checkpoint_families(reports)
+        yield from _autoscaler_families(reports)
         yield from _counter_families(self._counters())
         build = InfoMetricFamily("bpmon_build", "The bpmon release serving these metrics.")
         build.add_metric([], {"version": __version__})
@@ -376,6 +389,39 @@ def _checkpoint_families(reports: Sequence[Report]) -> Iterator[Metric]:
         for name in [*names, *sorted(blamed.difference(names))]:
             held.add_metric([report.job, name], float(name in blamed))
     yield from (duration, barrier_wait, failed, *(family for family, _ in phases), held)
+
+
+DISAGREEMENTS: tuple[VerdictKind, ...] = tuple(k for k in VERDICT_KINDS if k != "agrees")
+"""The ``verdict`` values of ``bpmon_autoscaler_disagreement``: every verdict but ``agrees``."""
+
+
+def _autoscaler_families(reports: Sequence[Report]) -> Iterator[Metric]:
+    """The autoscaler's opinion in every report that has one; nothing for a report without."""
+    recommended = GaugeMetricFamily(
+        "bpmon_autoscaler_recommended_parallelism",
+        "The parallelism Flink's Kubernetes autoscaler would give the vertex from the same "
+        "window (its current one when it would not scale it; compare bpmon_vertex_parallelism).",
+        labels=_VERTEX,
+    )
+    disagreement = GaugeMetricFamily(
+        "bpmon_autoscaler_disagreement",
+        "1 when the verdict on the autoscaler's decision at the vertex, judged against bpmon's "
+        "root causes, is this disagreement, else 0 (all 0: it agrees, or has no verdict there).",
+        labels=(*_VERTEX, "verdict"),
+    )
+    for report in reports:
+        autoscaler = report.autoscaler
+        if autoscaler is None:
+            continue
+        for vertex in autoscaler.vertices:
+            recommended.add_metric([report.job, vertex.name], vertex.recommended_parallelism)
+        found = {(v.vertex, v.verdict) for v in autoscaler.verdicts}
+        names = [vertex.name for vertex in autoscaler.vertices]
+        judged = {v.vertex for v in autoscaler.verdicts}
+        for name in [*names, *sorted(judged.difference(names))]:
+            for kind in DISAGREEMENTS:
+                disagreement.add_metric([report.job, name, kind], float((name, kind) in found))
+    yield from (recommended, disagreement)
 
 
 def _counter_families(counters: Mapping[str, float]) -> Iterator[Metric]:

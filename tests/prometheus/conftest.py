@@ -13,6 +13,10 @@ CHECKPOINTS_HELD_BY = "enrich"
 """The vertex whose backpressure holds the checkpoints of ``checkpoint-timeouts`` up (its
 ``[expect] root_cause``)."""
 
+SCALED_INEFFECTIVELY = "aggregate"
+"""The vertex of ``hot-key`` the autoscaler would scale up without effect: its ``[expect]
+root_cause``, a hot key that stays on one subtask whatever the parallelism."""
+
 
 @pytest.fixture(scope="session")
 def bottleneck_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
@@ -31,4 +35,15 @@ def checkpoint_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     ended = drain(run_scenario(load_example("checkpoint-timeouts"), settings, bursts=1))
     report = ended.reports[-1]
     assert report.checkpoints is not None and report.checkpoints.last is not None, report
+    return report
+
+
+@pytest.fixture(scope="session")
+def hot_key_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The report of the shipped ``hot-key`` example's burst on bpmon's runtime, as ``bpmon run
+    hot-key`` takes it (about 15 s): 80% of the records on one subtask of aggregate, which the
+    autoscaler would scale up all the same (``scales-ineffectively``)."""
+    settings = Settings(runs_dir=tmp_path_factory.mktemp("hot-key-runs"))
+    report = drain(run_scenario(load_example("hot-key"), settings, bursts=1)).reports[-1]
+    assert report.autoscaler is not None, report.findings
     return report

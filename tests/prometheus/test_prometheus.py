@@ -27,6 +27,7 @@ from prometheus_client import (
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bpmon.model.autoscaler import AutoscalerReport, AutoscalerVerdict, AutoscalerVertex
 from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport, LastCheckpoint
 from bpmon.model.values import (
     Finding,
@@ -38,7 +39,7 @@ from bpmon.model.values import (
     Window,
 )
 from bpmon.prometheus import exposition, make_registry
-from tests.prometheus.conftest import CHECKPOINTS_HELD_BY
+from tests.prometheus.conftest import CHECKPOINTS_HELD_BY, SCALED_INEFFECTIVELY
 
 END = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -80,6 +81,22 @@ def _checkpointed(job: str = "j") -> Report:
     return replace(_report(job), checkpoints=checkpoints, findings=(held,))
 
 
+def _autoscaled(job: str = "j", end: datetime = END) -> Report:
+    """:func:`_report` with the autoscaler's opinion: it would scale ``a`` down 2 -> 1 and the
+    root cause ``b`` (bpmon sized 4) up 1 -> 9, which over-provisions it."""
+    vertices = (
+        AutoscalerVertex("a", load=0.1, true_processing_rate=100.0, target_rate=10.0,
+                         catch_up_rate=0.0, parallelism=2, recommended_parallelism=1,
+                         outside=True, delayed=True),
+        AutoscalerVertex("b", load=1.0, true_processing_rate=10.0, target_rate=60.0,
+                         catch_up_rate=5.0, parallelism=1, recommended_parallelism=9,
+                         outside=True),
+    )  # fmt: skip
+    verdict = AutoscalerVerdict("b", "over-provisions", "it would scale b 1 -> 9, 5 more ...")
+    autoscaler = AutoscalerReport({}, vertices, (verdict,), acts=True)
+    return replace(_report(job, end), autoscaler=autoscaler)
+
+
 def _scrape(
     reports: Sequence[Report], counters: dict[str, float] | None = None, now: datetime = END
 ) -> Series:
@@ -107,6 +124,17 @@ def _per_vertex(series: Series, name: str, job: str, *vertices: str) -> dict[str
 
 def _held(series: Series, job: str, *vertices: str) -> dict[str, float | None]:
     return _per_vertex(series, "bpmon_checkpoint_held_by_backpressure", job, *vertices)
+
+
+def _disagreements(series: Series, job: str) -> dict[tuple[str, str], float]:
+    """``bpmon_autoscaler_disagreement`` of ``job``, by (vertex, verdict)."""
+    found = {}
+    for (name, labels), value in series.items():
+        where = dict(labels)
+        if name == "bpmon_autoscaler_disagreement" and where["job"] == job:
+            assert set(where) == {"job", "vertex", "verdict"}, where
+            found[where["vertex"], where["verdict"]] = value
+    return found
 
 
 def test_every_subtask_metric_carries_job_vertex_and_subtask() -> None:
@@ -280,6 +308,107 @@ def test_a_real_checkpoint_report_exports_its_own_figures(checkpoint_report: Rep
     assert exposition(registry) == generate_latest(registry)
 
 
+DISAGREEMENT_KINDS = (
+    "scales-ineffectively",
+    "scales-wrong-vertex",
+    "scales-down-bottleneck",
+    "misses",
+    "over-provisions",
+)
+"""The verdicts docs/report.md lists, but ``agrees``: the ``verdict`` label's values."""
+
+
+def _all_zero(*vertices: str) -> dict[tuple[str, str], float]:
+    return {(vertex, kind): 0.0 for vertex in vertices for kind in DISAGREEMENT_KINDS}
+
+
+def test_the_autoscalers_parallelism_and_disagreement_are_exported_per_vertex() -> None:
+    series = _scrape([_autoscaled()])
+    recommended = "bpmon_autoscaler_recommended_parallelism"
+    assert _per_vertex(series, recommended, "j", "a", "b") == {"a": 1.0, "b": 9.0}
+    # A state set over the five disagreements: 1 for the verdict, 0 for the others and for a,
+    # which has no verdict (a scale-down of a vertex that is no cause is judged nowhere).
+    assert _disagreements(series, "j") == {**_all_zero("a", "b"), ("b", "over-provisions"): 1.0}
+    # The current parallelism stays bpmon_vertex_parallelism's, not exported a second time.
+    assert _per_vertex(series, "bpmon_vertex_parallelism", "j", "a", "b") == {"a": 2.0, "b": 1.0}
+    exported = {name for name, _ in series if name.startswith("bpmon_autoscaler_")}
+    assert exported == {recommended, "bpmon_autoscaler_disagreement"}
+
+
+def test_an_agreeing_autoscaler_reads_0_everywhere_and_every_verdict_counts() -> None:
+    autoscaled = _autoscaled()
+    assert autoscaled.autoscaler is not None
+    agrees = AutoscalerVerdict("b", "agrees", "it would scale b 1 -> 4 (bpmon: 4)")
+    agreeing = replace(autoscaled, autoscaler=replace(autoscaled.autoscaler, verdicts=(agrees,)))
+    series = _scrape([agreeing])
+    assert _disagreements(series, "j") == _all_zero("a", "b")
+    assert not [labels for name, labels in series if ("verdict", "agrees") in labels]
+    # Two verdicts at one vertex (two causes there) are both 1; a verdict on a vertex the
+    # autoscaler did not list still gets its five series.
+    two = (
+        AutoscalerVerdict("b", "misses", "."),
+        AutoscalerVerdict("b", "scales-ineffectively", "."),
+        AutoscalerVerdict("c", "scales-wrong-vertex", "."),
+    )
+    both = replace(autoscaled, autoscaler=replace(autoscaled.autoscaler, verdicts=two))
+    assert _disagreements(_scrape([both]), "j") == {
+        **_all_zero("a", "b", "c"),
+        ("b", "misses"): 1.0,
+        ("b", "scales-ineffectively"): 1.0,
+        ("c", "scales-wrong-vertex"): 1.0,
+    }
+
+
+def test_no_autoscaler_metric_without_an_opinion_nor_from_an_older_report() -> None:
+    without = _report()
+    assert without.autoscaler is None
+    names = _names(_scrape([without]))
+    assert "bpmon_vertex_parallelism" in names
+    assert not {n for n in names if n.startswith("bpmon_autoscaler_")}
+    # The newest report has no opinion (a saturated runtime, say): the older one's is not shown.
+    older = _autoscaled(end=END - timedelta(minutes=1))
+    reports: list[Report] = [older, without]
+    registry = make_registry(lambda: reports, dict, now=lambda: END)
+    text = exposition(registry).decode()
+    assert not [line for line in text.splitlines() if line.startswith("bpmon_autoscaler_")]
+    # Read afresh at every scrape: an opinion comes back with the report that has it, then goes.
+    reports[:] = [older]
+    text = exposition(registry).decode()
+    assert 'bpmon_autoscaler_recommended_parallelism{job="j",vertex="b"} 9.0\n' in text
+    reports[:] = [older, without]
+    text = exposition(registry).decode()
+    assert not [line for line in text.splitlines() if line.startswith("bpmon_autoscaler_")]
+    # One job's opinion does not make another's.
+    series = _scrape([_autoscaled("k"), _report()])
+    assert _value(series, "bpmon_autoscaler_recommended_parallelism", job="k", vertex="b") == 9.0
+    assert not [labels for name, labels in series if name.startswith("bpmon_autoscaler_")
+                and ("job", "j") in labels]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_real_hot_key_report_exports_the_autoscalers_ineffective_scale_up(
+    hot_key_report: Report,
+) -> None:
+    autoscaler, job = hot_key_report.autoscaler, hot_key_report.job
+    assert autoscaler is not None
+    series = _scrape([hot_key_report])
+    names = [row.name for row in autoscaler.vertices]
+    assert names == [v.name for v in hot_key_report.vertices]
+    recommended = _per_vertex(series, "bpmon_autoscaler_recommended_parallelism", job, *names)
+    assert recommended == {row.name: row.recommended_parallelism for row in autoscaler.vertices}
+    # The example's story: 4 subtasks of aggregate, which the autoscaler would widen for nothing.
+    assert (recommended[SCALED_INEFFECTIVELY] or 0) > 4
+    disagreements = _disagreements(series, job)
+    assert len(disagreements) == 5 * len(names)
+    held = {key for key, value in disagreements.items() if value == 1.0}
+    assert (SCALED_INEFFECTIVELY, "scales-ineffectively") in held
+    judged = {(v.vertex, v.verdict) for v in autoscaler.verdicts if v.verdict != "agrees"}
+    assert held == judged, autoscaler.verdicts
+    assert set(disagreements.values()) == {0.0, 1.0}
+    registry = make_registry(lambda: [hot_key_report], dict, now=lambda: END)
+    assert exposition(registry) == generate_latest(registry)
+
+
 def test_bpmon_counters_are_exported_as_totals_and_a_bad_name_is_refused() -> None:
     series = _scrape([], {"bursts": 7, "diagnoses": 6, "errors_total": 1})
     assert _value(series, "bpmon_bursts_total") == 7.0
@@ -324,9 +453,9 @@ def test_a_real_report_exposes_its_diagnosis(bottleneck_report: Report) -> None:
 def test_promtool_finds_nothing_to_fix_in_the_exposition(
     bottleneck_report: Report, promtool: Path
 ) -> None:
-    odd = _checkpointed('we"ird\\job\nname-é')
+    odd = replace(_checkpointed('we"ird\\job\nname-é'), autoscaler=_autoscaled().autoscaler)
     registry = make_registry(
-        lambda: [bottleneck_report, _report(), _checkpointed("k"), odd],
+        lambda: [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd],
         lambda: {"bursts": 1, "errors": 0},
     )
     _promtool_check_metrics(promtool, generate_latest(registry))
@@ -342,6 +471,16 @@ def test_promtool_finds_nothing_to_fix_in_a_real_checkpoint_exposition(
     _promtool_check_metrics(promtool, text)
 
 
+@pytest.mark.slow
+def test_promtool_finds_nothing_to_fix_in_a_real_autoscaler_exposition(
+    hot_key_report: Report, promtool: Path
+) -> None:
+    registry = make_registry(lambda: [hot_key_report], lambda: {"bursts": 1})
+    text = exposition(registry)
+    assert b'bpmon_autoscaler_disagreement{job="hot-customer",' in text
+    _promtool_check_metrics(promtool, text)
+
+
 def _promtool_check_metrics(promtool: Path, text: bytes) -> None:
     """``promtool check metrics`` (its linter: names, units, counters' ``_total``) passes."""
     done = subprocess.run(
@@ -353,11 +492,13 @@ def _promtool_check_metrics(promtool: Path, text: bytes) -> None:
 def test_exposition_writes_what_prometheus_client_writes_byte_for_byte(
     bottleneck_report: Report,
 ) -> None:
-    odd = replace(_checkpointed('we"ird\\job\nname-é'), run_id='run "1"')
+    odd = replace(
+        _checkpointed('we"ird\\job\nname-é'), run_id='run "1"', autoscaler=_autoscaled().autoscaler
+    )
     for reports in (
         [],
         [bottleneck_report],
-        [bottleneck_report, _report(), _checkpointed("k"), odd],
+        [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd],
     ):
         registry = make_registry(partial(list, reports), lambda: {"bursts": 3}, now=lambda: END)
         assert exposition(registry) == generate_latest(registry)

@@ -4,9 +4,10 @@ Debian's ``prometheus`` runs on a free loopback port with a scrape interval of o
 TSDB in a temporary folder, the shipped ``rules/prometheus-alerts.yml`` loaded, and one scrape
 job ``bpmon`` (``honor_labels: true``, as the README's snippet) pointing at the collector's
 registry served by ``prometheus_client.make_wsgi_app`` on a stdlib WSGI server (Prometheus
-negotiates OpenMetrics there). The registry holds the reports of two real runs: a bottlenecked
-scenario, and the shipped ``checkpoint-timeouts`` example, whose checkpoints wait behind its
-backpressure. A last test points a second Prometheus at a real ``bpmon serve --run`` process
+negotiates OpenMetrics there). The registry holds the reports of three real runs: a bottlenecked
+scenario, the shipped ``checkpoint-timeouts`` example, whose checkpoints wait behind its
+backpressure, and the shipped ``hot-key`` example, whose hot key the autoscaler would scale up
+without effect. A last test points a second Prometheus at a real ``bpmon serve --run`` process
 watching the bottlenecked scenario, a burst a second. The tests wait for scrapes and rule
 evaluations through Prometheus's HTTP API; nothing of Prometheus is mocked.
 """
@@ -36,7 +37,7 @@ from bpmon.model.datafiles import data_file
 from bpmon.model.values import Report
 from bpmon.prometheus import make_registry
 from tests.prometheus.bottleneck import BOTTLENECK
-from tests.prometheus.conftest import CHECKPOINTS_HELD_BY
+from tests.prometheus.conftest import CHECKPOINTS_HELD_BY, SCALED_INEFFECTIVELY
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,10 +102,12 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def metrics_target(bottleneck_report: Report, checkpoint_report: Report) -> Iterator[str]:
+def metrics_target(
+    bottleneck_report: Report, checkpoint_report: Report, hot_key_report: Report
+) -> Iterator[str]:
     """``host:port`` of a WSGI server answering /metrics from the collector's registry."""
-    counters = {"bursts_total": 2.0, "diagnoses_total": 2.0, "errors_total": 0.0}
-    reports = [bottleneck_report, checkpoint_report]
+    counters = {"bursts_total": 3.0, "diagnoses_total": 3.0, "errors_total": 0.0}
+    reports = [bottleneck_report, checkpoint_report, hot_key_report]
     registry = make_registry(lambda: reports, lambda: counters)
     server: WSGIServer = make_server(
         "127.0.0.1", 0, make_wsgi_app(registry), handler_class=_QuietHandler
@@ -175,7 +178,7 @@ def test_prometheus_scrapes_bpmon_series_with_their_own_job_label(prometheus: Pr
         ("work", "slow-operator")
     ]
     # bpmon's own counters carry no job label: they get the scrape job's.
-    assert prometheus.query('bpmon_bursts_total{job="bpmon"} == 2')
+    assert prometheus.query('bpmon_bursts_total{job="bpmon"} == 3')
     names = {s["metric"]["__name__"] for s in prometheus.query('{__name__=~"bpmon_.+"}')}
     assert {"bpmon_subtask_out_pool_usage_ratio", "bpmon_backpressure_level",
             "bpmon_window_jitter_p99_seconds", "bpmon_report_age_seconds"} <= names  # fmt: skip
@@ -188,7 +191,7 @@ def test_the_shipped_rules_evaluate_and_high_backpressure_is_pending(
     def evaluated() -> list[dict[str, Any]]:
         rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
         done = all(r["health"] == "ok" and r["lastEvaluation"] > "2000" for r in rules)
-        return rules if done and len(rules) == 17 else []
+        return rules if done and len(rules) == 18 else []
 
     rules = _until("every rule to be evaluated once without error", evaluated)
     assert {r["type"] for r in rules} == {"alerting", "recording"}
@@ -255,6 +258,54 @@ def test_prometheus_scrapes_the_checkpoints_and_the_held_checkpoints_alert_is_pe
     assert f"backpressure from {CHECKPOINTS_HELD_BY} holds up" in description
 
 
+@pytest.mark.slow
+def test_prometheus_scrapes_the_autoscalers_opinion_and_the_ineffective_alert_is_pending(
+    prometheus: Prometheus,
+    bottleneck_report: Report,
+    checkpoint_report: Report,
+    hot_key_report: Report,
+) -> None:
+    for report in (bottleneck_report, checkpoint_report, hot_key_report):
+        autoscaler, job = report.autoscaler, report.job
+        assert autoscaler is not None, report.job  # a runtime report with rates has an opinion
+        recommended = {
+            s["metric"]["vertex"]: float(s["value"][1])
+            for s in prometheus.query(f'bpmon_autoscaler_recommended_parallelism{{job="{job}"}}')
+        }
+        assert recommended == {r.name: r.recommended_parallelism for r in autoscaler.vertices}
+        verdicts = prometheus.query(f'bpmon_autoscaler_disagreement{{job="{job}"}}')
+        assert len(verdicts) == 5 * len(autoscaler.vertices), job  # a 0 where none holds
+        held = {(s["metric"]["vertex"], s["metric"]["verdict"])
+                for s in verdicts if s["value"][1] == "1"}  # fmt: skip
+        assert held == {(v.vertex, v.verdict) for v in autoscaler.verdicts
+                        if v.verdict != "agrees"}, (job, autoscaler.verdicts)  # fmt: skip
+    ineffective = prometheus.query(
+        'bpmon_autoscaler_disagreement{verdict="scales-ineffectively"} == 1'
+    )
+    assert [(s["metric"]["job"], s["metric"]["vertex"]) for s in ineffective] == [
+        (hot_key_report.job, SCALED_INEFFECTIVELY)
+    ]
+
+    def pending() -> list[dict[str, Any]]:
+        alerts = prometheus.api("alerts")["alerts"]
+        return [
+            a for a in alerts if a["labels"]["alertname"] == "BpmonAutoscalerScalesIneffectively"
+        ]
+
+    (alert,) = _until("BpmonAutoscalerScalesIneffectively to be pending", pending)
+    assert alert["state"] == "pending"  # `for: 10m` has not passed
+    job = hot_key_report.job
+    assert (alert["labels"]["job"], alert["labels"]["vertex"]) == (job, SCALED_INEFFECTIVELY)
+    (row,) = [r for r in hot_key_report.vertices if r.name == SCALED_INEFFECTIVELY]
+    assert hot_key_report.autoscaler is not None
+    (advice,) = [r for r in hot_key_report.autoscaler.vertices if r.name == SCALED_INEFFECTIVELY]
+    description = alert["annotations"]["description"]
+    assert (
+        f"would scale {SCALED_INEFFECTIVELY} of {job} from {row.parallelism} to "
+        f"{advice.recommended_parallelism} subtasks, which cannot fix its root cause (data-skew)"
+    ) in description, description
+
+
 def _targets(panel: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from panel.get("targets", [])
     for inner in panel.get("panels", []):
@@ -270,11 +321,15 @@ def _substitute(expr: str, variables: dict[str, str]) -> str:
 
 @pytest.mark.slow
 def test_every_dashboard_query_is_valid_promql_and_returns_data(
-    prometheus: Prometheus, bottleneck_report: Report, checkpoint_report: Report
+    prometheus: Prometheus,
+    bottleneck_report: Report,
+    checkpoint_report: Report,
+    hot_key_report: Report,
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
-    # Grafana's multi-value form; the checkpoint panel has data only from checkpoint-timeouts.
-    reports = (bottleneck_report, checkpoint_report)
+    # Grafana's multi-value form; the checkpoint panel has data only from checkpoint-timeouts,
+    # the autoscaler's disagreements surely only from hot-key.
+    reports = (bottleneck_report, checkpoint_report, hot_key_report)
     jobs = "|".join(r.job for r in reports)
     vertices = "|".join(sorted({v.name for r in reports for v in r.vertices}))
     variables = {"job": jobs, "vertex": vertices, "__rate_interval": "10s"}
@@ -296,7 +351,10 @@ def test_every_dashboard_query_is_valid_promql_and_returns_data(
 
 @pytest.mark.slow
 def test_the_dashboard_variables_list_the_job_and_its_vertices(
-    prometheus: Prometheus, bottleneck_report: Report, checkpoint_report: Report
+    prometheus: Prometheus,
+    bottleneck_report: Report,
+    checkpoint_report: Report,
+    hot_key_report: Report,
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
     found = {v["name"]: v for v in dashboard["templating"]["list"]}
@@ -310,7 +368,7 @@ def test_the_dashboard_variables_list_the_job_and_its_vertices(
         series = prometheus.api("series", **{"match[]": _substitute(selector, {"job": "slowjob"})})
         listed[name] = {s[label] for s in series}
     assert listed == {
-        "job": {"slowjob", checkpoint_report.job},
+        "job": {"slowjob", checkpoint_report.job, hot_key_report.job},
         "vertex": {v.name for v in bottleneck_report.vertices},
     }
 
