@@ -1,6 +1,7 @@
 """bpmon's JSON API under ``/api/v1``: jobs (watched and stored), runs, and live events.
 
-- ``GET /jobs``: every job with its state, latest level and root cause;
+- ``GET /jobs``: every job with its state, latest level and root cause, and what Flink's
+  autoscaler would do about it;
 - ``POST /jobs`` (``{"scenario": "demo"}``) starts watching a shipped example, ``DELETE
   /jobs/{job}`` stops a watch;
 - ``GET /jobs/{job}``: the latest report and the history of the job's bursts;
@@ -30,6 +31,7 @@ from bpmon.service import facade
 from bpmon.service.scenarios import resolve_scenario, shipped_examples
 from bpmon.service.stored import RECENT_BURSTS, BurstSummary, find_run, is_run_id
 from bpmon.service.watching import JobView, Watches
+from bpmon.web.autoscaler import autoscaler_summary
 from bpmon.web.runs import (
     CORRUPT_STATUS,
     cause_to_dict,
@@ -68,7 +70,9 @@ def _no_job(job: str, watches: Watches) -> str:
 
 
 def job_summary(view: JobView) -> dict[str, Any]:
-    """One job in short: its state, the latest level and root cause, when it was last seen."""
+    """One job in short: its state, the latest level and root cause, what Flink's autoscaler
+    would do about it (:func:`~bpmon.web.autoscaler.autoscaler_summary`, None without an
+    opinion), when it was last seen."""
     latest = view.latest
     causes = None if latest is None else latest.root_causes
     return {
@@ -79,6 +83,7 @@ def job_summary(view: JobView) -> dict[str, Any]:
         "run_id": view.run_id,
         "level": None if latest is None else worst_level(latest),
         "root_cause": cause_to_dict(causes[0]) if causes else None,
+        "autoscaler": autoscaler_summary(latest),
         "diagnosed": causes is not None,
         "updated": None if latest is None else timestamp(latest.window.end),
         "error": view.error,

@@ -1,9 +1,10 @@
 """Fragments of a report, as values for the templates and as HTML for the Job page's live parts.
 
 The content is that of ``bpmon diagnose``: the header (job, run, source, window), one row per
-vertex with its subtasks beneath it, the root causes with their evidence and recommendation, then
-the findings; a value the source could not give is an en dash. This module decides what a
-fragment says (:class:`CausePanel`, :class:`VertexTable`, :class:`PageFigure`); the macros of
+vertex with its subtasks beneath it, the root causes with their evidence and recommendation (and
+beside it what Flink's autoscaler would do: :mod:`bpmon.web.autoscaler`), then the findings; a
+value the source could not give is an en dash. This module decides what a fragment says
+(:class:`CausePanel`, :class:`VertexTable`, :class:`PageFigure`); the macros of
 ``templates/report.html`` and ``templates/figures.html`` write it, escaping every value. The
 functions returning HTML are for the parts the Job page fetches again (``live.json``).
 """
@@ -19,6 +20,7 @@ from bpmon.model.values import Level, Report, RootCause, SubtaskStatus, VertexSt
 from bpmon.render.report import COLUMNS, DISAGREEMENT_NOTE, NO_BACKPRESSURE, no_cause_line
 from bpmon.service.comparison import capacity_of_vertex
 from bpmon.web import formats
+from bpmon.web.autoscaler import AutoscalerView, Opinion, cause_opinions
 from bpmon.web.templating import macro
 
 NO_DIAGNOSIS = "No diagnosis yet: the report holds metrics only."
@@ -26,22 +28,34 @@ NO_DIAGNOSIS = "No diagnosis yet: the report holds metrics only."
 
 @dataclass(frozen=True, slots=True)
 class ShownCause:
-    """A root cause as the panel shows it: its rank, title, subtasks and capacity."""
+    """A root cause as the panel shows it: its rank, title, subtasks and capacity, and what
+    Flink's autoscaler would do to its vertex (None: no opinion there)."""
 
     cause: RootCause
     rank: int
     title: str
     subtasks: str
     capacity: float | None
+    autoscaler: Opinion | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CausePanel:
-    """The root causes of a report; without one, the line saying why and its CSS class."""
+    """The root causes of a report; without one, the line saying why and its CSS class; the
+    autoscaler's opinion beyond the causes' own verdicts (None: the report has none)."""
 
     causes: tuple[ShownCause, ...]
     line: str = ""
     css: str = ""
+    autoscaler: AutoscalerView | None = None
+
+    def autoscaler_beyond(self, shown: int) -> tuple[Opinion, ...]:
+        """The autoscaler's disagreements a panel showing its first ``shown`` causes in full
+        has not said with them: those at the other causes, then at vertices no cause names."""
+        if self.autoscaler is None:
+            return ()
+        rest = [c.autoscaler for c in self.causes[shown:] if c.autoscaler is not None]
+        return tuple(o for o in (*rest, *self.autoscaler.others) if not o.agrees)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,25 +108,35 @@ def cause_title(cause: RootCause) -> str:
 
 def cause_panel_of(report: Report) -> CausePanel:
     """The root-cause panel's values: every cause ranked, or the line a report without one says."""
+    causes = report.root_causes or ()
+    opinions: tuple[Opinion | None, ...] = (None,) * len(causes)
+    view = None
+    if report.autoscaler is not None:
+        opinions, view = cause_opinions(report.autoscaler, causes)
     if report.root_causes is None:
         return CausePanel((), NO_DIAGNOSIS, "muted")
     if not report.root_causes:
         line, _ = no_cause_line(report)  # as bpmon diagnose says it
-        return CausePanel((), line, "no-cause " + ("good" if line == NO_BACKPRESSURE else "warn"))
+        css = "no-cause " + ("good" if line == NO_BACKPRESSURE else "warn")
+        return CausePanel((), line, css, view)
     by_name = {v.name: v for v in report.vertices}
     return CausePanel(
         tuple(
-            _shown(c, by_name.get(c.vertex), rank) for rank, c in enumerate(report.root_causes, 1)
-        )
+            _shown(c, by_name.get(c.vertex), rank, opinion)
+            for rank, (c, opinion) in enumerate(zip(causes, opinions, strict=True), 1)
+        ),
+        autoscaler=view,
     )
 
 
-def _shown(cause: RootCause, vertex: VertexStatus | None, rank: int) -> ShownCause:
+def _shown(
+    cause: RootCause, vertex: VertexStatus | None, rank: int, opinion: Opinion | None
+) -> ShownCause:
     capacity = cause.capacity_per_subtask
     if capacity is None and vertex is not None:
         capacity = capacity_of_vertex(vertex)
     subtasks = ", ".join(str(i) for i in cause.subtasks) or "all"
-    return ShownCause(cause, rank, cause_title(cause), subtasks, capacity)
+    return ShownCause(cause, rank, cause_title(cause), subtasks, capacity, opinion)
 
 
 def vertex_table_of(report: Report) -> VertexTable:

@@ -66,11 +66,23 @@ def moved_bottleneck_runs(runs_dir: Path, folder: Path) -> tuple[Report, Report]
     return reports[0], reports[1]
 
 
+TRIES = 2
+"""A run whose newest burst the runtime counts as saturated (the machine, not the job: other
+processes held the cores) is made once more, as the diagnosis tests do."""
+
+
 def skew_run(runs_dir: Path) -> Report:
-    """The shipped hot-key example, one burst: data skew at aggregate, subtask 0."""
+    """The shipped hot-key example, one burst: data skew at aggregate, subtask 0 (made again,
+    :data:`TRIES` times at most, while the runtime counts it as saturated). Only the run kept is
+    in ``runs_dir``."""
     scenario = parse_scenario(example_path("hot-key").read_text() + FAST_MONITOR)
-    settings = facade.Settings(runs_dir=runs_dir)
-    ended = facade.drain(facade.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
+    for attempt in range(TRIES):
+        tried = runs_dir.parent / f"hot-key-{attempt}"
+        settings = facade.Settings(runs_dir=tried)
+        ended = facade.drain(facade.run_scenario(scenario, settings, bursts=1, duration_s=1.0))
+        if not any(f.kind == "runtime-saturated" for f in ended.reports[-1].findings):
+            break
+    copy_runs(tried, runs_dir)
     return ended.reports[-1]
 
 
@@ -78,11 +90,6 @@ CHECKPOINTED = (("checkpoint-timeouts", 3), ("healthy", 2))
 """The shipped examples with checkpoints, and how many bursts of each are run."""
 Checkpointed = tuple[Path, dict[str, list[Report]]]
 """The runs directory, and each checkpointed job's reports by job name, oldest first."""
-
-
-TRIES = 2
-"""A run whose newest burst the runtime counts as saturated (the machine, not the job: other
-processes held the cores) is made once more, as the diagnosis tests do."""
 
 
 def checkpoint_runs(runs_dir: Path) -> dict[str, list[Report]]:

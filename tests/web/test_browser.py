@@ -576,3 +576,65 @@ def test_a_page_of_a_rebound_name_gets_nothing(browser: Any, server: Serve) -> N
         assert "lookup-chain" not in page.content()
     finally:
         page.close()
+
+
+AUTOSCALER = """(within) => {
+  const card = document.querySelector(within);
+  const box = card.querySelector('.autoscaler-opinion');
+  if (!box) return null;
+  const rect = (e) => {
+    const b = e.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom];
+  };
+  const badge = box.querySelector('.verdict');
+  return {
+    count: card.querySelectorAll('.autoscaler-opinion').length,
+    vertex: box.dataset.vertex, verdict: box.dataset.verdict,
+    line: box.querySelector('.autoscaler-line').innerText,
+    detail: box.querySelector('.autoscaler-detail').innerText,
+    box: rect(box), card: rect(card),
+    advice: rect(card.querySelector('.recommendation')),
+    badge: [getComputedStyle(badge).color, getComputedStyle(card).backgroundColor],
+  };
+}"""
+"""The autoscaler's opinion in the root-cause card ``within``, as the eye sees it."""
+
+
+def test_the_autoscalers_opinion_shows_under_the_recommendation(
+    browser: Any, server: Serve, shots: Path, skew: tuple[Path, Report]
+) -> None:
+    """The hot key: under bpmon's recommendation to spread the key, what Flink's autoscaler
+    would do to aggregate (scale it up) and its verdict, scales-ineffectively, with why; inside
+    the card at every width and in both schemes, its verdict legible on the card, on the Job page
+    and on the Run page. The figures are the report's own, as the API serves it."""
+    _, report = skew
+    latest = server.api("/api/v1/jobs/hot-customer")["latest"]
+    verdict = next(v for v in latest["autoscaler"]["verdicts"] if v["vertex"] == "aggregate")
+    row = next(v for v in latest["autoscaler"]["vertices"] if v["name"] == "aggregate")
+    assert verdict["verdict"] == "scales-ineffectively", latest["autoscaler"]["verdicts"]
+    move = f"{row['parallelism']} → {row['recommended_parallelism']}"
+
+    def seen(within: str) -> Callable[[Page], None]:
+        def check(page: Page) -> None:
+            shown = page.js(AUTOSCALER, within)
+            assert shown is not None, f"no autoscaler opinion in {within}"
+            assert shown["count"] == 1 and (shown["vertex"], shown["verdict"]) == (
+                "aggregate",
+                "scales-ineffectively",
+            )
+            assert shown["line"] == f"Flink's autoscaler would: {move} scales-ineffectively"
+            assert shown["detail"] == verdict["detail"]
+            box, card, advice = shown["box"], shown["card"], shown["advice"]
+            assert advice[3] <= box[1] + 1, "the opinion is not under the recommendation"
+            assert card[0] <= box[0] and box[2] <= card[2] + 1, (box, card)
+            assert box[2] - box[0] > 0 and box[3] - box[1] > 0
+            colour, background = shown["badge"]
+            assert _rgb(colour) != _rgb(background), shown["badge"]
+
+        return check
+
+    _each_variant(
+        browser, f"{server.url}/job/hot-customer", shots, "job-autoscaler", seen("#cause-panel")
+    )
+    run = f"{server.url}/run/{report.run_id}"
+    _each_variant(browser, run, shots, "run-autoscaler", seen("section.cause-card"))

@@ -2,8 +2,8 @@
 ``<script>`` and quotes reaches the browser escaped (the templates' autoescaping), never as markup.
 
 The names are in real stored runs (the lookup chain before and after its bottleneck moved,
-renamed, and given checkpoints whose vertices, failure and finding say markup), served by a
-real uvicorn.
+renamed, and given checkpoints whose vertices, failure and finding say markup, and autoscaler
+verdicts that do too), served by a real uvicorn.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from markupsafe import escape
 
+from bpmon.model.autoscaler import AutoscalerReport, AutoscalerVerdict, AutoscalerVertex
 from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport, LastCheckpoint
 from bpmon.model.values import Finding, Report
 from bpmon.service import facade
@@ -61,6 +63,17 @@ def _renamed(report: Report, run_id: str) -> Report:
         CheckpointPhases(v.name, 3900.0, 0.0, None, None, 0, v.parallelism) for v in vertices
     )
     checkpoints = CheckpointReport("aligned", 1000.0, 2, 3, last, phases)
+    rows = tuple(
+        AutoscalerVertex(v.name, 1.0, 100.0, 200.0, 0.0, v.parallelism, v.parallelism + 1)
+        for v in vertices
+    )
+    verdicts = tuple(
+        AutoscalerVerdict(
+            v.name, "misses" if v.name == CAUSE_VERTEX else "scales-wrong-vertex", SAID
+        )
+        for v in vertices
+    )
+    autoscaler = AutoscalerReport({}, rows, verdicts, acts=True)
     return replace(
         report,
         run_id=run_id,
@@ -70,6 +83,7 @@ def _renamed(report: Report, run_id: str) -> Report:
         findings=(finding, held),
         channels=(),
         checkpoints=checkpoints,
+        autoscaler=autoscaler,
     )
 
 
@@ -117,6 +131,9 @@ def test_names_with_markup_are_text_on_every_page(
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34;" in job_page  # the finding
     assert "checkpoint 5 failed after 4,000 ms" in job_page  # the checkpoint panel is there
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34; &#39;text&#39;</dd>" in job_page
+    said, named = escape(SAID), escape(VERTEX)  # as the templates escape them
+    assert f'<p class="autoscaler-detail">{said}</p>' in job_page  # beside the recommendation
+    assert f'<li data-vertex="{named}0" data-verdict="scales-wrong-vertex">' in job_page
     live = client.get(f"/job/{job}/live.json").json()
     for key in ("head", "cause", "table", "options", "checkpoints"):  # the fragments redrawn
         assert not [raw for raw in RAW if raw in live[key]], f"live.json's {key} holds markup"

@@ -8,14 +8,18 @@ with them is in ``test_browser.py``.
 from __future__ import annotations
 
 import gzip
+import html
 import re
 import shutil
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from bpmon.model.autoscaler import AutoscalerVerdict
 from bpmon.model.values import Report
 from bpmon.scenario import load_scenario, parse_scenario
 from bpmon.service import facade
@@ -346,3 +350,201 @@ def test_a_pyspy_job_lists_only_the_lines_it_has_figures_for(
     # the backpressured producers first, the busy consumer next, the idle main thread last
     assert max(boxes["ingest"]["x"], boxes["transform"]["x"]) < boxes["upload"]["x"]
     assert boxes["upload"]["x"] < boxes["MainThread"]["x"]
+
+
+# ------------------------------------------------------------------- the autoscaler's opinion
+
+OPINION = re.compile(
+    r'<div class="autoscaler-opinion (agrees|disagrees)" data-vertex="([^"]*)" '
+    r'data-verdict="([^"]*)"><p class="autoscaler-line">(.*?)</p>'
+    r'<p class="autoscaler-detail">(.*?)</p></div>'
+)
+"""What Flink's autoscaler would do to a root cause's vertex, as the panel writes it."""
+OTHERS = re.compile(r'<div class="autoscaler-others"><h3>([^<]*)</h3><ul>(.*?)</ul></div>')
+"""The autoscaler's other disagreements."""
+
+
+def _text(fragment: str) -> str:
+    """A fragment of HTML as the eye reads it: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def _cause_part(page: str) -> str:
+    """The Job page's cause panel (its ``<div id="cause-panel">``)."""
+    return page.split('id="cause-panel">', 1)[1].split("</section>", 1)[0]
+
+
+def _serving(serve: ServeFactory, tmp_path: Path, *reports: Report) -> httpx.Client:
+    """A server over a runs directory holding ``reports``, each a run of its own."""
+    settings = facade.Settings(runs_dir=tmp_path / "runs")
+    for report in reports:
+        settings.store().save(report)
+    return serve(Watches(settings, every_s=None, stored=StoredJobs(settings, ttl_s=0))).client
+
+
+def _short(verdict: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
+    """A verdict in the job summary's short form, from the report's own JSON."""
+    return {
+        "vertex": verdict["vertex"],
+        "verdict": verdict["verdict"],
+        "parallelism": None if row is None else row["parallelism"],
+        "recommended_parallelism": None if row is None else row["recommended_parallelism"],
+        "detail": verdict["detail"],
+    }
+
+
+def test_the_autoscalers_opinion_stands_beside_the_recommendation(
+    serve: ServeFactory, skew: tuple[Path, Report], tmp_path: Path
+) -> None:
+    """The hot key: Flink's autoscaler sees aggregate 100% busy and would scale it up, which
+    leaves the key on one subtask: scales-ineffectively, right under bpmon's recommendation to
+    spread the key, on the Job page, in its live part and on the Run page; the job's summary in
+    the API says the same. Every figure is the report's own, as the API serves it."""
+    runs, report = skew
+    copy_runs(runs, tmp_path / "runs")
+    settings = facade.Settings(runs_dir=tmp_path / "runs")
+    client = serve(Watches(settings, every_s=None)).client
+    doc = client.get("/api/v1/jobs/hot-customer").json()
+    opinion = doc["latest"]["autoscaler"]
+    assert opinion is not None and doc["latest"]["root_causes"][0]["vertex"] == "aggregate"
+    rows = {v["name"]: v for v in opinion["vertices"]}
+    mine = [v for v in opinion["verdicts"] if v["vertex"] == "aggregate"]
+    assert [v["verdict"] for v in mine] == ["scales-ineffectively"], opinion["verdicts"]
+    row = rows["aggregate"]
+    assert row["recommended_parallelism"] > row["parallelism"] == 4, row
+    move = f"{row['parallelism']} → {row['recommended_parallelism']}"
+    others = [v for v in opinion["verdicts"] if v not in mine and v["verdict"] != "agrees"]
+    page = client.get("/job/hot-customer").text
+    panel = _cause_part(page)
+    shown = OPINION.findall(panel)
+    assert len(shown) == 1, panel
+    css, vertex, verdict, line, detail = shown[0]
+    assert (css, vertex, verdict) == ("disagrees", "aggregate", "scales-ineffectively")
+    assert _text(line) == f"Flink's autoscaler would: {move} scales-ineffectively"
+    assert _text(detail) == mine[0]["detail"] and "hot key" in mine[0]["detail"]
+    assert panel.index('class="recommendation"') < panel.index("autoscaler-opinion")
+    assert bool(OTHERS.search(panel)) is bool(others)
+    live = client.get("/job/hot-customer/live.json").json()
+    assert OPINION.findall(live["cause"]) == shown
+    run_page = client.get(f"/run/{report.run_id}").text
+    assert OPINION.findall(run_page) == shown
+    expected = {
+        "acts": opinion["acts"],
+        "root_cause": _short(mine[0], row),
+        "disagreements": [
+            _short(v, rows.get(v["vertex"]))
+            for v in opinion["verdicts"]
+            if v["verdict"] != "agrees"
+        ],
+    }
+    assert doc["autoscaler"] == expected
+    listed = client.get("/api/v1/jobs").json()["jobs"]
+    assert [j["autoscaler"] for j in listed if j["job"] == "hot-customer"] == [expected]
+
+
+def test_without_the_autoscalers_opinion_there_is_nothing_of_it(
+    serve: ServeFactory, skew: tuple[Path, Report], tmp_path: Path
+) -> None:
+    """A report whose ``autoscaler`` is None (py-spy, a saturated window, an older report): no
+    box, no heading, no empty list, on either page; the job summary's ``autoscaler`` is null."""
+    _, report = skew
+    bare = replace(report, run_id=f"{report.run_id}-bare", autoscaler=None)
+    client = _serving(serve, tmp_path, bare)
+    for url in ("/job/hot-customer", f"/run/{bare.run_id}"):
+        page = client.get(url).text
+        assert "autoscaler" not in page and "Flink&#39;s autoscaler" not in page, url
+        assert "Spread the hot key" in page  # the recommendation is there, alone
+    assert client.get("/api/v1/jobs/hot-customer").json()["autoscaler"] is None
+
+
+def test_the_autoscalers_other_disagreements_are_a_short_list(
+    serve: ServeFactory, skew: tuple[Path, Report], tmp_path: Path
+) -> None:
+    """The hot key's report with one more verdict, as the rules write it for a vertex that is no
+    cause: the autoscaler would also scale payments, scales-wrong-vertex. The root cause keeps
+    its own verdict beside the recommendation; payments is one line of a short list after the
+    causes, its move from the vertex's figures; the summary lists both disagreements."""
+    _, report = skew
+    assert report.autoscaler is not None
+    rows = tuple(
+        replace(v, recommended_parallelism=6, delayed=False) if v.name == "payments" else v
+        for v in report.autoscaler.vertices
+    )
+    wrong = AutoscalerVerdict(
+        "payments",
+        "scales-wrong-vertex",
+        "it would scale payments 2 -> 6, which is not what limits the job (data-skew at aggregate)",
+    )
+    autoscaler = replace(
+        report.autoscaler, vertices=rows, verdicts=(*report.autoscaler.verdicts, wrong)
+    )
+    wider = replace(report, run_id=f"{report.run_id}-wider", autoscaler=autoscaler)
+    client = _serving(serve, tmp_path, wider)
+    for url in ("/job/hot-customer", f"/run/{wider.run_id}"):
+        page = client.get(url).text
+        assert [v for _, v, _, _, _ in OPINION.findall(page)] == ["aggregate"], url
+        others = OTHERS.findall(page)
+        assert len(others) == 1, url
+        heading, items = others[0]
+        assert _text(heading) == "Flink's autoscaler elsewhere"
+        listed = re.findall(r'<li data-vertex="([^"]*)" data-verdict="([^"]*)">(.*?)</li>', items)
+        assert [(v, k) for v, k, _ in listed] == [("payments", "scales-wrong-vertex")]
+        assert _text(listed[0][2]) == f"scales-wrong-vertex at payments (2 → 6): {wrong.detail}"
+        assert page.index("autoscaler-opinion") < page.index("autoscaler-others")
+    summary = client.get("/api/v1/jobs/hot-customer").json()["autoscaler"]
+    assert [(d["vertex"], d["verdict"]) for d in summary["disagreements"]] == [
+        ("aggregate", "scales-ineffectively"),
+        ("payments", "scales-wrong-vertex"),
+    ]
+    moved = summary["disagreements"][1]
+    assert (moved["parallelism"], moved["recommended_parallelism"]) == (2, 6)
+
+
+def test_a_job_nothing_limits_says_in_one_line_whether_the_autoscaler_would_scale(
+    serve: ServeFactory, watches: Watches, tmp_path: Path
+) -> None:
+    """The tiny job alpha names no root cause and its autoscaler has no verdict: one line says
+    what it would do, from its vertices' figures (a scale-down waits its interval). Given a
+    scale-up of that healthy job (over-provisions, as the rules write it), the line is a short
+    list under "Flink's autoscaler" instead."""
+    client = serve(watches).client
+    latest = client.get("/api/v1/jobs/alpha").json()["latest"]
+    opinion = latest["autoscaler"]
+    assert latest["root_causes"] == [] and opinion is not None and opinion["verdicts"] == []
+    changes = [
+        f"{v['name']} {v['parallelism']} → {v['recommended_parallelism']}"
+        + (" after its scale-down interval" if v["delayed"] else "")
+        for v in opinion["vertices"]
+        if v["recommended_parallelism"] != v["parallelism"]
+    ]
+    said = (
+        "Flink's autoscaler would scale " + ", ".join(changes) + "."
+        if opinion["acts"] and changes
+        else "Flink's autoscaler would not scale: every vertex's processing rate is within its "
+        "bounds."
+    )
+    panel = _cause_part(client.get("/job/alpha").text)
+    quiet = re.findall(r'<p class="autoscaler-line autoscaler-quiet">(.*?)</p>', panel)
+    assert [_text(q) for q in quiet] == [said] and not OTHERS.search(panel)
+    assert panel.index("no-cause") < panel.index("autoscaler-quiet")
+
+    report = facade.load_report(latest["run_id"], watches.settings)
+    assert report.autoscaler is not None
+    out = report.autoscaler.vertices[-1]
+    up = replace(out, recommended_parallelism=out.parallelism + 2, delayed=False)
+    over = AutoscalerVerdict(
+        out.name,
+        "over-provisions",
+        f"it would scale {out.name} {out.parallelism} -> {up.recommended_parallelism} though "
+        "nothing limits the job",
+    )
+    autoscaler = replace(
+        report.autoscaler, vertices=(*report.autoscaler.vertices[:-1], up), verdicts=(over,)
+    )
+    scaled = replace(report, run_id=f"{report.run_id}-up", job="scaled", autoscaler=autoscaler)
+    panel = _cause_part(_serving(serve, tmp_path, scaled).get("/job/scaled").text)
+    assert "autoscaler-quiet" not in panel
+    others = OTHERS.findall(panel)
+    assert [_text(h) for h, _ in others] == ["Flink's autoscaler"]
+    move = f"{out.parallelism} → {up.recommended_parallelism}"
+    assert _text(others[0][1]) == f"over-provisions at {out.name} ({move}): {over.detail}"
