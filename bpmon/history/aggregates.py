@@ -1,10 +1,10 @@
 """The small results of the analytics' Spark job, on the driver: what the findings are read from.
 
-:mod:`bpmon.history.analytics` collects six aggregates in one action (per job and vertex, per run
-and vertex, per run, per hot subtask, per run's vertex named root cause and kind, per run's
-checkpoints); here they
-become :class:`Aggregates`: the runs numbered in time order within their job, the causes folded
-per run and per vertex, and each vertex's runs linked to the previous one (:func:`run_vertices`).
+:mod:`bpmon.history.analytics` collects eight aggregates in one action (per job and vertex, per
+run and vertex, per run, per hot subtask, per run's vertex named root cause and kind, per run's
+checkpoints, the autoscaler's verdicts per job and per job and vertex); here they become
+:class:`Aggregates`: the runs numbered in time order within their job, the causes folded per run
+and per vertex, and each vertex's runs linked to the previous one (:func:`run_vertices`).
 Their size is the number of runs times the vertices, never the number of rows of the history.
 
 May import: the model layer (stdlib only here).
@@ -47,6 +47,10 @@ class Aggregates:
     by_id: dict[tuple[str, str], Run]
     checkpoints: list[Row] = field(default_factory=list)
     """Per run whose windows observed checkpoints: ``analytics._checkpoints``' row."""
+    autoscaler: list[Row] = field(default_factory=list)
+    """Per job whose windows had the autoscaler's decision: ``analytics._autoscaler``' row."""
+    autoscaler_vertices: list[Row] = field(default_factory=list)
+    """Per job and vertex that got a verdict: the windows of each (``verdict_column``)."""
 
     @classmethod
     def of(cls, parts: Mapping[str, Sequence[Row]]) -> Aggregates:
@@ -73,7 +77,14 @@ class Aggregates:
             named_by_run=dict(named_by_run),
             by_id={(r.job, r.run_id): r for r in runs},
             checkpoints=list(parts.get("checkpoints", [])),
+            autoscaler=list(parts.get("autoscaler", [])),
+            autoscaler_vertices=list(parts.get("autoscaler_vertex", [])),
         )
+
+
+def verdict_column(kind: str) -> str:
+    """The column of the autoscaler's verdict ``kind`` in the analytics' rows (``as_misses``)."""
+    return "as_" + kind.replace("-", "_")
 
 
 def _per_run_named(rows: Iterable[Row]) -> list[Row]:

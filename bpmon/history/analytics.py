@@ -4,10 +4,10 @@ Two Spark actions do the work. The subtask rows are read with the declared schem
 inferred) from the parts the store found readable and reduced in one pass (a hash aggregate, one
 shuffle) to one row per window and vertex: its level and ratio (its worst subtask's), its busiest
 subtask, its capacity per subtask (:mod:`bpmon.model.capacity`, expressed as a column from the same
-``min_busy``), its parallelism, which of its subtasks was hot, and the window's checkpoint figures
-(the same on every row of a window). That table, a few rows per window, is cached (the first
-action), and six small aggregates are asked of it and of the cause rows in one query that comes
-back in one ``collect`` (the second):
+``min_busy``), its parallelism, which of its subtasks was hot, the window's checkpoint figures
+(the same on every row of a window), and which of the autoscaler's verdicts it got. That table, a
+few rows per window, is cached (the first action), and eight small aggregates are asked of it and
+of the cause rows in one query that comes back in one ``collect`` (the second):
 
 - ``vertex``: per job and vertex, the share of windows at each level, p50/p95 ratio, p50 busy
   and p50 capacity;
@@ -18,7 +18,10 @@ back in one ``collect`` (the second):
   seconds, windows, first-ranked windows);
 - ``checkpoints``: per run, the checkpoints its windows saw as their newest, each once (by id):
   their duration's p50/p95, how many failed, the time they waited for barriers, and the job's
-  counts at the run's first and last window.
+  counts at the run's first and last window;
+- ``autoscaler``: per job, the windows with the autoscaler's decision, those it judged (a verdict
+  at any vertex), those with a verdict other than ``agrees``, and the windows of each verdict;
+- ``autoscaler_vertex``: per job and vertex, the windows it got each verdict in.
 
 Nothing is read twice or recomputed (each aggregate prunes other columns of the one pass, so
 without the cache Spark would run the pass once per aggregate). The results hold a row per run
@@ -42,8 +45,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
 
-from bpmon.history.aggregates import Aggregates, run_vertices
+from bpmon.history.aggregates import Aggregates, run_vertices, verdict_column
 from bpmon.history.findings import (
+    autoscaler_histories,
     checkpoint_histories,
     chronic_bottlenecks,
     job_runs,
@@ -54,6 +58,7 @@ from bpmon.history.findings import (
 from bpmon.history.schema import spark_schema
 from bpmon.history.store import Scan
 from bpmon.model.analysis import Analysis, Thresholds
+from bpmon.model.autoscaler import VERDICT_KINDS
 from bpmon.model.numbers import counted
 
 Progress = Callable[[str], None]
@@ -131,17 +136,26 @@ def window_vertices(subtasks: DataFrame, limits: Thresholds) -> DataFrame:
         F.max((F.col("checkpoint_status") == "failed").cast("int")).alias("ck_failed"),
         F.max("checkpoints_completed").alias("ck_completed_n"),
         F.max("checkpoints_failed").alias("ck_failed_n"),
+        F.max(F.col("autoscaler_acts").cast("int")).alias("as_acts"),
+        *[
+            F.max(F.array_contains("autoscaler_verdicts", kind).cast("int")).alias(name)
+            for kind, name in zip(VERDICT_KINDS, VERDICT_FIGURES, strict=True)
+        ],
     )
     by_rate = _hottest("rate", limits.hot_ratio)
     by_busy = _hottest("busy", limits.hot_ratio) & (F.col("busy_top") >= limits.busy_min)
     hot = F.when(by_rate, F.col("rate_at")).when(by_busy, F.col("busy_at"))
     keep = ["job", "run_id", "burst", "vertex", "start", "seconds", "vertex_index"]
     keep += ["parallelism", "level", "ratio", "busy", "capacity", "synthetic", *CHECKPOINT_FIGURES]
+    keep += ["as_acts", *VERDICT_FIGURES]
     return grouped.select(*keep, hot.alias("hot"))
 
 
 CHECKPOINT_FIGURES = ("ck_id", "ck_ms", "ck_wait_ms", "ck_failed", "ck_completed_n", "ck_failed_n")
 """The window's checkpoint figures in :func:`window_vertices`' rows."""
+VERDICT_FIGURES = tuple(verdict_column(kind) for kind in VERDICT_KINDS)
+"""Per verdict, 1 when the vertex got it in the window, 0 when not, null without a decision
+(integers, not the stored strings: the one pass stays a hash aggregate of fixed-width values)."""
 
 
 def _spread(value: Column, name: str) -> list[Column]:
@@ -178,7 +192,7 @@ def read_history(
 
 
 def aggregates(windows: DataFrame, causes: DataFrame) -> DataFrame:
-    """The six small aggregates as one DataFrame, ``part`` naming each row's (one action)."""
+    """The eight small aggregates as one DataFrame, ``part`` naming each row's (one action)."""
     frames = [
         _per_vertex(windows),
         _per_run_vertex(windows),
@@ -186,6 +200,7 @@ def aggregates(windows: DataFrame, causes: DataFrame) -> DataFrame:
         _hot(windows),
         _named(windows, causes),
         _checkpoints(windows),
+        *_autoscaler(windows),
     ]
     out = frames[0]
     for frame in frames[1:]:
@@ -309,6 +324,37 @@ def _checkpoints(w: DataFrame) -> DataFrame:
     )
 
 
+def _autoscaler(w: DataFrame) -> list[DataFrame]:
+    """The autoscaler's verdicts per job (``autoscaler``) and per job and vertex
+    (``autoscaler_vertex``), in windows: of those whose report had its decision (``as_acts`` is on
+    every row of such a window), the windows with any verdict (``as_judged``), with one other
+    than ``agrees`` (``as_wrong``), and per verdict the windows with it at any vertex (the job's)
+    or at the vertex. A vertex with a verdict twice in a window (two causes) counts once."""
+    decided = w.where(F.col("as_acts").isNotNull())
+    per_window = decided.groupBy("job", "run_id", "burst").agg(
+        *[F.max(name).alias(name) for name in VERDICT_FIGURES]
+    )
+    agrees = verdict_column("agrees")
+    judged = F.greatest(*[F.col(n) for n in VERDICT_FIGURES]) > 0
+    wrong = F.greatest(*[F.col(n) for n in VERDICT_FIGURES if n != agrees]) > 0
+    per_job = per_window.groupBy("job").agg(
+        F.lit("autoscaler").alias("part"),
+        F.count("*").alias("as_windows"),
+        F.sum(judged.cast("int")).alias("as_judged"),
+        F.sum(wrong.cast("int")).alias("as_wrong"),
+        *[F.sum(name).alias(name) for name in VERDICT_FIGURES],
+    )
+    per_vertex = (
+        decided.where(F.greatest(*[F.col(n) for n in VERDICT_FIGURES]) > 0)
+        .groupBy("job", "vertex")
+        .agg(
+            F.lit("autoscaler_vertex").alias("part"),
+            *[F.sum(name).alias(name) for name in VERDICT_FIGURES],
+        )
+    )
+    return [per_job, per_vertex]
+
+
 def collect_parts(frame: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """The rows of :func:`aggregates`, by part, as dicts (one Spark action)."""
     parts: dict[str, list[dict[str, Any]]] = {}
@@ -370,7 +416,10 @@ def analyze(
         windows = window_vertices(subtasks, limits).persist()
         try:
             progress(f"one pass: {windows.count():,} rows of a window and vertex")
-            progress("levels, capacities, causes, hot subtasks and checkpoints per vertex and run")
+            progress(
+                "levels, capacities, causes, hot subtasks, checkpoints and the autoscaler's "
+                "verdicts per vertex and run"
+            )
             found = Aggregates.of(collect_parts(aggregates(windows, causes)))
         finally:
             windows.unpersist()
@@ -378,10 +427,10 @@ def analyze(
     jobs = job_runs(found)
     progress(
         f"{counted(len(found.runs), 'run')} of {counted(len(jobs), 'job')}: trends, chronic "
-        "bottlenecks, regressions between runs, skew over time, checkpoints"
+        "bottlenecks, regressions between runs, skew over time, checkpoints, the autoscaler"
     )
     vertices, chronic = vertex_histories(found, series), chronic_bottlenecks(found)
-    checkpoints = checkpoint_histories(found)
+    checkpoints, autoscaler = checkpoint_histories(found), autoscaler_histories(found)
     found_regressions, skew = regressions(found, series, limits), skewed_subtasks(found, limits)
     return Analysis(
         generated_at=generated_at,
@@ -400,5 +449,6 @@ def analyze(
         regressions=found_regressions,
         skew=skew,
         checkpoints=checkpoints,
+        autoscaler=autoscaler,
         skipped=scan.skipped,
     )

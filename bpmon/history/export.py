@@ -1,9 +1,10 @@
 """The aggregates of an analysis as Parquet files (``bpmon analyze --out DIR``).
 
 One file per table of :class:`~bpmon.model.analysis.Analysis` (``jobs``, ``vertices``,
-``vertex_runs``, ``chronic``, ``regressions``, ``skew``, ``checkpoint_runs``), written on the
-driver from the values the analysis returned, atomically, so a notebook, DuckDB or a dashboard
-can read the findings without Spark. ``docs/history.md`` lists the columns.
+``vertex_runs``, ``chronic``, ``regressions``, ``skew``, ``checkpoint_runs``, ``autoscaler``,
+``autoscaler_verdicts``), written on the driver from the values the analysis returned,
+atomically, so a notebook, DuckDB or a dashboard can read the findings without Spark.
+``docs/history.md`` lists the columns.
 
 May import: the model layer, bpmon.history.
 """
@@ -18,15 +19,27 @@ from bpmon.history.atomic import atomic_write
 from bpmon.history.store import require_pyarrow
 from bpmon.model.analysis import (
     Analysis,
+    AutoscalerHistory,
     ChronicBottleneck,
     JobHistory,
     Regression,
     RunCheckpoints,
     SkewedSubtask,
+    VerdictTally,
     VertexHistory,
 )
 
-TABLES = ("jobs", "vertices", "vertex_runs", "chronic", "regressions", "skew", "checkpoint_runs")
+TABLES = (
+    "jobs",
+    "vertices",
+    "vertex_runs",
+    "chronic",
+    "regressions",
+    "skew",
+    "checkpoint_runs",
+    "autoscaler",
+    "autoscaler_verdicts",
+)
 """The files written, as ``<name>.parquet``."""
 
 
@@ -66,6 +79,15 @@ def write_aggregates(analysis: Analysis, folder: Path) -> list[Path]:
             [{"job": c.job, **asdict(point)} for c in analysis.checkpoints for point in c.by_run],
             first=[("job", pa.string())],
         ),
+        "autoscaler": _table(
+            pa, AutoscalerHistory, [_without(asdict(h), "verdicts") for h in analysis.autoscaler]
+        ),
+        "autoscaler_verdicts": _table(
+            pa,
+            VerdictTally,
+            [{"job": h.job, **asdict(t)} for h in analysis.autoscaler for t in h.verdicts],
+            first=[("job", pa.string())],
+        ),
     }
     written = []
     for name in TABLES:
@@ -86,14 +108,14 @@ def _table(
     (after the columns ``first``)."""
     columns = list(first or [])
     for f in fields(cls):
-        if f.name == "by_run":
+        if f.name in ("by_run", "verdicts"):
             continue
         annotation = str(f.type).replace(" | None", "")
         if f.name in ("before", "after"):
             kind = pa.string()  # a capacity, a level or a vertex name: kept as text
         elif annotation == "datetime":
             kind = pa.timestamp("us", tz="UTC")
-        elif annotation in ("RegressionKind",):
+        elif annotation in ("RegressionKind", "VerdictKind"):
             kind = pa.string()
         else:
             kind = getattr(pa, _TYPES[annotation])()

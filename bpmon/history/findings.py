@@ -1,5 +1,5 @@
-"""What the analytics look for across runs: chronic bottlenecks, regressions, skew over time, and
-each job's checkpoints run by run.
+"""What the analytics look for across runs: chronic bottlenecks, regressions, skew over time,
+each job's checkpoints run by run, and how often the autoscaler would have been wrong.
 
 Spark reduces the history to a few small tables (:mod:`bpmon.history.analytics`); they come back
 to the driver once, as :class:`~bpmon.history.aggregates.Aggregates`, and every question is
@@ -26,9 +26,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex
+from bpmon.history.aggregates import Aggregates, Row, Run, RunVertex, verdict_column
 from bpmon.model.analysis import (
     LEVEL_NAMES,
+    AutoscalerHistory,
     CheckpointHistory,
     ChronicBottleneck,
     JobHistory,
@@ -37,8 +38,10 @@ from bpmon.model.analysis import (
     RunCheckpoints,
     SkewedSubtask,
     Thresholds,
+    VerdictTally,
     VertexHistory,
 )
+from bpmon.model.autoscaler import VERDICT_KINDS
 from bpmon.model.capacity import explained, parallelism_change
 from bpmon.model.numbers import counted, milliseconds, percent
 
@@ -344,6 +347,31 @@ def _checkpoint_regression(
         Regression(new_run.job, "", "checkpoint-slower", old.run_id, new.run_id, before, after,
                    change, detail)
     ]  # fmt: skip
+
+
+def autoscaler_histories(found: Aggregates) -> tuple[AutoscalerHistory, ...]:
+    """Per job whose windows had the autoscaler's decision: the windows judged, those it would
+    have been wrong in, and each verdict's windows with the vertex that got it most often."""
+    at: dict[tuple[str, str], tuple[int, str]] = {}  # (job, verdict) -> (windows, vertex)
+    for r in sorted(found.autoscaler_vertices, key=lambda r: r["vertex"]):
+        for kind in VERDICT_KINDS:
+            n = int(r[verdict_column(kind)] or 0)
+            if n > at.get((r["job"], kind), (0, ""))[0]:
+                at[(r["job"], kind)] = (n, r["vertex"])
+    out = []
+    for r in sorted(found.autoscaler, key=lambda r: r["job"]):
+        job = r["job"]
+        given = [(kind, int(r[verdict_column(kind)] or 0)) for kind in VERDICT_KINDS]
+        tallies = [
+            VerdictTally(kind, n, at[(job, kind)][1], at[(job, kind)][0])
+            for kind, n in sorted(given, key=lambda g: -g[1])  # stable: the verdicts' order
+            if n > 0 and (job, kind) in at
+        ]
+        out.append(
+            AutoscalerHistory(job, int(r["as_windows"]), int(r["as_judged"] or 0),
+                              int(r["as_wrong"] or 0), tuple(tallies))
+        )  # fmt: skip
+    return tuple(out)
 
 
 def skewed_subtasks(found: Aggregates, limits: Thresholds) -> tuple[SkewedSubtask, ...]:

@@ -5,7 +5,10 @@ The rows are columns of plain Python values keyed by column name, in the order o
 invented: a metric the report does not know is null, and a vertex reported without subtasks is
 one row with a null ``subtask`` carrying the vertex's own figures. The report's ``checkpoints``
 (its counts and newest checkpoint) go on every row of the window, its phases of a vertex on that
-vertex's rows; all null when the report has none.
+vertex's rows; all null when the report has none. So does its ``autoscaler``: whether it would act
+on every row, what it would give a vertex and its verdicts at that vertex on the vertex's rows
+(the autoscaler judges the report's own vertices: a verdict on a vertex the report does not list
+would have no row to go on).
 
 May import: the model layer (stdlib only here).
 """
@@ -17,7 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from bpmon.history.schema import CHECKPOINT_COLUMNS, TABLES, TableName
+from bpmon.history.schema import AUTOSCALER_COLUMNS, CHECKPOINT_COLUMNS, TABLES, TableName
+from bpmon.model.autoscaler import AutoscalerReport
 from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport
 from bpmon.model.clock import as_utc
 from bpmon.model.values import Metrics, Report
@@ -69,9 +73,11 @@ def report_rows(
     key = WindowKey.of(report, burst)
     writer = {"bpmon_version": version, "synthetic": synthetic}
     checkpoints = checkpoint_values(report.checkpoints)
+    autoscaler = autoscaler_values(report.autoscaler)
     subtasks = empty_columns("subtasks")
     for row in _subtask_rows(report):
-        _add(subtasks, {**key.values(), **row, **checkpoints, **writer})
+        vertex = autoscaler.get(str(row["vertex"]), autoscaler[None])
+        _add(subtasks, {**key.values(), **row, **checkpoints, **vertex, **writer})
     causes = empty_columns("causes")
     for rank, cause in enumerate(report.root_causes or ()):
         row = {
@@ -132,6 +138,25 @@ def vertex_checkpoint_values(phases: CheckpointPhases | None) -> dict[str, objec
 
 
 _VERTEX_CHECKPOINT = tuple(c for c in CHECKPOINT_COLUMNS if c.startswith("checkpoint_vertex_"))
+
+
+def autoscaler_values(decision: AutoscalerReport | None) -> dict[str | None, dict[str, object]]:
+    """The ``autoscaler_*`` columns of each vertex the decision evaluates or judges, by name, and
+    under None those of the report's other vertices (``decision`` None: every column null)."""
+    if decision is None:
+        return {None: dict.fromkeys(AUTOSCALER_COLUMNS)}
+    recommended = {v.name: v.recommended_parallelism for v in decision.vertices}
+    verdicts: dict[str, list[str]] = {}
+    for verdict in decision.verdicts:
+        verdicts.setdefault(verdict.vertex, []).append(verdict.verdict)
+    return {
+        name: {
+            "autoscaler_acts": decision.acts,
+            "autoscaler_recommended_parallelism": None if name is None else recommended.get(name),
+            "autoscaler_verdicts": [] if name is None else verdicts.get(name, []),
+        }
+        for name in (None, *recommended, *verdicts)
+    }
 
 
 def _subtask_rows(report: Report) -> Iterator[dict[str, object]]:

@@ -10,9 +10,11 @@ The history is a Parquet dataset under the runs directory (``docs/history.md``):
 ``subtasks`` holds one row per subtask per monitoring window, ``causes`` one row per root cause
 of a window. What belongs to a whole window is repeated on each of its subtask rows, as its run
 and times are: the job's checkpoints (its counts and its newest checkpoint, ``checkpoint*``
-columns), and on each vertex's rows that vertex's phases in that checkpoint. Parquet stores a
-value repeated down a column in a few bytes, and the analytics' one pass over the subtask rows
-reads them with the rest (no table or join of their own).
+columns), and on each vertex's rows that vertex's phases in that checkpoint; whether the
+autoscaler would act (``autoscaler_acts``), and on each vertex's rows what it would give that
+vertex and its verdicts there (``autoscaler_*``). Parquet stores a value repeated down a column
+in a few bytes, and the analytics' one pass over the subtask rows reads them with the rest (no
+table or join of their own).
 
 Every column is listed here exactly once, with its type, whether it may be null and what it
 means; the pyarrow schema the store writes, the Spark schema the analytics read with and the
@@ -52,7 +54,9 @@ COMPACTED_KEY = b"bpmon.history.compacted"
 """The Parquet metadata key marking a compacted part (it replaces the parts it covers)."""
 
 TableName = Literal["subtasks", "causes"]
-Kind = Literal["string", "int32", "int64", "float64", "bool", "date", "timestamp", "int32 list"]
+Kind = Literal[
+    "string", "int32", "int64", "float64", "bool", "date", "timestamp", "int32 list", "string list"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,33 @@ ones null when none had ended yet."""
 CHECKPOINT_COLUMNS = tuple(c.name for c in _CHECKPOINTS)
 """The checkpoint columns' names (added in ``bpmon.history/1``: older parts read them as null)."""
 
+_AUTOSCALER = (
+    Column(
+        "autoscaler_acts",
+        "bool",
+        True,
+        "whether the autoscaler would scale at all; null: no decision in the window",
+    ),
+    Column(
+        "autoscaler_recommended_parallelism",
+        "int32",
+        True,
+        "the parallelism it would give the row's vertex (its own: no change)",
+    ),
+    Column(
+        "autoscaler_verdicts",
+        "string list",
+        True,
+        "its verdicts at the row's vertex (`agrees`, `misses`, ...); empty: none there",
+    ),
+)
+"""The autoscaler's decision in the window (``docs/report.md``: the report's ``autoscaler``):
+``autoscaler_acts`` the same on every row of the window, the others the row's vertex's. All null
+for a report without one (the target gave no rates or busy time)."""
+
+AUTOSCALER_COLUMNS = tuple(c.name for c in _AUTOSCALER)
+"""The autoscaler columns' names (added in ``bpmon.history/1``: older parts read them as null)."""
+
 _WRITER = (
     Column("bpmon_version", "string", False, "the bpmon version that wrote the row"),
     Column("synthetic", "bool", False, "true for rows made by `bpmon history synth`, not a run"),
@@ -152,6 +183,7 @@ SUBTASK_COLUMNS: tuple[Column, ...] = (
     Column("records_in_per_s", "float64", True, "numRecordsInPerSecond"),
     Column("records_out_per_s", "float64", True, "numRecordsOutPerSecond"),
     *_CHECKPOINTS,
+    *_AUTOSCALER,
     *_WRITER,
 )
 """One row per subtask per window."""
@@ -202,6 +234,7 @@ def arrow_schema(table: TableName) -> pa.Schema:
         "date": pa.date32(),
         "timestamp": pa.timestamp("us", tz="UTC"),
         "int32 list": pa.list_(pa.int32()),
+        "string list": pa.list_(pa.string()),
     }
     fields = [pa.field(c.name, types[c.kind], nullable=c.nullable) for c in TABLES[table]]
     return pa.schema(fields, metadata={SCHEMA_KEY: HISTORY_SCHEMA.encode(), TABLE_KEY: table})
@@ -220,6 +253,7 @@ def spark_schema(table: TableName) -> StructType:
         "date": st.DateType(),
         "timestamp": st.TimestampType(),
         "int32 list": st.ArrayType(st.IntegerType(), containsNull=False),
+        "string list": st.ArrayType(st.StringType(), containsNull=False),
     }
     return st.StructType(
         [st.StructField(c.name, types[c.kind], nullable=c.nullable) for c in TABLES[table]]

@@ -15,7 +15,12 @@ hold ``synth``, so synthetic rows are never mistaken for runs. What it plants, p
 - **checkpoints**: a checkpoint completes in every window (its id the burst plus one, as are the
   counts), taking ~400 ms of which half waits for barriers; from run ``runs // 2`` on, the slower
   bottleneck holds the barriers: ~2,000 ms, 90% of it waiting (a checkpoint slowdown between the
-  same two runs as the capacity drop). Only the job's figures: the per-vertex phases are null.
+  same two runs as the capacity drop). Only the job's figures: the per-vertex phases are null;
+- **the autoscaler's verdicts**: in every window it would scale the bottleneck up by one subtask:
+  ``agrees`` before run ``runs // 2``, ``misses`` from it on (the slower bottleneck needs more than
+  one more); in the first window of every run it would also double the weak second cause's vertex,
+  ``scales-ineffectively`` (a shared link is no faster for more subtasks). Every window is judged;
+  those of run ``runs // 2`` on, and the first of each earlier run, would have been wrong.
 
 Rows are built column-wise with pyarrow (noise from ``pyarrow.compute.random``, seeded), one part
 file per run, so ten million rows take seconds, not minutes. Writing the same plan twice writes
@@ -235,6 +240,7 @@ def _subtasks(plan: SynthPlan, k: int, i: int) -> Any:
         "synthetic": pa.repeat(True, n),
     }
     columns |= _checkpoints(plan, i, width, noise(4, 0.05))
+    columns |= _autoscaler(plan, k, i, pattern["vertex"])
     schema = arrow_schema("subtasks")
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
@@ -281,13 +287,42 @@ def _checkpoints(plan: SynthPlan, i: int, width: int, jitter: Any) -> dict[str, 
     }
 
 
+def _autoscaler(plan: SynthPlan, k: int, i: int, vertices: list[str]) -> dict[str, Any]:
+    """The autoscaler columns of run ``i`` of job ``k`` (see the module); ``vertices`` is the
+    vertex of each row of a window."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    regressed = regression_run(plan)
+    at_bottleneck = "misses" if regressed is not None and i >= regressed else "agrees"
+    bottleneck, second = planted_bottleneck(k), _second_cause(k)
+    choices = pa.array([[], [at_bottleneck], ["scales-ineffectively"]], pa.list_(pa.string()))
+    verdict: list[int] = []
+    recommended: list[int] = []
+    p = plan.parallelism
+    for b in range(plan.bursts):
+        for vertex in vertices:
+            doubled = b == 0 and vertex == second
+            verdict.append(1 if vertex == bottleneck else 2 if doubled else 0)
+            recommended.append(p + 1 if vertex == bottleneck else 2 * p if doubled else p)
+    return {
+        "autoscaler_acts": pa.repeat(True, len(verdict)),
+        "autoscaler_recommended_parallelism": pa.array(recommended, pa.int32()),
+        "autoscaler_verdicts": pc.take(choices, pa.array(verdict, pa.int32())),
+    }
+
+
+def _second_cause(k: int) -> str:
+    """The vertex of job ``k``'s weak second cause (``network``, in each run's first window)."""
+    return "sink" if planted_bottleneck(k) != "sink" else "enrich"
+
+
 def _causes(plan: SynthPlan, k: int, i: int) -> Columns:
     """The cause rows of run ``i`` of job ``k``: the bottleneck in every window, a weak second."""
     import random
 
     rng = random.Random(plan.seed * 1_000_003 + k * 10_007 + i)
-    bottleneck = planted_bottleneck(k)
-    second = "sink" if bottleneck != "sink" else "enrich"
+    bottleneck, second = planted_bottleneck(k), _second_cause(k)
     kind = "slow-sink" if bottleneck == "sink" else "slow-operator"
     capacity = _capacity(plan, i)
     columns = empty_columns("causes")

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bpmon.model.autoscaler import VerdictKind
 from bpmon.model.capacity import MIN_BUSY
 from bpmon.model.clock import format_timestamp
 from bpmon.model.report_json import json_text
@@ -227,6 +228,45 @@ class CheckpointHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class VerdictTally:
+    """One of the autoscaler's verdicts over a job's windows.
+
+    Attributes:
+        windows: the windows it was given in, at any vertex (a window counts once).
+        vertex: the vertex it was given in most windows (the first by name among equals), and
+            ``vertex_windows`` how many.
+    """
+
+    verdict: VerdictKind
+    windows: int
+    vertex: str
+    vertex_windows: int
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerHistory:
+    """One job's windows as the autoscaler would have decided them, judged against bpmon's causes
+    (``docs/autoscaler.md``: a verdict per root cause, and per vertex it would scale up that is
+    none).
+
+    Attributes:
+        windows: the windows whose report carries the autoscaler's decision.
+        judged: of them, those with a verdict (a window with no cause and nothing scaled up has
+            none: there is nothing to judge).
+        wrong: of those, the windows where it would have been wrong: a verdict other than
+            ``agrees`` at any vertex.
+        verdicts: each verdict given, the most windows first (then in the verdicts' order);
+            ``agrees`` among them. A window with two verdicts counts in both.
+    """
+
+    job: str
+    windows: int
+    judged: int
+    wrong: int
+    verdicts: tuple[VerdictTally, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """Everything ``bpmon analyze`` found, with how and on what it was computed.
 
@@ -235,6 +275,8 @@ class Analysis:
         seconds: how long the analysis took, Spark's start included.
         thresholds: the limits applied (the ``[history]`` rules and three of the diagnosis').
         checkpoints: per job whose reports observed checkpoints, their trend run by run.
+        autoscaler: per job whose reports carry the autoscaler's decision, how often it would
+            have been wrong, and how.
         notes: plain answers where there is little to analyse (empty history, a single run).
         skipped: the dataset's files skipped, each with its path and why (left as they are).
     """
@@ -255,6 +297,7 @@ class Analysis:
     regressions: tuple[Regression, ...] = ()
     skew: tuple[SkewedSubtask, ...] = ()
     checkpoints: tuple[CheckpointHistory, ...] = ()
+    autoscaler: tuple[AutoscalerHistory, ...] = ()
     notes: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     schema: str = ANALYSIS_SCHEMA

@@ -2,7 +2,8 @@
 
 The same sections in both forms, in the order a reader asks: what was analysed, the chronic
 bottlenecks, what regressed between runs, each vertex's levels, ratios, capacity and trend, each
-job's checkpoints run by run, and the subtasks repeatedly hot. Numbers are formatted here once
+job's checkpoints run by run, how often the autoscaler would have been wrong, and the subtasks
+repeatedly hot. Numbers are formatted here once
 (:func:`cells`), so the terminal and the Markdown never disagree.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
-from bpmon.model.analysis import Analysis, CheckpointHistory, Regression
+from bpmon.model.analysis import Analysis, AutoscalerHistory, CheckpointHistory, Regression
 from bpmon.model.numbers import counted, milliseconds, percent
 from bpmon.render.fit import Col, fit_table
 
@@ -89,6 +90,12 @@ def sections(analysis: Analysis) -> Iterator[Section]:
              "failed in run", "barrier wait"],
             [row for c in a.checkpoints for row in _checkpoint_rows(c)],
         )  # fmt: skip
+    if a.autoscaler:
+        yield (
+            "The autoscaler's decisions judged against bpmon's causes (windows)",
+            ["job", "judged", "would be wrong", "wrong verdicts"],
+            [_autoscaler_row(h) for h in a.autoscaler],
+        )
     if a.skew:
         yield (
             "Skew over time (a subtask repeatedly hot for its vertex)",
@@ -125,6 +132,9 @@ TEXT_COLUMNS: dict[str, Col] = {
     "failed": Col("failed", "right", wrap=False),
     "failed in run": Col("failed\nin run", "right", wrap=False, drop=1),
     "barrier wait": Col("barrier\nwait", "right", wrap=False),
+    "judged": Col("judged", "right", wrap=False),
+    "would be wrong": Col("would be\nwrong", "right", wrap=False),
+    "wrong verdicts": Col("wrong verdicts (vertex)"),
 }
 """How each column of :func:`sections` shows on a terminal (stacked headers, what may go)."""
 
@@ -136,6 +146,9 @@ LEGENDS = {
     "checkpoints": "duration: of the checkpoints, p50 and p95 (a failed one's until it failed); "
     "failed: of them; failed in run: the growth of the job's failed count from the run's first "
     "window to its last; barrier wait: the share of their time spent waiting for barriers",
+    "would be wrong": "judged: windows with a verdict, of those with the autoscaler's decision; "
+    "would be wrong: with a verdict other than agrees; wrong verdicts: each one's windows and the "
+    "vertex that got it most (its windows when fewer)",
 }
 """The line under a table that explains its abbreviated headers."""
 
@@ -211,6 +224,25 @@ def _checkpoint_rows(c: CheckpointHistory) -> list[list[str]]:
          "-" if p.failed_during is None else f"{p.failed_during:+,}", _pct(p.barrier_wait_share)]
         for p in c.by_run
     ]  # fmt: skip
+
+
+def _autoscaler_row(h: AutoscalerHistory) -> list[str]:
+    """judged of windows, wrong of judged, and ``scales-ineffectively 12 (aggregate), misses 2
+    (enrich)``: the verdicts other than agrees, most windows first."""
+    wrong = [
+        f"{t.verdict} {t.windows:,} ({t.vertex}"
+        + ("" if t.vertex_windows == t.windows else f" {t.vertex_windows:,}")
+        + ")"
+        for t in h.verdicts
+        if t.verdict != "agrees"
+    ]
+    share = f" ({h.wrong / h.judged:.0%})" if h.judged else ""
+    return [
+        h.job,
+        f"{h.judged:,} of {h.windows:,}",
+        f"{h.wrong:,} of {h.judged:,}{share}",
+        ", ".join(wrong) or "-",
+    ]
 
 
 def _regression(r: Regression) -> list[str]:

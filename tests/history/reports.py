@@ -1,11 +1,17 @@
 """Reports as the history tests save, append, compact and read them back: a burst of a watch, a
-small diagnosed run, and the checkpoints a report may carry."""
+small diagnosed run, and the checkpoints and the autoscaler's decision a report may carry."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from bpmon.model.autoscaler import (
+    AutoscalerReport,
+    AutoscalerVerdict,
+    AutoscalerVertex,
+    VerdictKind,
+)
 from bpmon.model.checkpoints import (
     CheckpointPhases,
     CheckpointReport,
@@ -113,3 +119,24 @@ def checkpoints(
 def with_checkpoints(report: Report, checkpoints: CheckpointReport | None) -> Report:
     """``report`` carrying ``checkpoints``."""
     return replace(report, checkpoints=checkpoints)
+
+
+def autoscaler(
+    parallelism: dict[str, tuple[int, int]],
+    verdicts: tuple[tuple[str, VerdictKind], ...] = (),
+    *,
+    acts: bool = True,
+) -> AutoscalerReport:
+    """A report's autoscaler decision: each evaluated vertex's ``(parallelism, recommended)``,
+    and the verdicts ``(vertex, verdict)`` in their order."""
+    vertices = tuple(
+        AutoscalerVertex(name, 0.5, 1000.0, 500.0, 0.0, now, asked)
+        for name, (now, asked) in parallelism.items()
+    )
+    judged = tuple(AutoscalerVerdict(v, kind, f"{kind} at {v}") for v, kind in verdicts)
+    return AutoscalerReport({"utilization.target": 0.7}, vertices, judged, acts)
+
+
+def with_autoscaler(report: Report, decision: AutoscalerReport | None) -> Report:
+    """``report`` carrying the autoscaler's ``decision``."""
+    return replace(report, autoscaler=decision)

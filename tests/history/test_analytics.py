@@ -156,6 +156,26 @@ def test_the_planted_regressions_are_found_with_both_run_ids(analysis: Analysis)
         assert "90% of their time waiting for barriers (was 50%)" in slower.detail
 
 
+def test_the_planted_autoscaler_verdicts_are_counted_per_job(analysis: Analysis) -> None:
+    """Every window judged; wrong in every window from the regression run on (misses at the
+    bottleneck) and in each earlier run's first (scales-ineffectively at the second cause's)."""
+    at = regression_run(PLAN)
+    assert at is not None
+    windows = PLAN.runs * PLAN.bursts
+    early, late = at * PLAN.bursts, (PLAN.runs - at) * PLAN.bursts  # before it, from it on
+    by_job = {h.job: h for h in analysis.autoscaler}
+    for k in (1, 2):
+        found = by_job[f"synth-job-{k}"]
+        assert (found.windows, found.judged) == (windows, windows)
+        assert found.wrong == late + at  # 6 + 2 of 12
+        second = "sink" if planted_bottleneck(k) != "sink" else "enrich"
+        assert [(t.verdict, t.windows, t.vertex, t.vertex_windows) for t in found.verdicts] == [
+            ("agrees", early, planted_bottleneck(k), early),
+            ("misses", late, planted_bottleneck(k), late),
+            ("scales-ineffectively", PLAN.runs, second, PLAN.runs),
+        ]
+
+
 def test_a_slower_sink_between_two_real_runs_is_a_capacity_drop(
     analysis: Analysis, real_runs: Any
 ) -> None:
@@ -273,6 +293,7 @@ def test_analyze_writes_every_format_and_the_aggregates(
     assert done.exit_code == 0, done.output
     page = (tmp_path / "analysis.html").read_text()
     assert "plotly" in page.lower() and "capacity-drop" in page
+    assert "decisions judged against bpmon" in page and "scales-ineffectively 4 (" in page
     assert json.loads((tmp_path / "analysis.json").read_text())["schema"] == "bpmon.analysis/1"
     regressions = pq.read_table(tmp_path / "regressions.parquet").to_pylist()
     assert {r["kind"] for r in regressions} == {"capacity-drop", "checkpoint-slower"}
@@ -281,6 +302,14 @@ def test_analyze_writes_every_format_and_the_aggregates(
         (f"synth-job-{k}", run_id(PLAN, k, i)) for k in (1, 2) for i in range(PLAN.runs)
     )
     assert len(pq.read_table(tmp_path / "vertex_runs.parquet")) > 0
+    verdicts = pq.read_table(tmp_path / "autoscaler_verdicts.parquet").to_pylist()
+    assert {(r["job"], r["verdict"]) for r in verdicts if r["job"].startswith("synth")} == {
+        (f"synth-job-{k}", kind)
+        for k in (1, 2)
+        for kind in ("agrees", "misses", "scales-ineffectively")
+    }
+    jobs = pq.read_table(tmp_path / "autoscaler.parquet").to_pylist()
+    assert {r["job"]: r["judged"] for r in jobs}["synth-job-1"] == PLAN.runs * PLAN.bursts
     markdown = runner.invoke(app, [*args, "--format", "md", "--job", "synth-job-1"])
     assert markdown.exit_code == 0 and "## Chronic bottlenecks" in markdown.stdout
     assert run_id(PLAN, 1, 2) in markdown.stdout

@@ -150,6 +150,9 @@ def test_analyze_runs_on_a_standalone_cluster(
     ] == [("capacity-drop", planted_bottleneck(1), *pair), ("checkpoint-slower", "", *pair)]
     (checkpoints,) = doc["checkpoints"]  # the cluster's executors read the checkpoint columns too
     assert [p["checkpoints"] for p in checkpoints["by_run"]] == [PLAN.bursts] * PLAN.runs
+    (autoscaler,) = doc["autoscaler"]  # and the list of verdicts of each vertex's rows
+    wrong = (PLAN.runs - at) * PLAN.bursts + at  # from the regression run on, and each first window
+    assert (autoscaler["judged"], autoscaler["wrong"]) == (PLAN.runs * PLAN.bursts, wrong)
     assert doc["chronic"][0]["vertex"] == planted_bottleneck(1)
     executors = [p for p in work.glob("app-*/*") if p.is_dir()]
     assert executors, f"no executor ran on the worker: {list(work.rglob('*'))[:20]}"

@@ -11,6 +11,7 @@ import pytest
 from bpmon.history.schema import HISTORY_SCHEMA, TABLES
 from bpmon.model.analysis import (
     Analysis,
+    AutoscalerHistory,
     CheckpointHistory,
     ChronicBottleneck,
     JobHistory,
@@ -18,6 +19,7 @@ from bpmon.model.analysis import (
     RunCheckpoints,
     SkewedSubtask,
     Thresholds,
+    VerdictTally,
     VertexHistory,
 )
 
@@ -55,12 +57,15 @@ def test_the_json_table_lists_every_key_of_the_analysis() -> None:
         "regressions": Regression,
         "skew": SkewedSubtask,
         "checkpoints": CheckpointHistory,
+        "autoscaler": AutoscalerHistory,
     }
     for key, cls in nested.items():
         for f in fields(cls):
             assert f"`{f.name}`" in rows[key], f"{key}.{f.name} is not documented"
     for f in fields(RunCheckpoints):  # checkpoints.by_run
         assert f"`{f.name}`" in rows["checkpoints"].split("`by_run`", 1)[1], f"by_run.{f.name}"
+    for f in fields(VerdictTally):  # autoscaler.verdicts
+        assert f"`{f.name}`" in rows["autoscaler"].split("`verdicts`", 1)[1], f"verdicts.{f.name}"
 
 
 def test_the_readme_links_the_history_doc_and_documents_the_commands() -> None:

@@ -2,11 +2,12 @@
 
 The older parts here are real Parquet files written by pyarrow the way an older bpmon wrote
 them: the schema version in the metadata, the columns of its day (two nullable ones fewer, and
-none of the checkpoint columns; or exactly the columns of the bpmon before the checkpoint ones), no
-windows recorded. The current code reads them with pyarrow, compacts them and reads and analyses
-them with Spark beside parts that carry checkpoints, the missing columns as nulls. Parts that
-cannot be read that way (a missing column that may not be null, a column of another type) are
-still skipped and named.
+none of the checkpoint or autoscaler columns; or exactly the columns of the bpmon before the
+checkpoint ones, or before the autoscaler ones), no windows recorded. The current code reads them
+with pyarrow, compacts them and reads and analyses them with Spark beside parts that carry
+checkpoints or the autoscaler's verdicts, the missing columns as nulls. Parts that cannot be read
+that way (a missing column that may not be null, a column of another type) are still skipped and
+named.
 """
 
 from __future__ import annotations
@@ -22,13 +23,22 @@ import pytest
 
 from bpmon.history.analytics import read_table
 from bpmon.history.compaction import compact
-from bpmon.history.schema import CHECKPOINT_COLUMNS, SCHEMA_KEY, TABLE_KEY, TABLES, arrow_schema
+from bpmon.history.schema import (
+    AUTOSCALER_COLUMNS,
+    CHECKPOINT_COLUMNS,
+    SCHEMA_KEY,
+    TABLE_KEY,
+    TABLES,
+    arrow_schema,
+)
 from bpmon.history.store import HistoryStore
+from bpmon.model.analysis import AutoscalerHistory, VerdictTally
+from bpmon.model.autoscaler import VerdictKind
 from bpmon.model.checkpoints import CheckpointStatus
 from bpmon.model.values import Report
 from bpmon.service.facade import Settings
 from bpmon.service.history import analyze_history
-from tests.history.reports import checkpoints, with_checkpoints
+from tests.history.reports import autoscaler, checkpoints, with_autoscaler, with_checkpoints
 
 RUN = "20261122T101500Z-enrich-0001"
 Exactly = Callable[[HistoryStore, set[tuple[str, int]]], None]
@@ -169,7 +179,8 @@ def test_parts_from_before_the_checkpoint_columns_analyse_beside_new_ones(
     run all of them; compacted, the older rows keep their nulls."""
     store = HistoryStore.in_runs_dir(tmp_path, compact=False)
     yesterday = {**OLD_ROWS, "in_pool_usage": [0.2, None], "records_out_per_s": [900.0, 0.0]}
-    assert set(yesterday) == set(arrow_schema("subtasks").names) - set(CHECKPOINT_COLUMNS)
+    before = set(CHECKPOINT_COLUMNS) | set(AUTOSCALER_COLUMNS)  # it had neither
+    assert set(yesterday) == set(arrow_schema("subtasks").names) - before
     path = write_older(store, yesterday, f"{OLD_RUN}-0")
     for burst in range(3):
         store.append(checkpointed(make_report(burst), burst), burst)
@@ -187,6 +198,64 @@ def test_parts_from_before_the_checkpoint_columns_analyse_beside_new_ones(
     assert_checkpoints_kept(store.read("subtasks").to_pylist())
 
 
+def test_the_autoscaler_columns_may_be_null_so_older_parts_stay_readable() -> None:
+    columns = {c.name: c for c in TABLES["subtasks"]}
+    assert AUTOSCALER_COLUMNS and all(columns[name].nullable for name in AUTOSCALER_COLUMNS)
+
+
+@pytest.mark.slow
+def test_parts_from_before_the_autoscaler_columns_analyse_beside_new_ones(
+    spark: Any, tmp_path: Path, make_report: Callable[..., Report]
+) -> None:
+    """A part with exactly the columns of the bpmon before them (the checkpoint ones included),
+    and parts of today with the autoscaler's verdicts: read, analysed and compacted together, the
+    older run's window counts in no autoscaler figure, today's three do; nothing is lost."""
+    store = HistoryStore.in_runs_dir(tmp_path, compact=False)
+    current = arrow_schema("subtasks")
+    yesterday = {
+        **OLD_ROWS,
+        "in_pool_usage": [0.2, None],
+        "records_out_per_s": [900.0, 0.0],
+        **{c: [None, None] for c in CHECKPOINT_COLUMNS},
+        "checkpoint_id": [7, 7],
+    }
+    assert set(yesterday) == set(current.names) - set(AUTOSCALER_COLUMNS)
+    path = write_older(store, yesterday, f"{OLD_RUN}-0")
+    decided: list[tuple[VerdictKind, int]] = [("misses", 1), ("misses", 1), ("agrees", 3)]
+    for burst, (verdict, asked) in enumerate(decided):
+        decision = autoscaler({"source": (2, 2), "sink": (1, asked)}, (("sink", verdict),))
+        store.append(with_autoscaler(make_report(burst), decision), burst)
+    assert store.scan().skipped == ()
+
+    def assert_kept(rows: list[dict[str, Any]]) -> None:
+        old = [r for r in rows if r["run_id"] == OLD_RUN]
+        assert old and {r[c] for r in old for c in AUTOSCALER_COLUMNS} == {None}
+        assert [r["checkpoint_id"] for r in old] == [7, 7]  # what it had, kept
+        sinks = [r for r in rows if r["run_id"] == RUN and r["vertex"] == "sink"]
+        got = [
+            (r["autoscaler_verdicts"], r["autoscaler_recommended_parallelism"])
+            for r in sorted(sinks, key=lambda r: r["burst"])
+        ]
+        assert got == [(["misses"], 1), (["misses"], 1), (["agrees"], 3)]
+
+    assert_kept(store.read("subtasks").to_pylist())
+    found = analyze_history(Settings(runs_dir=tmp_path), master="local[2]")
+    (job,) = found.jobs
+    assert job.runs == 2  # the older run is analysed, without a decision
+    assert found.autoscaler == (
+        AutoscalerHistory(
+            "enrich/eu",
+            windows=3,
+            judged=3,
+            wrong=2,
+            verdicts=(VerdictTally("misses", 2, "sink", 2), VerdictTally("agrees", 1, "sink", 1)),
+        ),
+    )
+    done = compact(pq, store.root, today=None)
+    assert done.problems == [] and not path.exists()
+    assert_kept(store.read("subtasks").to_pylist())
+
+
 def test_a_later_minor_versions_extra_column_is_left_out(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path)
     later = {**OLD_ROWS, **{c: [0.5, 0.5] for c in ADDED}, "gc_time_ratio": [0.01, 0.02]}
@@ -201,6 +270,11 @@ def test_a_later_minor_versions_extra_column_is_left_out(tmp_path: Path) -> None
     [
         ({"vertex": None}, {}, "has no column 'vertex' (it may not be null)"),
         ({"ratio": ["high", "low"]}, {"ratio": pa.string()}, "column 'ratio' is string"),
+        (
+            {"autoscaler_verdicts": ["misses", ""]},
+            {"autoscaler_verdicts": pa.string()},
+            "column 'autoscaler_verdicts' is string, expected list<item: string>",
+        ),
     ],
 )
 def test_a_part_that_cannot_be_read_so_is_skipped_and_named(
