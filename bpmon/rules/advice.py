@@ -323,21 +323,11 @@ def _scale_skewed(
     More subtasks take only the evenly spread part of the records from it; when the hot key
     alone is more than it can take, no parallelism helps and the key has to be spread.
     """
-    n, name, target = vertex.parallelism, vertex.name, rules.capacity.utilisation_target
-    who, one = _named(name, [hot.index]), [hot.index]
-    lines.append(
-        line(
-            subtasks(name, one),
-            " receives ",
-            rounded_percent("hash-share", hot.measured, name, one),
-            f" of {name}'s records through the hash exchange (~",
-            rounded_percent("key-share", hot.fixed, name, one),
-            " on a key no parallelism splits)",
-        )
-    )
-    # The least p with demand * (fixed + (1 - fixed) / p) <= cap * target, if any p will do.
-    room = cap * target / demand - hot.fixed
-    if room <= 0:
+    n, name = vertex.parallelism, vertex.name
+    who = _named(name, [hot.index])
+    lines.append(_key_share_line(name, hot))
+    sized = _size_for_share(vertex, hot, cap, demand, rules)
+    if sized is None:
         return Advice(
             tuple(lines),
             f"Spread the hot key(s) that land on {who}: ~{demand * hot.fixed:,.0f} records/s "
@@ -347,8 +337,7 @@ def _scale_skewed(
             cap,
             demand,
         )
-    need = max(n + 1, math.ceil((1.0 - hot.fixed) / room))
-    share = hot.at(need)
+    need, share = sized
     return Advice(
         tuple(lines),
         f"{lead}: {need} subtasks instead of {n} would leave {who} {share:.0%} of the "
@@ -386,12 +375,56 @@ def _skew(
                 f" records/s offered to {name} ({_ESTIMATE})",
             )
         )
+    spread = f"salt the key, pre-aggregate before {exchange}, or route hot keys separately"
+    hottest = _hot_share(vertex, hot) if cap is not None and demand and hot else None
+    if hottest is not None and cap is not None and demand:
+        sized = _size_for_share(vertex, hottest, cap, demand, rules)
+        lines.append(_key_share_line(vertex.name, hottest))
+        if sized is not None:
+            need, left = sized
+            return Advice(
+                tuple(lines),
+                f"Spread the hot key(s) that land on {who} ({spread}); short of that, more "
+                f"parallelism helps here even if its hot share is one key: {need} "
+                f"subtasks instead of {vertex.parallelism} would leave the hottest {left:.0%} of "
+                f"the ~{demand:,.0f} records/s offered, at {demand * left / cap:.0%} "
+                f"utilisation (from the measured ~{cap:,.0f} records/s per subtask; `bpmon run "
+                "--verify` tries it).",
+                cap,
+                demand,
+                need,
+            )
     return Advice(
         tuple(lines),
-        f"Spread the hot key(s) that land on {who}: salt the key, pre-aggregate before "
-        f"{exchange}, or route hot keys separately; more parallelism does not split one key.",
+        f"Spread the hot key(s) that land on {who}: {spread}; more parallelism does not split "
+        "one key.",
         cap,
         demand if demand else None,
+    )
+
+
+def _size_for_share(
+    vertex: VertexObservation, hot: HotShare, cap: float, demand: float, rules: RulesConfig
+) -> tuple[int, float] | None:
+    """The least parallelism above today's at which the hottest subtask's share fits its
+    capacity at the utilisation target, and that share: the least p with demand x (fixed +
+    (1 - fixed) / p) <= cap x target; None when the part on one key alone is too much."""
+    room = cap * rules.capacity.utilisation_target / demand - hot.fixed
+    if room <= 0:
+        return None
+    need = max(vertex.parallelism + 1, math.ceil((1.0 - hot.fixed) / room))
+    return need, hot.at(need)
+
+
+def _key_share_line(name: str, hot: HotShare) -> EvidenceLine:
+    one = [hot.index]
+    return line(
+        subtasks(name, one),
+        " receives ",
+        rounded_percent("hash-share", hot.measured, name, one),
+        f" of {name}'s records through the hash exchange (~",
+        rounded_percent("key-share", hot.fixed, name, one),
+        " on a key no parallelism splits)",
     )
 
 

@@ -351,8 +351,6 @@ def _aligned(p: int, new: int, groups: int, cap: int, mode: AlignmentMode) -> in
 UNFIXED: Mapping[str, str] = {
     "data-skew": "a hot key stays on one subtask whatever the parallelism (FLINK-35814): the "
     "hot subtask keeps its share; spread the key (salt it, aggregate in two phases)",
-    "slow-subtask": "one slow instance (a slow machine, a noisy neighbour) stays as slow with "
-    "more siblings; move or restart it",
     "slow-sink": "the external system the sink writes to is the limit: more subtasks help only "
     "if it scales with them; scale it, or write in larger batches",
     "network": "the link between task managers is the limit: more subtasks share the same link",
@@ -393,6 +391,8 @@ def _verdict(
     sized = cause.recommended_parallelism
     scales = f"it would scale {name} {p} -> {asked}"
     if asked > p:
+        if cause.kind == "slow-subtask" and sized is None:
+            return _v(name, "over-provisions", f"{scales}, {_carried(cause)}")
         why = _unfixable(cause, observation)
         if why is not None:
             return _v(name, "scales-ineffectively", f"{scales}, but {why}")
@@ -439,6 +439,16 @@ def _unfixable(cause: RootCause, observation: Observation) -> str | None:
     if any(e.partitioner == "broadcast" for e in vertex.inputs):
         return BROADCAST
     return None
+
+
+def _carried(cause: RootCause) -> str:
+    """Why scaling up a slow instance's vertex over-provisions it: it works, at a price."""
+    which = ", ".join(map(str, cause.subtasks)) or "the slow one"
+    return (
+        f"which carries a slow instance (subtask {which}) with more subtasks than the load "
+        "needs: it keeps up only once every subtask's share fits the slow one's speed; move or "
+        "restart that instance instead"
+    )
 
 
 def _wrong(row: AutoscalerVertex, causes: Sequence[RootCause]) -> AutoscalerVerdict:

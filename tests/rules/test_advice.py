@@ -219,6 +219,47 @@ def test_a_mildly_hot_subtask_gets_the_least_parallelism_its_share_allows() -> N
     )
 
 
+def _keyed(growth: float) -> object:
+    """src (2 x 450/s emitted, lag growing by ``growth`` each) -> hash -> count p=3 -> out.
+
+    count[0] takes 600 records/s at 100% busy, the other two 150 at 25%: the same time per record,
+    four times the records: the kind ``data-skew`` names with its hot subtask.
+    """
+    return observation(
+        vertex("src", sub(0, bp=0.9, busy=0.05, rout=450, timed=False, metrics=lag(growth)),
+               sub(1, bp=0.9, busy=0.05, rout=450, timed=False, metrics=lag(growth))),
+        vertex("count", sub(0, busy=1.0, rin=600, rout=600, timed=False),
+               sub(1, busy=0.25, rin=150, rout=150, timed=False),
+               sub(2, busy=0.25, rin=150, rout=150, timed=False),
+               inputs=[edge("src", "hash")]),
+        vertex("out", sub(0, busy=0.05, rin=900, timed=False),
+               inputs=[edge("count", "rebalance")], kind="sink"),
+    )  # fmt: skip
+
+
+def test_a_hot_key_whose_share_fits_one_subtask_is_sized_and_one_that_does_not_is_not() -> None:
+    # count[0] receives 600 of 900 records/s: share 2/3 = f + (1 - f) / 3, so f = 1/2 on keys no
+    # parallelism splits (the worst case: all of it one key). Lag growing 50/s a source: offered
+    # 900 + 100 = 1000/s; count[0] takes 600/s, 540 at the 90% target. At p subtasks it receives
+    # 1000 x (1/2 + 1/2 / p) <= 540 from p = 12.5: 13, leaving it 53.8% at 89.7% busy.
+    report = diagnose(_keyed(50), RULES)  # type: ignore[arg-type]
+    assert not problems(report) and not unaccounted(report)
+    cause = report.root_causes[0]
+    assert (cause.vertex, cause.kind, cause.subtasks) == ("count", "data-skew", (0,))
+    assert cause.recommended_parallelism == 13
+    assert "13 subtasks instead of 3 would leave the hottest 54% of the ~1,000 records/s" in (
+        cause.recommendation
+    )
+    assert "at 90% utilisation" in cause.recommendation
+    assert cause.recommendation.startswith("Spread the hot key(s) that land on count[0]")
+    # lag growing 200/s a source: 1,300/s offered, 650 on one key alone above the 540: none
+    hotter = diagnose(_keyed(200), RULES)  # type: ignore[arg-type]
+    assert not problems(hotter) and not unaccounted(hotter)
+    [cause] = hotter.root_causes
+    assert (cause.kind, cause.recommended_parallelism) == ("data-skew", None)
+    assert "more parallelism does not split one key" in cause.recommendation
+
+
 def _in_series(next_busy: float) -> Observation:
     """src (offering 3,000/s) -> op (2 x 1,000/s, saturated) -> next (1 subtask, 2,000/s in
     at ``next_busy``) -> sink."""

@@ -183,6 +183,11 @@ def test_a_scale_up_within_one_of_bpmon_agrees_and_far_above_it_over_provisions(
     capped = RootCause("map", "slow-sink", (0, 1), 1.0, recommended_parallelism=None)
     [unsized] = verdicts(decision, (capped,), obs)
     assert unsized.verdict == "scales-ineffectively" and "external system" in unsized.detail
+    # a slow instance is carried by a wider vertex, at a price: measured on the runtime corpus
+    slow = RootCause("map", "slow-subtask", (1,), 1.0, recommended_parallelism=None)
+    [carried] = verdicts(decision, (slow,), obs)
+    assert carried.verdict == "over-provisions"
+    assert "subtask 1" in carried.detail and "move or restart" in carried.detail
     starved = RootCause("map", "resource-starved", (0, 1), 0.9, recommended_parallelism=1)
     assert verdicts(decision, (starved,), obs)[0].verdict == "scales-ineffectively"
 
