@@ -8,6 +8,7 @@ in at least one shipped example. Links between the documents and from the README
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import tomllib
@@ -273,3 +274,37 @@ def test_the_report_doc_lists_every_kind_the_code_can_write(
 ) -> None:
     documented = _kinds_of_table(section)
     assert documented >= set(kinds), f"missing from {section}: {sorted(set(kinds) - documented)}"
+
+
+DOCSTRING_PATH = re.compile(
+    r"(?<![\w/.:-])([\w.-]+(?:/[\w.-]+)+\.(?:py|md|toml|yml|yaml|json|jsonl|html|css|js|java|txt))\b"
+)
+"""A file path a docstring names: a folder and a file with one of the repo's extensions."""
+
+
+def _docstring_paths() -> Iterator[tuple[str, str]]:
+    """(module, path) for every file path named in a docstring of bpmon/ (a path with an
+    upper-case placeholder such as ``docs/NAME.md`` is a pattern, not a file)."""
+    for module in sorted((REPO / "bpmon").rglob("*.py")):
+        tree = ast.parse(module.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef):
+                continue
+            for match in DOCSTRING_PATH.finditer(ast.get_docstring(node, clean=False) or ""):
+                path = match.group(1)
+                if not path.startswith(".") and not any(
+                    part.isupper() for part in re.split(r"[/.]", path)
+                ):
+                    yield str(module.relative_to(REPO)), path
+
+
+def test_every_file_a_docstring_names_exists() -> None:
+    """From the repository's root, the package's, or the module's own folder."""
+    missing = [
+        f"{module}: {path}"
+        for module, path in _docstring_paths()
+        if not any(
+            (base / path).exists() for base in (REPO, REPO / "bpmon", (REPO / module).parent)
+        )
+    ]
+    assert not missing

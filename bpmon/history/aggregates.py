@@ -6,8 +6,6 @@ checkpoints, the autoscaler's verdicts per job and per job and vertex); here the
 :class:`Aggregates`: the runs numbered in time order within their job, the causes folded per run
 and per vertex, and each vertex's runs linked to the previous one (:func:`run_vertices`).
 Their size is the number of runs times the vertices, never the number of rows of the history.
-
-May import: the model layer (stdlib only here).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ question from them on the driver. The same code runs on ``local[*]`` and on a cl
 history runs in one shuffle partition, interpreted (:data:`SMALL`). No Python UDF: every
 expression is Spark's own.
 
-May import: the model layer, bpmon.history; pyspark (this module and ``spark.py`` only).
+pyspark is imported here and in ``spark.py`` only.
 """
 
 from __future__ import annotations

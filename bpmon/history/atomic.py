@@ -9,8 +9,6 @@ An *exclusive* write links the temporary file to its name instead of renaming it
 if the name exists, so of two writers of the same file exactly one wins and the other's file is
 left as it is. Where links are not supported, an existence check and a rename do the same,
 without the guarantee against a concurrent writer.
-
-May import: the standard library only.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ and each window is rewritten about four times. A past day is merged into a singl
 
 Compactions hold the compaction lock (``locks.py``): a second compactor finds it busy and
 leaves the job-day to the first.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

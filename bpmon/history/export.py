@@ -5,8 +5,6 @@ One file per table of :class:`~bpmon.model.analysis.Analysis` (``jobs``, ``verti
 ``autoscaler_verdicts``), written on the driver from the values the analysis returned,
 atomically, so a notebook, DuckDB or a dashboard can read the findings without Spark.
 ``docs/history.md`` lists the columns.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ A run's checkpoints are slower when their median duration rose by more than ``ca
 ``[checkpoints] slow_ms``: a quick checkpoint a few milliseconds slower is noise, and not what the
 diagnosis calls slow either.
 
-May import: the model layer, bpmon.history (no pyspark: these are the small results).
+No pyspark here: these are the small results.
 """
 
 from __future__ import annotations

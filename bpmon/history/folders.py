@@ -4,8 +4,6 @@ The dataset is two trees of the same shape, one per table (``schema.py``); a job
 of folders ``<table>/job=<job>/date=<day>`` of both tables. :func:`walk` finds every job-day and
 names every file that is not where a part goes; :func:`look` checks every file of one job-day
 and applies the reading rule of ``selection.py``.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ after a writer was killed between saving a report and appending it. Importing is
 report whose window is already in the dataset (in a part of its own or in a compacted part) is
 counted as present and nothing is written. Appends compact as they go (``compaction.py``), so
 importing thousands of reports leaves a few files per job-day, not thousands.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

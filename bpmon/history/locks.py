@@ -11,8 +11,6 @@ that held them (a killed compactor never leaves the dataset locked):
   are left for the next compaction (readers skip them anyway).
 
 Appends take no lock: they only add files, which no reader or compactor can mistake.
-
-May import: stdlib only.
 """
 
 from __future__ import annotations

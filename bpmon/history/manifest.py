@@ -7,7 +7,7 @@ Layout, beside the reports of the run (:mod:`bpmon.history.runs`)::
         bursts.jsonl       one JSON object per line, one line per burst saved
 
 A line holds what a listing or a job's history needs of a burst: its number, job, source,
-window, every vertex's level and the root causes (``spec/report.md``'s objects). A reader reads a
+window, every vertex's level and the root causes (``docs/report.md``'s objects). A reader reads a
 manifest from where it stopped last time (a byte offset), so a server that watches a job for
 weeks reads each line once, and a restart reads lines, never every report.
 
@@ -24,8 +24,6 @@ The report files stay the truth; the manifest is an index over them, kept right 
 
 Duplicate lines of one burst (a reader's repair racing a late writer) are harmless: the last
 one read wins.
-
-May import: the model layer, bpmon.history.atomic (stdlib only here).
 """
 
 from __future__ import annotations

@@ -14,8 +14,6 @@ Parts of the same major version are read with the current schema: columns added 
 minor version are left out, and nullable columns a part predates are read as nulls, so a part
 never becomes unreadable when a column is added. A part of another major version, or whose
 column has another type, or that lacks a column that may not be null, is skipped and named.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

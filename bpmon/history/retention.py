@@ -7,8 +7,6 @@ deleted. A prune killed half-way leaves a trash that the next prune or compactio
 
 Prunes hold the compaction lock, and the readers' lock while they move folders, so no bpmon
 reader loses a part it listed.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

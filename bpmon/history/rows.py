@@ -9,8 +9,6 @@ vertex's rows; all null when the report has none. So does its ``autoscaler``: wh
 on every row, what it would give a vertex and its verdicts at that vertex on the vertex's rows
 (the autoscaler judges the report's own vertices: a verdict on a vertex the report does not list
 would have no row to go on).
-
-May import: the model layer (stdlib only here).
 """
 
 from __future__ import annotations

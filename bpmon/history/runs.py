@@ -1,6 +1,6 @@
 """The runs directory: one folder per run, one JSON report per burst of samples.
 
-Layout (``spec/report.md`` documents the JSON)::
+Layout (``docs/report.md`` documents the JSON)::
 
     <root>/
         20261122T101500Z-slow-enrich-3f9a/

@@ -25,7 +25,7 @@ Parquet metadata. A reader takes the files of its own major version and skips (a
 other: columns are added in minor versions, never renamed or given another meaning, and a part
 written before a nullable column was added reads it as null (``parts.py``).
 
-May import: stdlib; pyarrow and pyspark only inside the functions that build their schemas.
+pyarrow and pyspark are imported only inside the functions that build their schemas.
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ A compaction writes its compacted pair before deleting the parts it merged, and 
 parts that are read, so at every moment each window is read from exactly one part of each
 table. A part that shares some windows with a chosen part but is not covered by it cannot come
 from bpmon (compactions hold a lock); it is skipped and named, never deleted.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

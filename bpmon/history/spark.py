@@ -10,7 +10,7 @@ an analysis.
 A missing pyspark or Java is one :class:`MissingDependencyError` line naming the fix, raised
 before anything starts; a master that cannot be reached is one :class:`AnalyticsError` line.
 
-May import: bpmon.history; pyspark inside the functions (the only importer besides analytics).
+pyspark is imported inside the functions, here and in ``analytics.py`` only.
 """
 
 from __future__ import annotations

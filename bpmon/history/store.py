@@ -21,8 +21,6 @@ deleted under them.
 
 pyarrow is imported only when a part is written or read (the ``[spark]`` extra): without it,
 :class:`MissingDependencyError` says how to install it.
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

@@ -25,8 +25,6 @@ hold ``synth``, so synthetic rows are never mistaken for runs. What it plants, p
 Rows are built column-wise with pyarrow (noise from ``pyarrow.compute.random``, seeded), one part
 file per run, so ten million rows take seconds, not minutes. Writing the same plan twice writes
 nothing the second time (part names come from the run ids).
-
-May import: the model layer, bpmon.history.
 """
 
 from __future__ import annotations

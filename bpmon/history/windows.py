@@ -5,8 +5,6 @@ and a compacted part records the windows of every part it replaced, so a reader 
 parts a compacted one covers without opening them, and an append can tell that its window is
 already in the dataset. A watch's bursts are consecutive, so a day of one run at a burst a second
 is a single range: the set stays a few bytes however many windows it holds.
-
-May import: stdlib only.
 """
 
 from __future__ import annotations

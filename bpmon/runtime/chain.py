@@ -6,7 +6,7 @@ chunk of records, then hands its output to the next member through one call
 (:meth:`Chain._hand_over`, Flink's ``ChainingOutput.pushToOperator``), which works and hands
 over in turn. A stack sample taken while member ``k`` works therefore shows exactly ``k``
 hand-over frames: the ``bpmon-runtime`` profile's ``chain_hop``, from which the collectors tell
-which member is on the stack (``rules/chains.py``), as they would on a Flink thread. A chain
+which member is on the stack (``bpmon/rules/chains.py``), as they would on a Flink thread. A chain
 may branch (``"a -> (b, c)"``, as Flink chains an operator to each of several forward
 consumers): a member hands its output to each member chained to it, and writes it to its own
 outputs that leave the task (as Flink's ``BroadcastingOutputCollector`` gives each record to

@@ -1,6 +1,6 @@
 """The server (``bpmon serve``: FastAPI under uvicorn) and, later, the dashboard: a surface.
 
-May import the service layer (:mod:`bpmon.service.facade`, :mod:`bpmon.service.watching`) and the
-model, and the web extra's libraries (fastapi, uvicorn, prometheus-client); never the runtime, the
-collectors, the rules or the history directly.
+The web layer stands on the service layer and the model, with the web extra's libraries
+(fastapi, uvicorn, prometheus-client); never on the runtime, the collectors, the rules or the
+history directly (import-linter's contracts in pyproject.toml hold it).
 """

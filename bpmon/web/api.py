@@ -134,7 +134,7 @@ def get_job(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=RECENT_BURSTS, description="Newest bursts shown.")] = 100,
 ) -> JSONResponse:
-    """The job's summary, its latest report (``spec/report.md``) and its last ``limit`` bursts,
+    """The job's summary, its latest report (``docs/report.md``) and its last ``limit`` bursts,
     oldest first."""
     watches = _watches(request)
     view = watches.job(job)
@@ -201,7 +201,7 @@ def get_run(
     request: Request,
     burst: Annotated[int, Query(ge=0, description="Which burst of the run (0 first).")] = 0,
 ) -> Response:
-    """The report document of ``spec/report.md``, byte-identical to ``bpmon diagnose``'s."""
+    """The report document of ``docs/report.md``, byte-identical to ``bpmon diagnose``'s."""
     settings = _watches(request).settings
     if not is_run_id(run_id):
         raise HTTPException(

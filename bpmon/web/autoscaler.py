@@ -17,8 +17,6 @@ saturated window, reports written before it existed) gets nothing: no box, no he
   disagreements (:meth:`bpmon.web.markup.CausePanel.autoscaler_beyond`).
 - With no verdict at all (a job nothing limits), one line says whether it would scale, as
   ``bpmon diagnose`` does (:func:`bpmon.render.autoscaler.opinion_lines`).
-
-May import: the model (the web layer stands on the service and the model only).
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ Plotly figures (each job's capacity per subtask run by run, one line per vertex,
 marked; the chronic bottlenecks' scores) above the same tables as the terminal's. plotly.js is
 inlined once, so the file opens offline and can be linked from the dashboard or mailed as is.
 
-The page is ``templates/analysis.html``. May import: the model layer (bpmon.model.analysis,
-bpmon.render.analysis), plotly and jinja2 (the web extra).
+The page is ``templates/analysis.html``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The stream opens with a comment (``: watching job NAME``), then sends for every 
 
     id: <run_id>/<burst>
     event: report
-    data: <the report document of spec/report.md, on one line>
+    data: <the report document of docs/report.md, on one line>
 
 and, when the watch ends or fails, one last event and the end of the stream::
 
