@@ -43,7 +43,7 @@ from bpmon.model.analysis import (
 )
 from bpmon.model.autoscaler import VERDICT_KINDS
 from bpmon.model.capacity import explained, parallelism_change
-from bpmon.model.numbers import counted, milliseconds, percent
+from bpmon.model.numbers import NULL, counted, milliseconds, percent
 
 
 def job_runs(found: Aggregates) -> tuple[JobHistory, ...]:
@@ -389,8 +389,8 @@ def skewed_subtasks(found: Aggregates, limits: Thresholds) -> tuple[SkewedSubtas
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    return NULL if value is None else f"{value:.2f}"
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+    return NULL if value is None else f"{value:.0%}"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from rich.console import Console
 
 from bpmon.model.analysis import Analysis, AutoscalerHistory, CheckpointHistory, Regression
-from bpmon.model.numbers import counted, milliseconds, percent
+from bpmon.model.numbers import NULL, counted, milliseconds, percent
 from bpmon.render.fit import Col, fit_table
 
 Section = tuple[str, list[str], list[list[str]]]
@@ -221,7 +221,7 @@ def _checkpoint_rows(c: CheckpointHistory) -> list[list[str]]:
     return [
         [c.job, f"{p.start:%Y-%m-%d %H:%M}", f"{p.checkpoints:,}", _ms(p.duration_p50),
          _ms(p.duration_p95), f"{p.failed:,}",
-         "-" if p.failed_during is None else f"{p.failed_during:+,}", _pct(p.barrier_wait_share)]
+         NULL if p.failed_during is None else f"{p.failed_during:+,}", _pct(p.barrier_wait_share)]
         for p in c.by_run
     ]  # fmt: skip
 
@@ -241,7 +241,7 @@ def _autoscaler_row(h: AutoscalerHistory) -> list[str]:
         h.job,
         f"{h.judged:,} of {h.windows:,}",
         f"{h.wrong:,} of {h.judged:,}{share}",
-        ", ".join(wrong) or "-",
+        ", ".join(wrong) or NULL,
     ]
 
 
@@ -251,13 +251,13 @@ def _regression(r: Regression) -> list[str]:
             if r.kind == "checkpoint-slower":
                 return _ms(v)
             return _rate(v) if r.kind == "capacity-drop" else f"{v:.0%}"
-        return "-" if v is None else v
+        return NULL if v is None else v
 
-    change = "-" if r.change is None else f"{r.change:+.0%}"
+    change = NULL if r.change is None else f"{r.change:+.0%}"
     return [
         r.job,
         r.kind,
-        r.vertex or "-",
+        r.vertex or NULL,
         r.before_run,
         r.after_run,
         value(r.before),
@@ -267,23 +267,23 @@ def _regression(r: Regression) -> list[str]:
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    return NULL if value is None else f"{value:.2f}"
 
 
 def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+    return NULL if value is None else f"{value:,.0f}"
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else milliseconds(value)
+    return NULL if value is None else milliseconds(value)
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else percent(value)
+    return NULL if value is None else percent(value)
 
 
 def _trend(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1%}"
+    return NULL if value is None else f"{value:+.1%}"
 
 
 def _cell(text: str) -> str:

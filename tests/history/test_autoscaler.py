@@ -247,7 +247,7 @@ def test_the_verdicts_render_as_a_table_in_text_and_markdown(
         "| scaled | 6 of 7 | 5 of 6 (83%) | scales-ineffectively 3 (aggregate), "
         "scales-wrong-vertex 2 (sink 1), misses 1 (sink) |"
     ) in markdown
-    assert "| calm | 0 of 3 | 0 of 0 | - |" in markdown
+    assert "| calm | 0 of 3 | 0 of 0 | – |" in markdown
     assert "| blind |" not in markdown.split("## The autoscaler")[1].split("\n## ")[0]
 
 

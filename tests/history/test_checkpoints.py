@@ -422,7 +422,7 @@ def test_the_checkpoints_render_as_a_table_lines_and_json(
         assert "slowing checkpoint-slower: 410 ms -> 1,500 ms (+266%)" in flat
     markdown = render_analysis_markdown(analysis)
     assert "## Checkpoints per run" in markdown
-    assert "| slowing | checkpoint-slower | - |" in markdown
+    assert "| slowing | checkpoint-slower | – |" in markdown
     assert "| slowing | 2026-11-22 11:15 | 3 | 1,500 ms | 1,600 ms | 1 | +1 | 87% |" in markdown
     doc = json.loads(analysis_to_json(analysis))
     (quick,) = [c for c in doc["checkpoints"] if c["job"] == "quick"]
