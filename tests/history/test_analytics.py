@@ -61,7 +61,7 @@ name = "work"
 kind = "map"
 parallelism = 3
 cost_us = 1000
-slow_subtasks = { 2 = 1.15 }
+slow_subtasks = { 2 = 1.4 }
 inputs = [{ from = "src", partitioner = "rebalance" }]
 
 [[operators]]
@@ -69,9 +69,10 @@ name = "out"
 kind = "sink"
 inputs = [{ from = "work", partitioner = "rebalance" }]
 """
-"""A source as fast as it can feeding a map whose subtask 2 is 15% slower than the others: all
-three saturated, their capacities ~1,000, ~1,000 and ~870 records/s (the mean and the median
-differ by 4%)."""
+"""A source as fast as it can feeding a map whose subtask 2 is 40% slower than the others: all
+three saturated, their capacities ~1,000, ~1,000 and ~710 records/s (the mean and the median
+differ by 8-11%; with 15% slower, 1.3-4.7% were seen, and 0.3% once in CI on a loaded machine,
+too close to tell the two apart)."""
 
 
 def rescaled(run: int, parallelism: int, per_subtask: float, light: float) -> Report:
@@ -195,8 +196,7 @@ def test_the_report_the_compare_page_and_spark_give_one_capacity_on_a_real_run(
     (cause,) = [c for c in report.root_causes or () if c.vertex == "work"]
     assert cause.subtasks == (0, 1, 2)  # the same subtasks in all three
     figures = [s.metrics.records_in_per_s / s.metrics.busy_ratio for s in work.subtasks]
-    # the run tells the mean from the median by far more than the checks below allow (0.1%): 4%
-    # on a quiet machine, 1.4% seen on a loaded one
+    # the run tells the mean from the median by far more than the checks below allow (0.1%)
     assert abs(statistics.median(figures) - statistics.mean(figures)) > 0.005 * statistics.mean(
         figures
     ), figures
