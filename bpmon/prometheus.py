@@ -40,7 +40,6 @@ report's opinion never lingers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
@@ -58,6 +57,7 @@ from bpmon import __version__
 from bpmon.model.autoscaler import VERDICT_KINDS, VerdictKind
 from bpmon.model.checkpoints import CheckpointPhases
 from bpmon.model.clock import utc_now
+from bpmon.model.counters import ServiceCounters
 from bpmon.model.values import FindingKind, Level, Metrics, Report, SubtaskStatus
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
@@ -66,22 +66,12 @@ CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 LatestReports = Callable[[], Sequence[Report]]
 """Returns the newest report of every job to export (the server passes its watched jobs')."""
 
-Counters = Callable[[], Mapping[str, float]]
-"""Returns bpmon's own counters by name: ``NAME`` or ``NAME_total`` is exported as
-``bpmon_NAME_total``."""
+Counters = Callable[[], ServiceCounters]
+"""Returns bpmon's own counters: each is exported as ``bpmon_NAME_total``, with its help."""
 
 SEVERITY: Mapping[Level, int] = {"OK": 0, "LOW": 1, "HIGH": 2}
 """The numeric value of each level in ``bpmon_backpressure_severity``."""
 
-COUNTER_HELP: Mapping[str, str] = {
-    "bursts": "Bursts of stack samples bpmon has taken since it started.",
-    "diagnoses": "Reports bpmon has diagnosed (one per burst) since it started.",
-    "errors": "Watches or bursts that failed with an error since bpmon started.",
-    "watches_started": "Watches (of a scenario or a process) bpmon has started.",
-}
-"""The counters bpmon's server passes to :func:`make_registry`, with their help text."""
-
-_COUNTER_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 _JOB = ("job",)
 _VERTEX = ("job", "vertex")
 _SUBTASK = ("job", "vertex", "subtask")
@@ -424,16 +414,9 @@ def _autoscaler_families(reports: Sequence[Report]) -> Iterator[Metric]:
     yield from (recommended, disagreement)
 
 
-def _counter_families(counters: Mapping[str, float]) -> Iterator[Metric]:
-    for key in sorted(counters):
-        name = key.removesuffix("_total")
-        if not _COUNTER_NAME.fullmatch(name):
-            raise ValueError(
-                f"counter {key!r}: not a Prometheus name part; use lower-case letters, digits "
-                "and '_' (it is exported as bpmon_NAME_total)"
-            )
-        documentation = COUNTER_HELP.get(name, f"bpmon's {name.replace('_', ' ')} counter.")
-        yield CounterMetricFamily(f"bpmon_{name}", documentation, value=counters[key])
+def _counter_families(counters: ServiceCounters) -> Iterator[Metric]:
+    for name, value, documentation in counters.items():
+        yield CounterMetricFamily(f"bpmon_{name}", documentation, value=float(value))
 
 
 def make_registry(
@@ -450,8 +433,7 @@ def make_registry(
     Args:
         latest: the newest report of every job to export; several reports of one job are
             reduced to the newest (by the end of its window).
-        counters: bpmon's own counters (:data:`COUNTER_HELP` names the usual ones); each must
-            only ever grow.
+        counters: bpmon's own counters (:class:`~bpmon.model.counters.ServiceCounters`).
         now: the wall clock for ``bpmon_report_age_seconds`` (tests pass a fixed one).
     """
     registry = CollectorRegistry(auto_describe=False)

@@ -27,10 +27,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bpmon.collectors.target import Target
+from bpmon.model.counters import ServiceCounters
 from bpmon.model.errors import BpmonError, ConfigError, JobError, JobOverError, TargetNotFoundError
 from bpmon.model.events import (
     BurstSampled,
@@ -156,8 +157,7 @@ class Watches:
         self._watches: dict[str, _Watch] = {}
         self._starting: set[str] = set()
         self.subscribers = Subscribers()
-        self._counters = {"bursts_total": 0, "diagnoses_total": 0, "errors_total": 0}
-        self._counters["watches_started_total"] = 0
+        self._counters = ServiceCounters()
         self._closed = False
         self._clock: Callable[[], float] = time.monotonic
         self._upkeep: history.Upkeep | None = None
@@ -269,7 +269,7 @@ class Watches:
             refused = self._closed or (first.job not in self._starting and self._running(first.job))
             if not refused:
                 self._watches[first.job] = watch
-                self._counters["watches_started_total"] += 1
+                self._count(watches_started=1)
         if refused:  # closed outside the lock: stopping a job takes seconds
             stop.set()
             _close(events)
@@ -300,7 +300,7 @@ class Watches:
             watch.beat = self._clock()
         if isinstance(event, BurstSampled):
             with self._lock:
-                self._counters["bursts_total"] += 1
+                self._count(bursts=1)
         elif isinstance(event, ReportReady):
             summary = BurstSummary.of(event.run_id, event.burst, event.report)
             with self._lock:
@@ -309,9 +309,9 @@ class Watches:
                 watch.latest = event.report
                 watch.recent_bursts.append(summary)
                 watch.trouble, watch.overrun = event.save_error, False
-                self._counters["diagnoses_total"] += 1
+                self._count(diagnoses=1)
                 if event.save_error is not None:
-                    self._counters["errors_total"] += 1
+                    self._count(errors=1)
             self.subscribers.notify(
                 Notice(watch.job, "running", event.run_id, event.burst, event.report)
             )
@@ -319,7 +319,7 @@ class Watches:
             with self._lock:
                 watch.trouble = f"{event.kind}: {event.detail}"
                 watch.overrun = watch.overrun or event.kind == "overrun"
-                self._counters["errors_total"] += 1
+                self._count(errors=1)
             _log.warning("bpmon: watch of job %r: %s: %s", watch.job, event.kind, event.detail)
         elif isinstance(event, JobEnded):
             with self._lock:
@@ -335,7 +335,7 @@ class Watches:
                 return
             watch.state, watch.error = state, error
             if state == "failed":
-                self._counters["errors_total"] += 1
+                self._count(errors=1)
         self.subscribers.notify(Notice(watch.job, state, watch.run_id))
 
     # ----------------------------------------------------------------------------------- upkeep
@@ -353,7 +353,7 @@ class Watches:
     def _kept_up(self, done: history.Maintenance) -> None:
         with self._lock:
             self.last_upkeep = done
-            self._counters["errors_total"] += len(done.problems)
+            self._count(errors=len(done.problems))
 
     # ------------------------------------------------------------------------------- stopping
 
@@ -447,10 +447,15 @@ class Watches:
         """The latest report of every job that has one (for ``/metrics``)."""
         return [v.latest for v in self.jobs() if v.latest is not None]
 
-    def counters(self) -> dict[str, float]:
+    def counters(self) -> ServiceCounters:
         """bpmon's own counters since the registry was made: bursts, diagnoses, errors."""
         with self._lock:
-            return {name: float(value) for name, value in self._counters.items()}
+            return self._counters
+
+    def _count(self, **more: int) -> None:
+        """Add ``more`` to the counters (the lock held)."""
+        now = self._counters
+        self._counters = replace(now, **{k: getattr(now, k) + n for k, n in more.items()})
 
     def _view(self, watch: _Watch, stored: StoredJob | None) -> JobView:
         """A watched job's view (the lock held): its stored past, then this watch's bursts.

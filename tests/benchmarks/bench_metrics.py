@@ -36,6 +36,7 @@ from functools import partial
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bpmon.model.counters import ServiceCounters
 from bpmon.model.values import (
     Level,
     Metrics,
@@ -198,7 +199,7 @@ def main() -> None:
     reports = [synthetic_report(args.subtasks, args.vertices, rng, b) for b in range(args.rounds)]
 
     holder = [reports[0]]
-    collector = make_registry(lambda: holder, lambda: {"bursts": 1}, now=lambda: END)
+    collector = make_registry(lambda: holder, lambda: ServiceCounters(bursts=1), now=lambda: END)
     gauges = GaugeExporter()
     gauges.update(reports[0])
     series = _series(generate_latest(collector))

@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bpmon.model.autoscaler import AutoscalerReport, AutoscalerVerdict, AutoscalerVertex
 from bpmon.model.checkpoints import CheckpointPhases, CheckpointReport, LastCheckpoint
+from bpmon.model.counters import ServiceCounters
 from bpmon.model.values import (
     Finding,
     Metrics,
@@ -98,10 +99,12 @@ def _autoscaled(job: str = "j", end: datetime = END) -> Report:
 
 
 def _scrape(
-    reports: Sequence[Report], counters: dict[str, float] | None = None, now: datetime = END
+    reports: Sequence[Report], counters: ServiceCounters | None = None, now: datetime = END
 ) -> Series:
     """Every sample of one scrape, keyed by name and label set."""
-    registry = make_registry(lambda: reports, lambda: counters or {}, now=lambda: now)
+    registry = make_registry(
+        lambda: reports, lambda: counters or ServiceCounters(), now=lambda: now
+    )
     text = generate_latest(registry).decode()
     return {
         (sample.name, frozenset(sample.labels.items())): sample.value
@@ -264,7 +267,7 @@ def test_no_checkpoint_metric_without_checkpoints_or_a_checkpoint_that_ended(
 
 
 def test_failed_checkpoints_are_a_counter_in_both_text_formats() -> None:
-    registry = make_registry(lambda: [_checkpointed()], dict, now=lambda: END)
+    registry = make_registry(lambda: [_checkpointed()], ServiceCounters, now=lambda: END)
     text = generate_latest(registry).decode()
     assert "# TYPE bpmon_checkpoint_failed_total counter\n" in text
     assert 'bpmon_checkpoint_failed_total{job="j"} 3.0\n' in text
@@ -304,7 +307,7 @@ def test_a_real_checkpoint_report_exports_its_own_figures(checkpoint_report: Rep
     blamed = {f.vertex for f in checkpoint_report.findings if f.kind == "checkpoint-backpressure"}
     assert blamed == {CHECKPOINTS_HELD_BY}, checkpoint_report.findings
     assert _held(series, job, *names) == {v: float(v in blamed) for v in names}
-    registry = make_registry(lambda: [checkpoint_report], dict, now=lambda: END)
+    registry = make_registry(lambda: [checkpoint_report], ServiceCounters, now=lambda: END)
     assert exposition(registry) == generate_latest(registry)
 
 
@@ -368,7 +371,7 @@ def test_no_autoscaler_metric_without_an_opinion_nor_from_an_older_report() -> N
     # The newest report has no opinion (a saturated runtime, say): the older one's is not shown.
     older = _autoscaled(end=END - timedelta(minutes=1))
     reports: list[Report] = [older, without]
-    registry = make_registry(lambda: reports, dict, now=lambda: END)
+    registry = make_registry(lambda: reports, ServiceCounters, now=lambda: END)
     text = exposition(registry).decode()
     assert not [line for line in text.splitlines() if line.startswith("bpmon_autoscaler_")]
     # Read afresh at every scrape: an opinion comes back with the report that has it, then goes.
@@ -405,23 +408,26 @@ def test_a_real_hot_key_report_exports_the_autoscalers_ineffective_scale_up(
     judged = {(v.vertex, v.verdict) for v in autoscaler.verdicts if v.verdict != "agrees"}
     assert held == judged, autoscaler.verdicts
     assert set(disagreements.values()) == {0.0, 1.0}
-    registry = make_registry(lambda: [hot_key_report], dict, now=lambda: END)
+    registry = make_registry(lambda: [hot_key_report], ServiceCounters, now=lambda: END)
     assert exposition(registry) == generate_latest(registry)
 
 
-def test_bpmon_counters_are_exported_as_totals_and_a_bad_name_is_refused() -> None:
-    series = _scrape([], {"bursts": 7, "diagnoses": 6, "errors_total": 1})
+def test_bpmon_counters_are_exported_as_totals_each_with_its_help() -> None:
+    counters = ServiceCounters(bursts=7, diagnoses=6, errors=1, watches_started=2)
+    series = _scrape([], counters)
     assert _value(series, "bpmon_bursts_total") == 7.0
     assert _value(series, "bpmon_diagnoses_total") == 6.0
     assert _value(series, "bpmon_errors_total") == 1.0
-    with pytest.raises(ValueError, match="'Bad-Name': not a Prometheus name part"):
-        _scrape([], {"Bad-Name": 1})
+    assert _value(series, "bpmon_watches_started_total") == 2.0
+    text = exposition(make_registry(list, lambda: counters)).decode()
+    assert "# HELP bpmon_errors_total Watches or bursts that failed with an error" in text
+    assert "# HELP bpmon_watches_started_total Watches (of a scenario or a process)" in text
 
 
 def test_one_report_per_job_the_newest_and_every_scrape_reads_afresh() -> None:
     older = replace(_report(end=END - timedelta(minutes=1)), root_causes=())
     reports: list[Report] = [_report(end=END), older, _report("k")]
-    registry = make_registry(lambda: reports, dict, now=lambda: END)
+    registry = make_registry(lambda: reports, ServiceCounters, now=lambda: END)
     first = generate_latest(registry).decode()
     assert first.count('bpmon_root_causes{job="j"} 1.0') == 1
     assert 'bpmon_root_causes{job="k"}' in first
@@ -433,8 +439,8 @@ def test_one_report_per_job_the_newest_and_every_scrape_reads_afresh() -> None:
 
 def test_the_registry_is_private_and_each_one_stands_alone() -> None:
     before = {m.name for m in REGISTRY.collect()}
-    one = make_registry(lambda: [_report("one")], dict)
-    two = make_registry(lambda: [_report("two")], dict)
+    one = make_registry(lambda: [_report("one")], ServiceCounters)
+    two = make_registry(lambda: [_report("two")], ServiceCounters)
     assert {m.name for m in REGISTRY.collect()} == before
     assert 'job="two"' not in generate_latest(one).decode()
     assert 'job="one"' not in generate_latest(two).decode()
@@ -456,7 +462,7 @@ def test_promtool_finds_nothing_to_fix_in_the_exposition(
     odd = replace(_checkpointed('we"ird\\job\nname-é'), autoscaler=_autoscaled().autoscaler)
     registry = make_registry(
         lambda: [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd],
-        lambda: {"bursts": 1, "errors": 0},
+        lambda: ServiceCounters(bursts=1),
     )
     _promtool_check_metrics(promtool, generate_latest(registry))
 
@@ -465,7 +471,7 @@ def test_promtool_finds_nothing_to_fix_in_the_exposition(
 def test_promtool_finds_nothing_to_fix_in_a_real_checkpoint_exposition(
     checkpoint_report: Report, promtool: Path
 ) -> None:
-    registry = make_registry(lambda: [checkpoint_report], lambda: {"bursts": 1})
+    registry = make_registry(lambda: [checkpoint_report], lambda: ServiceCounters(bursts=1))
     text = exposition(registry)
     assert b"bpmon_checkpoint_failed_total{" in text
     _promtool_check_metrics(promtool, text)
@@ -475,7 +481,7 @@ def test_promtool_finds_nothing_to_fix_in_a_real_checkpoint_exposition(
 def test_promtool_finds_nothing_to_fix_in_a_real_autoscaler_exposition(
     hot_key_report: Report, promtool: Path
 ) -> None:
-    registry = make_registry(lambda: [hot_key_report], lambda: {"bursts": 1})
+    registry = make_registry(lambda: [hot_key_report], lambda: ServiceCounters(bursts=1))
     text = exposition(registry)
     assert b'bpmon_autoscaler_disagreement{job="hot-customer",' in text
     _promtool_check_metrics(promtool, text)
@@ -500,7 +506,9 @@ def test_exposition_writes_what_prometheus_client_writes_byte_for_byte(
         [bottleneck_report],
         [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd],
     ):
-        registry = make_registry(partial(list, reports), lambda: {"bursts": 3}, now=lambda: END)
+        registry = make_registry(
+            partial(list, reports), lambda: ServiceCounters(bursts=3), now=lambda: END
+        )
         assert exposition(registry) == generate_latest(registry)
 
 

@@ -33,6 +33,7 @@ import httpx
 import pytest
 from prometheus_client import make_wsgi_app
 
+from bpmon.model.counters import ServiceCounters
 from bpmon.model.datafiles import data_file
 from bpmon.model.values import Report
 from bpmon.prometheus import make_registry
@@ -106,7 +107,7 @@ def metrics_target(
     bottleneck_report: Report, checkpoint_report: Report, hot_key_report: Report
 ) -> Iterator[str]:
     """``host:port`` of a WSGI server answering /metrics from the collector's registry."""
-    counters = {"bursts_total": 3.0, "diagnoses_total": 3.0, "errors_total": 0.0}
+    counters = ServiceCounters(bursts=3, diagnoses=3)
     reports = [bottleneck_report, checkpoint_report, hot_key_report]
     registry = make_registry(lambda: reports, lambda: counters)
     server: WSGIServer = make_server(

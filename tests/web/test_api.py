@@ -319,7 +319,7 @@ def test_metrics_cover_every_job_and_count_bpmons_own_work(
 ) -> None:
     watches.start_scenario(parse_scenario(tiny("live")))
     client = serve(watches).client
-    wait_until(lambda: watches.counters()["diagnoses_total"] >= 1, "a diagnosis")
+    wait_until(lambda: watches.counters().diagnoses >= 1, "a diagnosis")
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"] == CONTENT_TYPE_LATEST

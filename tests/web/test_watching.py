@@ -66,8 +66,8 @@ def test_a_watch_takes_a_burst_after_another_and_saves_each(
     saved = tmp_path / "runs" / str(view.run_id)
     assert report_from_json((saved / "report.json").read_text()).run_id == view.run_id
     counters = registry.counters()
-    assert counters["diagnoses_total"] >= 3 and counters["bursts_total"] >= 3
-    assert counters["errors_total"] == 0 and counters["watches_started_total"] == 1
+    assert counters.diagnoses >= 3 and counters.bursts >= 3
+    assert counters.errors == 0 and counters.watches_started == 1
 
 
 def test_a_stopped_watch_ends_cleanly_and_keeps_its_reports(registry: Watches) -> None:
@@ -116,7 +116,7 @@ def test_a_failing_job_is_failed_with_its_error_and_counted(registry: Watches) -
     view = registry.job(job)
     assert view is not None and view.state == "failed"
     assert view.error is not None and "injected failure" in view.error
-    assert registry.counters()["errors_total"] == 1
+    assert registry.counters().errors == 1
     assert task_threads() == []
 
 
@@ -224,7 +224,7 @@ def test_an_overrun_burst_makes_the_watch_stuck_until_a_report_follows(tmp_path:
     assert isinstance(found, list) and "burst 0 abandoned after 0.5 s" in found[0]
     view = watches.job("slow")
     assert view is not None and view.trouble is not None and view.trouble.startswith("overrun")
-    assert watches.counters()["errors_total"] >= 1
+    assert watches.counters().errors >= 1
     assert watches.stop_all(deadline_s=20) == ()
     assert task_threads() == []
 
