@@ -11,6 +11,7 @@ algorithms over names), ``topology``, ``expectation`` (``[expect]``), ``examples
 """
 
 from bpmon.model.checkpoints import CheckpointMode
+from bpmon.model.values import FlowControl
 from bpmon.scenario.examples import example_names, example_path, load_example
 from bpmon.scenario.expectation import Expectation, load_expectation
 from bpmon.scenario.loader import (
@@ -19,7 +20,7 @@ from bpmon.scenario.loader import (
     load_scenario,
     parse_scenario,
 )
-from bpmon.scenario.network import MIN_SEGMENT_SIZE, FlowControl, NetworkConfig
+from bpmon.scenario.network import MIN_SEGMENT_SIZE, NetworkConfig
 from bpmon.scenario.spec import (
     CHECKPOINT_MODES,
     EXCHANGES,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, get_args
 
 from bpmon.model.errors import ConfigError
+from bpmon.model.values import FlowControl
 
-FlowControl = Literal["credit", "tcp"]
 OutputFlush = Literal["finish", "publish"]
-STRING_KEYS = {"flow_control": ("credit", "tcp"), "output_flush": ("finish", "publish")}
+STRING_KEYS = {"flow_control": get_args(FlowControl), "output_flush": ("finish", "publish")}
 """Keys that take one of a few strings, and the strings."""
 
 HYBRID_RATIOS = (
