@@ -41,12 +41,14 @@ from bpmon.web.runs import (
     run_to_dict,
     timestamp,
 )
+from bpmon.web.schemas import JobDetail, JobList, JobSummary, Problem, RunList
 from bpmon.web.stream import is_over, job_events
 
 router = APIRouter(prefix="/api/v1", tags=["bpmon"])
 
 NOT_A_JOB = "GET /api/v1/jobs lists the jobs"
 NOT_A_RUN = "GET /api/v1/runs lists the runs"
+PROBLEM: dict[str, Any] = {"model": Problem, "description": "One line naming the problem."}
 
 
 class StartWatch(BaseModel):
@@ -102,7 +104,9 @@ def burst_to_dict(burst: BurstSummary) -> dict[str, Any]:
     }
 
 
-@router.get("/jobs", summary="Every job, watched or stored, with its latest level")
+@router.get(
+    "/jobs", summary="Every job, watched or stored, with its latest level", response_model=JobList
+)
 def list_jobs(request: Request) -> JSONResponse:
     """Watched jobs (``running``, ``ended``, ``failed``) and jobs only in the runs directory
     (``stored``); ``errors`` names the stored runs that could not be read."""
@@ -112,7 +116,13 @@ def list_jobs(request: Request) -> JSONResponse:
     return JSONResponse({"jobs": jobs, "errors": errors})
 
 
-@router.post("/jobs", status_code=201, summary="Start watching a shipped example scenario")
+@router.post(
+    "/jobs",
+    status_code=201,
+    summary="Start watching a shipped example scenario",
+    response_model=JobSummary,
+    responses={400: PROBLEM, 409: PROBLEM},
+)
 def start_job(body: StartWatch, request: Request) -> JSONResponse:
     """Run the example on bpmon's runtime and diagnose a burst every ``every_s`` seconds until
     stopped (409 when that job is watched already)."""
@@ -128,7 +138,12 @@ def start_job(body: StartWatch, request: Request) -> JSONResponse:
     return JSONResponse(job_summary(view), status_code=201, headers=headers)
 
 
-@router.get("/jobs/{job}", summary="A job's latest report and the history of its bursts")
+@router.get(
+    "/jobs/{job}",
+    summary="A job's latest report and the history of its bursts",
+    response_model=JobDetail,
+    responses={404: PROBLEM},
+)
 def get_job(
     job: str,
     request: Request,
@@ -147,7 +162,12 @@ def get_job(
     return JSONResponse(doc)
 
 
-@router.delete("/jobs/{job}", summary="Stop watching a job")
+@router.delete(
+    "/jobs/{job}",
+    summary="Stop watching a job",
+    response_model=JobSummary,
+    responses={404: PROBLEM},
+)
 def stop_job(job: str, request: Request) -> JSONResponse:
     """Stop the watch (a burst in progress is dropped; the reports saved stay); the job stays
     listed as ``ended``."""
@@ -161,7 +181,10 @@ def stop_job(job: str, request: Request) -> JSONResponse:
     "/jobs/{job}/events",
     summary="Server-sent events: one per new report of the job",
     response_class=StreamingResponse,
-    responses={204: {"description": "The job's last event was seen already: do not reconnect."}},
+    responses={
+        204: {"description": "The job's last event was seen already: do not reconnect."},
+        404: PROBLEM,
+    },
 )
 async def stream_job(job: str, request: Request) -> Response:
     """``text/event-stream``: ``event: report`` with each new report, keep-alive comments in
@@ -178,7 +201,7 @@ async def stream_job(job: str, request: Request) -> Response:
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
 
-@router.get("/runs", summary="The stored runs, newest first")
+@router.get("/runs", summary="The stored runs, newest first", response_model=RunList)
 def list_runs(request: Request, job: str | None = None) -> JSONResponse:
     """Every run in the runs directory (only those of ``job`` if given); ``errors`` names the
     runs whose report cannot be read, which are left as they are."""
@@ -194,7 +217,12 @@ def list_runs(request: Request, job: str | None = None) -> JSONResponse:
     "/runs/{run_id}",
     summary="One stored report, as `bpmon diagnose RUN --format json` prints it",
     response_class=Response,
-    responses={200: {"content": {"application/json": {}}}},
+    responses={
+        200: {"content": {"application/json": {}}, "description": "The report (docs/report.md)."},
+        400: PROBLEM,
+        404: PROBLEM,
+        CORRUPT_STATUS: PROBLEM,
+    },
 )
 def get_run(
     run_id: str,

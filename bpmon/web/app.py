@@ -36,6 +36,7 @@ from bpmon.web.auth import AUTHORIZED, BearerAuth
 from bpmon.web.hosts import HostAllowList
 from bpmon.web.login import TokenCookie
 from bpmon.web.runs import CORRUPT_STATUS, public_message
+from bpmon.web.schemas import Health
 from bpmon.web.stopping import Stopping, on_own_thread
 from bpmon.web.stream import KEEPALIVE_S
 
@@ -103,7 +104,10 @@ def _add_endpoints(app: FastAPI, watches: Watches, *, open_to_all: bool) -> None
         "/healthz",
         tags=["server"],
         summary="Is the server up, and is every watch keeping to its plan",
-        responses={503: {"description": "A watch is stuck: a burst far past its plan."}},
+        response_model=Health,
+        responses={
+            503: {"model": Health, "description": "A watch is stuck: a burst far past its plan."}
+        },
     )
     async def healthz(request: Request) -> JSONResponse:
         """``ok`` (200) or ``stuck`` (503), the version, and how many jobs are watched and stuck;

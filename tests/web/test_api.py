@@ -18,6 +18,7 @@ import httpx
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel
 
 from bpmon.history.runs import RunStore
 from bpmon.model.errors import BpmonError
@@ -27,6 +28,7 @@ from bpmon.service import facade
 from bpmon.service.stored import find_run
 from bpmon.service.watching import Watches
 from bpmon.web.runs import public_message
+from bpmon.web.schemas import Health, JobDetail, JobList, JobSummary, Problem, RunList
 
 from .servers import ServeFactory, tiny, wait_until
 
@@ -42,11 +44,33 @@ def runs_of(runs_dir: Path) -> dict[str, Path]:
     return {job: run for job, (_, _, run) in found.items()}
 
 
+SHAPES: dict[str, type[BaseModel]] = {
+    "/healthz": Health,
+    "/api/v1/jobs": JobList,
+    "/api/v1/jobs/": JobDetail,
+    "/api/v1/runs": RunList,
+}
+"""The model each answer is checked against (a path beginning ``/api/v1/jobs/``: a job's)."""
+
+
 def get(client: httpx.Client, path: str, status: int = 200) -> Any:
+    """GET ``path``: its JSON, checked against the model ``/docs`` shows for it (every field
+    named, none missing, none more), or :class:`Problem` for an error."""
     response = client.get(path)
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")
+    shaped(response, path.split("?", maxsplit=1)[0])
     return response.json()
+
+
+def shaped(response: httpx.Response, path: str) -> None:
+    if response.status_code >= 400 and path != "/healthz":
+        Problem.model_validate(response.json())
+        return
+    for prefix, model in sorted(SHAPES.items(), key=lambda kv: -len(kv[0])):
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            model.model_validate(response.json())
+            return
 
 
 # -- health, docs ---------------------------------------------------------------------------------
@@ -78,6 +102,31 @@ def test_the_openapi_document_lists_every_endpoint(serve: ServeFactory, watches:
         "/metrics",
     } <= paths
     assert served.client.get("/docs").status_code == 200
+
+
+def test_every_json_answer_has_its_shape_in_the_openapi_document(
+    serve: ServeFactory, watches: Watches
+) -> None:
+    """What ``/docs`` shows: each JSON route's 200 (201) answer and its errors name a schema
+    with the model's fields, so a user reads every field there."""
+    document = get(serve(watches).client, "/openapi.json")
+    paths, schemas = document["paths"], document["components"]["schemas"]
+
+    def schema(path: str, method: str, status: str) -> str:
+        content = paths[path][method]["responses"][status]["content"]["application/json"]
+        return str(content["schema"]["$ref"]).rsplit("/", 1)[-1]
+
+    assert schema("/api/v1/jobs", "get", "200") == "JobList"
+    assert schema("/api/v1/jobs", "post", "201") == "JobSummary"
+    assert schema("/api/v1/jobs", "post", "409") == "Problem"
+    assert schema("/api/v1/jobs/{job}", "get", "200") == "JobDetail"
+    assert schema("/api/v1/jobs/{job}", "get", "404") == "Problem"
+    assert schema("/api/v1/jobs/{job}", "delete", "200") == "JobSummary"
+    assert schema("/api/v1/runs", "get", "200") == "RunList"
+    assert schema("/healthz", "get", "503") == "Health"
+    for model in (JobList, JobDetail, RunList, Health, Problem):
+        assert set(schemas[model.__name__]["properties"]) == set(model.model_fields)
+    assert {"latest", "history", "leaks", "autoscaler"} <= set(schemas["JobDetail"]["properties"])
 
 
 # -- stored jobs and runs -------------------------------------------------------------------------
@@ -220,14 +269,16 @@ def test_a_shipped_example_is_started_and_stopped_through_the_api(
     client = serve(watches).client
     started = client.post("/api/v1/jobs", json={"scenario": "healthy", "every_s": 30})
     assert started.status_code == 201, started.text
+    JobSummary.model_validate(started.json())
     job = started.json()["job"]  # the name inside the example file
     assert started.headers["location"] == f"/api/v1/jobs/{job}"
     assert started.json()["state"] == "running"
     assert get(client, "/healthz")["watching"] == [job]
     again = client.post("/api/v1/jobs", json={"scenario": "healthy"})
-    assert again.status_code == 409 and job in again.json()["detail"]
+    assert again.status_code == 409 and job in Problem.model_validate(again.json()).detail
     stopped = client.delete(f"/api/v1/jobs/{job}")
     assert stopped.status_code == 200
+    JobSummary.model_validate(stopped.json())
     assert stopped.json()["state"] == "ended"
     assert get(client, f"/api/v1/jobs/{job}")["leaks"] == []
     assert get(client, "/healthz")["watching"] == []
