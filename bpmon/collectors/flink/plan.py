@@ -2,8 +2,9 @@
 
 - ``GET /jobs/overview`` lists the jobs: :func:`pick_job` finds the one to watch by id or name.
 - ``GET /jobs/{id}`` names every job vertex (a chain of operators is ONE vertex, named by Flink
-  ``"Source: numbers -> parse"``) with its parallelism and how many of its tasks are in which
-  state, in Flink's topological order; since Flink 1.x it also embeds the plan (below).
+  ``"Source: numbers -> parse"``) with its parallelism, its ``maxParallelism`` (its number of key
+  groups; Flink 1.13+, FLINK-12607: older versions leave it out) and how many of its tasks are in
+  which state, in Flink's topological order; since Flink 1.x it also embeds the plan (below).
 - ``GET /jobs/{id}/plan`` gives the edges: each node's ``inputs`` name the upstream vertex, its
   ``ship_strategy`` (Flink's partitioner: ``FORWARD``, ``HASH``, ``REBALANCE``...) and its
   ``exchange`` (the result partition type: ``pipelined_bounded``, ``blocking``, ``hybrid_full``...),
@@ -77,6 +78,8 @@ class FlinkVertex:
 
     ``task_name`` is Flink's own name, which task threads carry (``"work (1/2)#0"``); it
     differs from ``name`` only for a vertex whose name another vertex has too (``work#2``).
+    ``max_parallelism`` is its ``maxParallelism``, the key groups a keyed input is routed by and
+    the most subtasks it can have (None where Flink does not say).
     """
 
     id: str
@@ -86,6 +89,7 @@ class FlinkVertex:
     inputs: tuple[Edge, ...]
     kind: str | None
     task_name: str = ""
+    max_parallelism: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,7 @@ def graph_of(
     rows = [v for v in details.get("vertices") or [] if isinstance(v, dict) and "id" in v]
     names = display_names([(str(v["id"]), str(v.get("name", ""))) for v in rows])
     parallelism = {str(v["id"]): v.get("parallelism") for v in rows}
+    key_groups = {str(v["id"]): max_parallelism_of(v) for v in rows}
     nodes = list(((plan_of(details) or plan or {}).get("plan") or {}).get("nodes") or [])
     if not nodes or set(names) != {str(n.get("id")) for n in nodes}:
         raise CollectorError(
@@ -202,9 +207,19 @@ def graph_of(
                 inputs=inputs,
                 kind="source" if not inputs else "sink" if vid not in consumed else None,
                 task_name=task_names[vid],
+                max_parallelism=key_groups[vid],
             )
         )
     return FlinkGraph(job, tuple(_sources_first(vertices)))
+
+
+def max_parallelism_of(vertex: Mapping[str, Any]) -> int | None:
+    """A vertex's ``maxParallelism`` in ``GET /jobs/{id}``: None where it is missing (Flink
+    before 1.13) or not a positive whole number (the job-level field says -1 when unset)."""
+    value = vertex.get("maxParallelism")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value >= 1 and value == int(value) else None
 
 
 def plan_of(details: Mapping[str, Any]) -> Mapping[str, Any] | None:

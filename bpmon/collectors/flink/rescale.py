@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bpmon.collectors.flink.plan import JobRef, jobs_of, pick_job
+from bpmon.collectors.flink.plan import JobRef, display_names, jobs_of, pick_job
 from bpmon.collectors.flink.rest import FlinkRest, NotFoundError
 from bpmon.model.errors import CollectorError
 
@@ -51,13 +51,27 @@ class Shape:
 
 
 def shape_of(details: Mapping[str, Any]) -> Shape:
-    """The shape of ``GET /jobs/{id}``: each vertex's parallelism and RUNNING subtasks."""
+    """The shape of ``GET /jobs/{id}``: each vertex's parallelism and RUNNING subtasks, by its
+    name in reports (``work#2`` for the second vertex named ``work``)."""
+    rows = _rows(details)
+    names = display_names([(str(v["id"]), str(v.get("name", ""))) for v in rows])
     shape = {}
-    for v in details.get("vertices") or []:
+    for v in rows:
         tasks = v.get("tasks") or {}
         running = int(tasks.get("RUNNING", tasks.get("running", 0)) or 0)
-        shape[str(v.get("name", ""))] = (int(v.get("parallelism", 0)), running)
+        shape[names[str(v["id"])]] = (int(v.get("parallelism", 0)), running)
     return Shape(shape)
+
+
+def vertex_ids(details: Mapping[str, Any]) -> dict[str, str]:
+    """Each vertex's name in reports -> its Flink id, from ``GET /jobs/{id}``."""
+    rows = _rows(details)
+    names = display_names([(str(v["id"]), str(v.get("name", ""))) for v in rows])
+    return {names[str(v["id"])]: str(v["id"]) for v in rows}
+
+
+def _rows(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [v for v in details.get("vertices") or [] if isinstance(v, dict) and "id" in v]
 
 
 class FlinkRescale:
@@ -108,10 +122,7 @@ class FlinkRescale:
         """
         path = f"/jobs/{self.job.id}/resource-requirements"
         requirements = self.rest.get(path)
-        ids = {
-            str(v.get("name")): str(v["id"])
-            for v in self.rest.get(f"/jobs/{self.job.id}").get("vertices") or []
-        }
+        ids = vertex_ids(self.rest.get(f"/jobs/{self.job.id}"))
         for name, parallelism in wanted.items():
             if name not in ids or ids[name] not in requirements:
                 raise CollectorError(
@@ -150,8 +161,10 @@ class FlinkRescale:
     def _has_metrics(self, job: JobRef, wanted: Mapping[str, int]) -> bool:
         """Every subtask of the changed vertices has metrics in the REST store (else the next
         window would read the new subtasks as unknown)."""
-        for v in self.rest.get(f"/jobs/{job.id}").get("vertices") or []:
-            if v.get("name") not in wanted:
+        details = self.rest.get(f"/jobs/{job.id}")
+        names = {vid: name for name, vid in vertex_ids(details).items()}
+        for v in _rows(details):
+            if names[str(v["id"])] not in wanted:
                 continue
             listed = self.rest.get(f"/jobs/{job.id}/vertices/{v['id']}/metrics")
             have = {str(m.get("id", "")).split(".", 1)[0] for m in listed}

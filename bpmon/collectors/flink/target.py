@@ -379,6 +379,7 @@ class FlinkTarget:
                 subtasks=self._subtasks(placement, v, tally, span, retry),
                 kind=v.kind,
                 operators=chain_operators(v.task_name or v.name),
+                max_parallelism=v.max_parallelism,
             )
             for v in running
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bpmon.collectors.flink.target import FlinkTarget
 from bpmon.service import facade
 from bpmon.service.watching import Watches
 from tests.waiting import wait_until
@@ -81,7 +82,8 @@ def test_slow_map_is_a_slow_operator(
 def test_hot_key_is_data_skew(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:
-    report = monitor(bpmon_bin, flink_cluster, watched("hot-key", flink_job), tmp_path)
+    job = watched("hot-key", flink_job)
+    report = monitor(bpmon_bin, flink_cluster, job, tmp_path)
     assert vertex(report, "count")["inputs"][0]["partitioner"] == "hash"
     cause = report["root_causes"][0]
     assert (cause["vertex"], cause["kind"]) == ("count", "data-skew"), (
@@ -89,6 +91,15 @@ def test_hot_key_is_data_skew(
         vertex(report, "count"),
     )
     assert cause["subtasks"] == [0]  # the job's hot key goes to subtask 0, as in bpmon
+    # the key groups the autoscaler's decision aligns count to: Flink's default max parallelism
+    # (128 below 86 subtasks), read from GET /jobs/{id} into the observation
+    target = FlinkTarget(flink_cluster.url, job)
+    target.start()
+    try:
+        observed = target.observe(samples=2, interval_ms=20)
+    finally:
+        target.stop()
+    assert observed.vertex("count").max_parallelism == 128
 
 
 def test_slow_sink_is_a_slow_sink(

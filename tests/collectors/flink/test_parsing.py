@@ -31,10 +31,13 @@ from bpmon.collectors.flink.plan import (
     placements_of,
 )
 from bpmon.collectors.flink.status import WAITING
+from bpmon.collectors.flink.target import FlinkTarget
 from bpmon.collectors.flink.window import disagreements
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.model.errors import CollectorError, TargetNotFoundError
 from bpmon.model.values import Edge, Metrics, SubtaskWindow, VertexObservation
+
+from .fake_flink import recorded, serving
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -63,6 +66,33 @@ def test_a_key_by_is_a_hash_exchange_between_different_parallelisms() -> None:
     count = graph("hot-key").vertices[1]
     assert (count.name, count.parallelism) == ("count", 2)
     assert count.inputs == (Edge("Source: numbers -> parse", "hash", "pipelined"),)
+
+
+def test_each_vertex_has_its_key_groups_from_the_jobs_details() -> None:
+    """Flink 2.3 gives every vertex its ``maxParallelism`` (128 by default below 86 subtasks,
+    the job-level field -1 when unset); a Flink before 1.13 gives none: unknown, not 128."""
+    assert [v.max_parallelism for v in graph("hot-key").vertices] == [128, 128, 128]
+    [job] = jobs_of(doc("hot-key", "overview"))
+    details = doc("hot-key", "job")
+    assert details["maxParallelism"] == -1
+    older = [{k: x for k, x in v.items() if k != "maxParallelism"} for v in details["vertices"]]
+    odd = [{**v, "maxParallelism": m} for v, m in zip(older, (-1, 0, "128"), strict=True)]
+    plan = doc("hot-key", "plan")
+    for rows in (older, odd):
+        g = graph_of(job, {**details, "vertices": rows}, plan)
+        assert [v.max_parallelism for v in g.vertices] == [None, None, None]
+
+
+def test_the_observation_carries_the_key_groups_the_autoscaler_aligns_to() -> None:
+    with serving(recorded("hot-key")) as url:
+        target = FlinkTarget(url)
+        target.start()
+        try:
+            observation = target.observe(samples=2, interval_ms=20)
+        finally:
+            target.stop()
+    count = observation.vertex("count")
+    assert count.max_parallelism == 128 and count.inputs[0].partitioner == "hash"
 
 
 def test_chained_operator_names_are_unescaped() -> None:
