@@ -45,6 +45,7 @@ FigureKind = Literal[
     "offered",  # records/s the vertex would be offered
     "offered-per-subtask",  # records/s each of ``subtasks`` would be offered
     "emitted",  # records/s a source emits
+    "delivered",  # records/s that reach the vertex now (its records in): the least it is offered
     "lag-growth",  # records/s a source's pendingRecords grow by
     "backlog-records",  # records the vertex's sources owe (pendingRecords), carried to it
     "catch-up",  # records/s more that drain them within [sizing] catch_up_s

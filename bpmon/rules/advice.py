@@ -70,6 +70,11 @@ _ESTIMATED = (
     "share of time it was not backpressured, as Flink's autoscaler estimates a source's rate, at "
     "most twice what it emits; a step, to check again after it"
 )
+_UNCERTAIN = (
+    "the least it is offered; the estimate is at most twice what the sources emit, so it may "
+    "be up to twice the true rate, or short of it by any amount (a source that reports no lag "
+    "only says it would send more)"
+)
 _NO_BACKLOG = (
     "the sources report no pendingRecords: what they owe already, and the rate that would "
     "drain it, are unknown"
@@ -211,6 +216,15 @@ def _scale(
     how = _ESTIMATED if guessed else _ESTIMATE
     offer = whole("offered", demand, vertex=name)
     lines.append(line("its inputs would offer ~", offer, f" records/s ({how})"))
+    reaching = sum(s.metrics.records_in_per_s or 0.0 for s in vertex.subtasks)
+    if guessed and reaching > 0:
+        lines.append(
+            line(
+                "how uncertain: ~",
+                whole("delivered", reaching, vertex=name),
+                f" records/s reach it now, {_UNCERTAIN}",
+            )
+        )
     tail = " if the external system scales with them" if sink else ""
     hot = _hot_share(vertex, named) if subset else None
     if hot is not None:

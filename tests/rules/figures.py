@@ -359,6 +359,7 @@ CHECKS: dict[FigureKind, Rule] = {
         / len(f.subtasks),
     ),
     "emitted": lambda c, f: c.value(f, c.vertex(f.vertex).metrics.records_out_per_s),
+    "delivered": lambda c, f: _whole(c, f, _rates(c.vertex(f.vertex).subtasks)),
     "lag-growth": lambda c, f: c.value(
         f,
         (c.cause.offered_rate or math.nan) - (c.vertex(f.vertex).metrics.records_out_per_s or 0),

@@ -118,6 +118,33 @@ def test_without_pending_records_the_offered_rate_is_estimated_and_says_so() -> 
     assert any("(estimated: the sources report no pendingRecords" in e for e in texts(cause))
 
 
+def test_an_estimated_offer_says_how_uncertain_it_is() -> None:
+    """A source without pendingRecords only says it would send more than the 1,000 records/s
+    that reach op: that is the least it is offered, and the estimate (here 1,667) may be up to
+    twice too high or short by any amount. A source that reports its lag gets no such line."""
+    obs = observation(
+        vertex("src", sub(0, bp=0.40, busy=0.02, rout=1000)),
+        vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
+        vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")]),
+    )
+    report = diagnose(obs, RULES)
+    assert problems(report) == []  # every figure the lines state is the report's
+    [cause] = report.root_causes or ()
+    [uncertain] = [e for e in cause.evidence if e.text.startswith("how uncertain")]
+    assert uncertain.text.startswith("how uncertain: ~1,000 records/s reach it now, the least")
+    assert "up to twice the true rate, or short of it by any amount" in uncertain.text
+    [delivered] = uncertain.figures
+    assert (delivered.what, delivered.vertex, delivered.value) == ("delivered", "op", 1000.0)
+    measured = observation(
+        vertex("src", sub(0, bp=0.40, busy=0.02, rout=1000, metrics=lag(600))),
+        vertex("op", sub(0, busy=0.97, rin=1000, rout=1000), inputs=[edge("src")]),
+        vertex("out", sub(0, busy=0.05, rin=1000), inputs=[edge("op")]),
+    )
+    [known] = diagnose(measured, RULES).root_causes or ()
+    assert known.offered_rate == 1600.0
+    assert not any(e.startswith("how uncertain") for e in texts(known))
+
+
 def test_an_estimate_is_at_most_twice_what_the_sources_emit() -> None:
     """Held back 95% of the time, a rate-limited source would read 20 times its offer."""
     for held in (0.95, 1.0):
