@@ -8,6 +8,7 @@ for the reader whether or not Python runs it.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -123,3 +124,64 @@ def test_few_modules_loose_in_the_package_root() -> None:
     root = Path(bpmon.__file__).parent
     loose = sorted(p.stem for p in root.glob("*.py"))
     assert len(loose) <= MAX_LOOSE_MODULES, f"modules loose in bpmon/: {loose}"
+
+
+FLINK = "bpmon.collectors.flink"
+FLINK_DOORS = {f"{FLINK}.target", f"{FLINK}.rescale"}
+"""What the rest of bpmon may reach of the Flink collector: a target to watch and a rescale.
+Its REST client, paths and field names stay inside it."""
+
+
+def test_only_the_flink_collector_knows_flinks_rest_api(graph: grimp.ImportGraph) -> None:
+    """No module outside ``collectors/flink/`` imports its REST client or parsers: they see a
+    target (:class:`~bpmon.collectors.flink.target.FlinkTarget`) and a rescale, nothing else."""
+    inside = graph.find_descendants(FLINK) | {FLINK}
+    reached = {
+        (importer, imported)
+        for imported in inside - FLINK_DOORS
+        for importer in graph.find_modules_that_directly_import(imported)
+        if importer not in inside
+    }
+    assert not reached, f"outside {FLINK}, imports of its insides: {sorted(reached)}"
+
+
+SURFACES = ("render", "web", "history")
+INTERFACES = {"mount"}
+"""Names a module offers as its interface, always called through it (``pages.mount(app)``,
+``apidocs.mount(app)``), as Starlette's ``mount``: the same name in two modules is the point."""
+
+
+def _functions() -> Iterator[tuple[str, str, str]]:
+    """Every module-level function of the surface packages: its name, its module, and its body
+    without its docstring, as an AST dump (what the function does, whatever it is called)."""
+    root = Path(bpmon.__file__).parent
+    for package in SURFACES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    body = node.body
+                    if (
+                        body
+                        and isinstance(body[0], ast.Expr)
+                        and isinstance(getattr(body[0], "value", None), ast.Constant)
+                    ):
+                        body = body[1:]
+                    shape = ast.dump(ast.Module(body=body, type_ignores=[]))
+                    yield node.name, str(path.relative_to(root)), ast.dump(node.args) + shape
+
+
+def test_no_two_surface_modules_define_the_same_helper() -> None:
+    """Across ``render/``, ``web/`` and ``history/``: a public function name is defined once
+    (two of one name are one helper written twice, or two things that deserve names of their
+    own), and no two functions, private ones included, do the same thing under two names (the
+    "round, or None if not finite" helper once was written three times)."""
+    names: dict[str, list[str]] = {}
+    bodies: dict[str, list[str]] = {}
+    for name, module, shape in _functions():
+        if not name.startswith("_") and name not in INTERFACES:
+            names.setdefault(name, []).append(module)
+        bodies.setdefault(shape, []).append(f"{module}:{name}")
+    twice = {name: modules for name, modules in names.items() if len(modules) > 1}
+    assert not twice, f"public helpers defined in more than one module: {twice}"
+    same = [where for where in bodies.values() if len({w.split(":")[0] for w in where}) > 1]
+    assert not same, f"one function written in more than one module: {same}"

@@ -43,7 +43,7 @@ from bpmon.model.analysis import (
 )
 from bpmon.model.autoscaler import VERDICT_KINDS
 from bpmon.model.capacity import explained, parallelism_change
-from bpmon.model.numbers import NULL, counted, milliseconds, percent
+from bpmon.model.numbers import counted, milliseconds, percent, ratio
 
 
 def job_runs(found: Aggregates) -> tuple[JobHistory, ...]:
@@ -191,8 +191,8 @@ def _vertex_regressions(now: RunVertex, limits: Thresholds, scales: Scales) -> l
     if now.level is not None and was.level is not None and now.level > was.level:
         old, new = LEVEL_NAMES[was.level], LEVEL_NAMES[now.level]
         detail = (
-            f"{now.vertex} went {old} -> {new} (median ratio {_num(was.ratio)} -> "
-            f"{_num(now.ratio)})"
+            f"{now.vertex} went {old} -> {new} (median ratio {ratio(was.ratio)} -> "
+            f"{ratio(now.ratio)})"
         )
         moved = None if was.ratio is None or now.ratio is None else now.ratio - was.ratio
         out.append(_regression(now, "level-worsened", old, new, moved, explained(detail, rescaled)))
@@ -248,7 +248,7 @@ def _cause_regressions(
     shares = {r["vertex"]: r["named"] / now.windows if now.windows else 0.0 for r in named_now}
     for vertex in sorted({v for v, s in shares.items() if s >= limits.cause_share} - earlier):
         detail = (
-            f"{vertex} is named root cause in {_pct(shares[vertex])} of the windows of run "
+            f"{vertex} is named root cause in {percent(shares[vertex])} of the windows of run "
             f"{now.run_id}, in none of run {was.run_id}"
         )
         out.append(regression(vertex, "new-cause", 0.0, shares[vertex], detail))
@@ -386,11 +386,3 @@ def skewed_subtasks(found: Aggregates, limits: Thresholds) -> tuple[SkewedSubtas
                                      total, share, r["runs"]))  # fmt: skip
     out.sort(key=lambda s: (-s.share, s.job, s.vertex, s.subtask))
     return tuple(out)
-
-
-def _num(value: float | None) -> str:
-    return NULL if value is None else f"{value:.2f}"
-
-
-def _pct(value: float | None) -> str:
-    return NULL if value is None else f"{value:.0%}"

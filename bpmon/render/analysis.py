@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from rich.console import Console
 
 from bpmon.model.analysis import Analysis, AutoscalerHistory, CheckpointHistory, Regression
-from bpmon.model.numbers import NULL, counted, milliseconds, percent
+from bpmon.model.numbers import NULL, counted, milliseconds, percent, ratio
 from bpmon.render.fit import Col, fit_table
 
 Section = tuple[str, list[str], list[list[str]]]
 """A titled table: title, header, rows of text cells."""
 
 
-def summary(analysis: Analysis) -> list[str]:
+def summary_lines(analysis: Analysis) -> list[str]:
     """The lines above the tables: what was analysed, on what, how long it took, the notes."""
     a = analysis
     runs = sum(j.runs for j in a.jobs)
@@ -78,7 +78,7 @@ def sections(analysis: Analysis) -> Iterator[Section]:
             [
                 [v.job, v.vertex, f"{v.windows:,}",
                  f"{v.share_ok:.0%}/{v.share_low:.0%}/{v.share_high:.0%}",
-                 _num(v.ratio_p50), _num(v.ratio_p95), _num(v.busy_p50),
+                 ratio(v.ratio_p50), ratio(v.ratio_p95), ratio(v.busy_p50),
                  _rate(v.capacity_p50), _trend(v.capacity_trend)]
                 for v in a.vertices
             ],
@@ -156,7 +156,7 @@ LEGENDS = {
 def render_analysis_text(analysis: Analysis, console: Console) -> None:
     """The analysis as terminal tables fitted to the console; regressions as lines (two run ids
     are wide). A table of a single job says the job in its title instead of a column."""
-    for line in summary(analysis):
+    for line in summary_lines(analysis):
         console.print(line, highlight=False, markup=False)
     for title, header, rows in sections(analysis):
         if title.startswith("Regressions"):
@@ -200,7 +200,7 @@ def _print_table(console: Console, title: str, header: list[str], rows: list[lis
 def render_analysis_markdown(analysis: Analysis) -> str:
     """The analysis as a Markdown document."""
     out = ["# bpmon history analysis", ""]
-    out += [f"- {line}" for line in summary(analysis)]
+    out += [f"- {line}" for line in summary_lines(analysis)]
     for title, header, rows in sections(analysis):
         out += ["", f"## {title}", ""]
         if not rows:
@@ -221,7 +221,8 @@ def _checkpoint_rows(c: CheckpointHistory) -> list[list[str]]:
     return [
         [c.job, f"{p.start:%Y-%m-%d %H:%M}", f"{p.checkpoints:,}", _ms(p.duration_p50),
          _ms(p.duration_p95), f"{p.failed:,}",
-         NULL if p.failed_during is None else f"{p.failed_during:+,}", _pct(p.barrier_wait_share)]
+         NULL if p.failed_during is None else f"{p.failed_during:+,}",
+         percent(p.barrier_wait_share)]
         for p in c.by_run
     ]  # fmt: skip
 
@@ -266,20 +267,12 @@ def _regression(r: Regression) -> list[str]:
     ]
 
 
-def _num(value: float | None) -> str:
-    return NULL if value is None else f"{value:.2f}"
-
-
 def _rate(value: float | None) -> str:
     return NULL if value is None else f"{value:,.0f}"
 
 
 def _ms(value: float | None) -> str:
     return NULL if value is None else milliseconds(value)
-
-
-def _pct(value: float | None) -> str:
-    return NULL if value is None else percent(value)
 
 
 def _trend(value: float | None) -> str:

@@ -29,7 +29,7 @@ PHASE_COLUMNS = (
 PHASE_HEADERS = ("vertex", "start delay", "alignment", "sync", "async", "acked")
 
 
-def summary(checkpoints: CheckpointReport) -> str:
+def checkpoint_line(checkpoints: CheckpointReport) -> str:
     """``checkpoint 5 failed after 4,001 ms (...); 2 completed, 3 failed; aligned, every
     1,000 ms``: the newest checkpoint, the counts and the mode."""
     every = (

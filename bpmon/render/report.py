@@ -178,7 +178,7 @@ def render_text(report: Report, console: Console) -> None:
     _print_causes(report, console)
     if report.checkpoints is not None:
         console.print(Text("Checkpoints", style="bold"))
-        console.print(Text(checkpoints.summary(report.checkpoints)))
+        console.print(Text(checkpoints.checkpoint_line(report.checkpoints)))
         if report.checkpoints.vertices:
             console.print(checkpoints.phase_table(report.checkpoints, console.width))
     if report.autoscaler is not None and (lines := opinion_lines(report.autoscaler)):
@@ -261,7 +261,7 @@ def render_markdown(report: Report) -> str:
         lines += ["", _md(DISAGREEMENT_NOTE)]
     lines += ["", *_md_causes(report)]
     if report.checkpoints is not None:
-        lines += ["", "### Checkpoints", "", _md(checkpoints.summary(report.checkpoints))]
+        lines += ["", "### Checkpoints", "", _md(checkpoints.checkpoint_line(report.checkpoints))]
         if report.checkpoints.vertices:
             lines += ["", "| " + " | ".join(checkpoints.PHASE_HEADERS) + " |"]
             lines.append("|:--|" + "--:|" * (len(checkpoints.PHASE_HEADERS) - 1))

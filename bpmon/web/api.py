@@ -40,6 +40,7 @@ from bpmon.web.runs import (
     public_message,
     run_to_dict,
     timestamp,
+    watches_of,
 )
 from bpmon.web.schemas import JobDetail, JobList, JobSummary, Problem, RunList
 from bpmon.web.stream import is_over, job_events
@@ -60,11 +61,6 @@ class StartWatch(BaseModel):
     every_s: float | None = Field(
         default=None, gt=0, le=86400, description="Seconds between bursts (default: --every)."
     )
-
-
-def _watches(request: Request) -> Watches:
-    watches: Watches = request.app.state.watches
-    return watches
 
 
 def _no_job(job: str, watches: Watches) -> str:
@@ -110,7 +106,7 @@ def burst_to_dict(burst: BurstSummary) -> dict[str, Any]:
 def list_jobs(request: Request) -> JSONResponse:
     """Watched jobs (``running``, ``ended``, ``failed``) and jobs only in the runs directory
     (``stored``); ``errors`` names the stored runs that could not be read."""
-    watches = _watches(request)
+    watches = watches_of(request)
     jobs = [job_summary(v) for v in watches.jobs()]
     errors = [public_message(e, watches.settings) for e in watches.stored.errors]
     return JSONResponse({"jobs": jobs, "errors": errors})
@@ -130,7 +126,7 @@ def start_job(body: StartWatch, request: Request) -> JSONResponse:
     if body.scenario not in examples:
         known = ", ".join(examples)
         raise HTTPException(400, f"scenario {body.scenario!r} is not a shipped example: {known}")
-    watches = _watches(request)
+    watches = watches_of(request)
     job = watches.start_scenario(resolve_scenario(body.scenario), every_s=body.every_s)
     view = watches.job(job)
     assert view is not None  # just started
@@ -151,7 +147,7 @@ def get_job(
 ) -> JSONResponse:
     """The job's summary, its latest report (``docs/report.md``) and its last ``limit`` bursts,
     oldest first."""
-    watches = _watches(request)
+    watches = watches_of(request)
     view = watches.job(job)
     if view is None:
         raise HTTPException(404, _no_job(job, watches))
@@ -171,7 +167,7 @@ def get_job(
 def stop_job(job: str, request: Request) -> JSONResponse:
     """Stop the watch (a burst in progress is dropped; the reports saved stay); the job stays
     listed as ``ended``."""
-    view = _watches(request).stop(job)
+    view = watches_of(request).stop(job)
     if view is None:
         raise HTTPException(404, f"job {job!r} is not watched by this server; {NOT_A_JOB}")
     return JSONResponse(job_summary(view))
@@ -190,7 +186,7 @@ async def stream_job(job: str, request: Request) -> Response:
     """``text/event-stream``: ``event: report`` with each new report, keep-alive comments in
     between, and ``event: state`` when the watch ends (or at once when it has ended, or when the
     job is only stored), then the stream ends. A reconnect that saw that last event gets 204."""
-    watches = _watches(request)
+    watches = watches_of(request)
     view = await run_in_threadpool(watches.job, job)
     if view is None:
         raise HTTPException(404, await run_in_threadpool(_no_job, job, watches))
@@ -205,7 +201,7 @@ async def stream_job(job: str, request: Request) -> Response:
 def list_runs(request: Request, job: str | None = None) -> JSONResponse:
     """Every run in the runs directory (only those of ``job`` if given); ``errors`` names the
     runs whose report cannot be read, which are left as they are."""
-    settings = _watches(request).settings
+    settings = watches_of(request).settings
     errors: list[str] = []
     runs = facade.stored_runs(settings, on_corrupt=lambda e: errors.append(str(e)))
     listed = [run_to_dict(r) for r in runs if inside(r, settings) and job in (None, r.job)]
@@ -230,7 +226,7 @@ def get_run(
     burst: Annotated[int, Query(ge=0, description="Which burst of the run (0 first).")] = 0,
 ) -> Response:
     """The report document of ``docs/report.md``, byte-identical to ``bpmon diagnose``'s."""
-    settings = _watches(request).settings
+    settings = watches_of(request).settings
     if not is_run_id(run_id):
         raise HTTPException(
             400, f"{run_id[:80]!r} is not a run id (letters, digits, '.', '_', '-'); {NOT_A_RUN}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from bpmon.model.analysis import Analysis
 from bpmon.model.errors import BpmonError
-from bpmon.render.analysis import sections, summary
+from bpmon.render.analysis import sections, summary_lines
 from bpmon.web.figures import label_text
 
 
@@ -48,7 +48,7 @@ def analysis_html(analysis: Analysis) -> str:
     ]
     return render(
         "analysis.html",
-        summary=summary(analysis),
+        summary=summary_lines(analysis),
         plots=plots,
         tables=list(sections(analysis)),
         regressions=analysis.regressions,

@@ -190,6 +190,6 @@ def findings(report: Report, level: int = 2) -> Markup:
     return macro("report.html", "findings", report, level)
 
 
-def vertex_table(report: Report) -> Markup:
+def vertex_table_html(report: Report) -> Markup:
     """The vertex table of ``report`` (the Job page redraws it on each report)."""
     return macro("report.html", "vertex_table", vertex_table_of(report))

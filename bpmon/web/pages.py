@@ -24,7 +24,7 @@ from bpmon.service.stored import find_run
 from bpmon.service.watching import JobView, Watches
 from bpmon.web import charts, checkpoints, figures, graph, markup, review, shell, topology
 from bpmon.web.markup import PageFigure
-from bpmon.web.runs import public_message
+from bpmon.web.runs import public_message, watches_of
 from bpmon.web.templating import macro
 
 router = APIRouter(include_in_schema=False)
@@ -41,18 +41,13 @@ def mount(app: FastAPI) -> None:
     app.include_router(review.router)
 
 
-def _watches(request: Request) -> Watches:
-    watches: Watches = request.app.state.watches
-    return watches
-
-
 # ----------------------------------------------------------------------------------------- jobs
 
 
 @router.get("/", response_class=HTMLResponse)
 def jobs_page(request: Request) -> HTMLResponse:
     """Every job, watched or stored: state, latest level, root cause, when last seen."""
-    watches = _watches(request)
+    watches = watches_of(request)
     views = watches.jobs()
     running = any(v.state == "running" for v in views)
     return shell.page(
@@ -73,7 +68,7 @@ def jobs_page(request: Request) -> HTMLResponse:
 def job_page(job: str, request: Request) -> HTMLResponse:
     """One job: graph, root cause, series, checkpoints, heat map and latest report, live while
     it runs."""
-    view = _watches(request).job(job)
+    view = watches_of(request).job(job)
     if view is None:
         return shell.error_page(404, f"no job {job!r}; the Jobs page lists them")
     live = live_parts(view, request.app.state.bursts)
@@ -93,7 +88,7 @@ def job_page(job: str, request: Request) -> HTMLResponse:
             PageFigure(name, figure, name) for name, figure in live["checkpoint_figures"].items()
         ],
         heat_shown=live["heatmap"]["layout"].get("meta", {}).get("shown", 0),
-        levels=_watches(request).settings.rules().levels,
+        levels=watches_of(request).settings.rules().levels,
         unconnected=bool(live["graph"]["layout"].get("meta", {}).get("unconnected")),
     )
 
@@ -101,7 +96,7 @@ def job_page(job: str, request: Request) -> HTMLResponse:
 @router.get("/job/{job}/live.json")
 def job_live(job: str, request: Request) -> JSONResponse:
     """What the Job page redraws when a new report arrives (fragments and figures)."""
-    view = _watches(request).job(job)
+    view = watches_of(request).job(job)
     if view is None:
         return JSONResponse({"detail": f"no job {job!r}"}, status_code=404)
     parts = live_parts(view, request.app.state.bursts)
@@ -130,7 +125,7 @@ def live_parts(view: JobView, bursts: BurstReports) -> dict[str, Any]:
             if report
             else macro("job_parts.html", "waiting", EMPTY_REPORT_NOTE)
         ),
-        "table": markup.vertex_table(report) if report else "",
+        "table": markup.vertex_table_html(report) if report else "",
         "graph": graph.job_graph(report) if report else empty,
         "graph_down": graph.job_graph(report, "down") if report else empty,
         "heatmap": figures.heat_map(report) if report else empty,
@@ -175,7 +170,7 @@ async def run_page(
     run_id: str, request: Request, burst: Annotated[int, Query(ge=0)] = 0
 ) -> HTMLResponse:
     """One stored report in full, as ``bpmon diagnose RUN --burst K`` shows it."""
-    return await run_in_threadpool(_run_page, run_id, burst, _watches(request))
+    return await run_in_threadpool(_run_page, run_id, burst, watches_of(request))
 
 
 def _run_page(run_id: str, burst: int, watches: Watches) -> HTMLResponse:

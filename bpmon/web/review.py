@@ -30,7 +30,7 @@ from bpmon.service.watching import Watches
 from bpmon.service.whatif import tried_on
 from bpmon.web import charts, graph, shell
 from bpmon.web.markup import CausePanel, PageFigure, cause_panel_of
-from bpmon.web.runs import inside, public_message
+from bpmon.web.runs import inside, public_message, watches_of
 
 router = APIRouter(include_in_schema=False)
 
@@ -39,11 +39,6 @@ ANALYSIS_DIR = "analysis"
 ANALYSIS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.html")
 RUNS_SHOWN = 20
 """Runs listed per job on the History page (the newest)."""
-
-
-def _watches(request: Request) -> Watches:
-    watches: Watches = request.app.state.watches
-    return watches
 
 
 def _runs(watches: Watches) -> tuple[list[RunInfo], list[str]]:
@@ -65,7 +60,7 @@ async def compare_page(
     request: Request, job: str | None = None, before: str | None = None, after: str | None = None
 ) -> HTMLResponse:
     """Two runs of one job side by side (by default the job's two newest runs)."""
-    return await run_in_threadpool(_compare_page, _watches(request), job, before, after)
+    return await run_in_threadpool(_compare_page, watches_of(request), job, before, after)
 
 
 def _compare_page(
@@ -174,7 +169,7 @@ def _unchanged(result: Comparison) -> str:
 @router.get("/history", response_class=HTMLResponse)
 async def history_page(request: Request) -> HTMLResponse:
     """Every job's level burst by burst and its runs; a link to the analytics' report if any."""
-    return await run_in_threadpool(_history_page, _watches(request))
+    return await run_in_threadpool(_history_page, watches_of(request))
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +224,7 @@ def analysis_reports(runs_dir: Path) -> list[Path]:
 @router.get("/history/analysis/{name}", response_class=HTMLResponse)
 def analysis_report(name: str, request: Request) -> HTMLResponse:
     """One HTML report of the analytics, from ``RUNS_DIR/analysis`` and nowhere else."""
-    folder = (_watches(request).settings.runs_dir / ANALYSIS_DIR).resolve()
+    folder = (watches_of(request).settings.runs_dir / ANALYSIS_DIR).resolve()
     path = (folder / name).resolve() if ANALYSIS_NAME.fullmatch(name) else None
     if path is None or path.parent != folder or not path.is_file():
         return shell.error_page(404, f"no analytics report {name[:80]!r}")

@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from starlette.requests import Request
+
 from bpmon.model.clock import format_timestamp
 from bpmon.model.values import Report, RootCause, RunInfo
 from bpmon.service import facade
@@ -55,6 +57,12 @@ def unknown_job(job: str, known: list[str], examples: dict[str, str]) -> str:
         hint = f"; the example {job!r} runs as job {examples[job]!r}"
     listed = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
     return f"no job {job!r}{hint}; known jobs: {listed or 'none yet'}"
+
+
+def watches_of(request: Request) -> Watches:
+    """The server's watch registry (``app.state.watches``), for a route."""
+    watches: Watches = request.app.state.watches
+    return watches
 
 
 def no_job(job: str, watches: Watches) -> str:

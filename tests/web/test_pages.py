@@ -208,7 +208,7 @@ def test_vertex_names_are_text_everywhere(chain: Chain) -> None:
     evil = "<img src=x onerror=alert(1)></script>"
     first = replace(before.vertices[0], name=evil)
     report = replace(before, vertices=(first, *before.vertices[1:]))
-    table = markup.vertex_table(report)
+    table = markup.vertex_table_html(report)
     assert evil not in table and "&lt;img src=x" in table
     block = macro("figures.html", "json_block", "graph-json", job_graph(report))
     assert "</script>" not in block.removesuffix("</script>") and "<img" not in block
