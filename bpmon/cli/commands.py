@@ -370,12 +370,32 @@ def _follow(
     json_out: bool,
     view: Console,
 ) -> None:
-    """Apply the first step's changes (or the policy's), re-run, compare; then again from the
-    new report, up to ``plan.steps`` times or until the backpressure is gone (a step's changes
-    go on top of the earlier ones, all applied to the scenario as written)."""
-    from bpmon.model.report_json import json_text
+    """Follow ``plan`` on the runtime: each step's changes all applied to the scenario as
+    written, and the changed job run again (:func:`_step`)."""
     from bpmon.service.facade import run_scenario
-    from bpmon.service.whatif import changed, follow_changes, merged
+    from bpmon.service.whatif import changed
+
+    def rerun(applied: list[SettingChange]) -> Report:
+        again = changed(loaded, applied)
+        _say_rerouted(loaded, again, view)
+        events = run_scenario(again, settings, duration_s=plan.duration, observe=plan.observe)
+        return _watched(events, ", ".join(map(str, applied)), view).reports[-1]
+
+    _step(report, plan, rerun, json_out, view)
+
+
+def _step(
+    report: Report,
+    plan: _Steps,
+    rerun: Callable[[list[SettingChange]], Report],
+    json_out: bool,
+    view: Console,
+) -> None:
+    """Apply the first step's changes (or the policy's), re-run, compare; then again from the
+    new report, up to ``plan.steps`` times or until the backpressure is gone. A step's changes
+    go on top of the earlier ones: ``rerun`` gets them all and gives the new report."""
+    from bpmon.model.report_json import json_text
+    from bpmon.service.whatif import follow_changes, merged
 
     applied: list[SettingChange] = []
     documents: list[object] = []
@@ -387,11 +407,7 @@ def _follow(
             view.print(f"step {step}: {plan.policy} would change nothing more", highlight=False)
             break
         applied = merged(applied, changes)
-        again = changed(loaded, applied)
-        _say_rerouted(loaded, again, view)
-        label = ", ".join(map(str, applied))
-        rerun = run_scenario(again, settings, duration_s=plan.duration, observe=plan.observe)
-        after = _watched(rerun, label, view).reports[-1]
+        after = rerun(applied)
         if plan.steps > 1 and not json_out:
             view.print(f"Step {step} ({plan.policy})", style="bold", highlight=False)
         removed, document = _show_comparison(report, after, changes, json_out, view, plan.steps > 1)
@@ -494,6 +510,8 @@ def monitor(
             help="With --verify: how long to wait for the job to run at that parallelism.",
         ),
     ] = 300.0,
+    follow: Follow = None,
+    steps: Steps = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     runs_dir: RunsDir = DEFAULT_RUNS_DIR,
     rules: RulesFile = None,
@@ -513,6 +531,9 @@ def monitor(
         if flink is not None:
             if topology is not None or pause:
                 raise ConfigError("--topology and --pause are for --pid; a Flink job has its own")
+            policy = _policy(follow or "bpmon")
+            plan = _Steps(policy, _steps(steps), None, "flink")
+            verify = verify or follow is not None or steps > 1  # either asks for the rescales
 
             def watched(which: str | None) -> Iterator[WatchEvent]:
                 return monitor_flink(
@@ -525,12 +546,13 @@ def monitor(
                 )
 
             if verify:
-                _verify_flink(flink, job, watched, verify_timeout, json_out)
+                _verify_flink(flink, job, watched, verify_timeout, json_out, plan)
             else:
                 _show_watch(watched(job), f"Flink job at {flink}", json_out)
             return
-        if verify:
-            raise ConfigError("--verify is for --flink (a Python process is not rescaled)")
+        for flag, given in (("--verify", verify), ("--follow", follow), ("--steps", steps != 1)):
+            if given:
+                raise ConfigError(f"{flag} is for --flink (a Python process is not rescaled)")
         if job is not None:
             raise ConfigError("--job is for --flink; with --pid the process is the job")
         assert pid is not None
@@ -703,27 +725,38 @@ def _verify_flink(
     watched: Callable[[str | None], Iterator[WatchEvent]],
     timeout_s: float,
     json_out: bool,
+    plan: _Steps | None = None,
 ) -> None:
-    """Diagnose, bring the job to the recommended parallelism, diagnose again, compare."""
+    """Diagnose, bring the job to the parallelism the policy names (bpmon's recommendation, or
+    the autoscaler's decision from the same window, a scale-down included), diagnose again,
+    compare; then again from the new report, up to ``plan.steps`` times or until the
+    backpressure is gone. Each step's parallelism goes on top of the earlier steps' (the
+    vertices rescaled before are asked for again at theirs), through the same rescale
+    (:func:`~bpmon.service.facade.rescale_flink`) as ``--verify``."""
     from rich.console import Console
 
     from bpmon.render.report import render_text
     from bpmon.service.facade import rescale_flink
-    from bpmon.service.whatif import recommended_changes
+    from bpmon.service.whatif import follow_changes
 
+    plan = plan or _Steps("bpmon", 1, None, "flink")
     view = Console(stderr=json_out)
     first = _watched(watched(job), f"Flink job at {url}", view)
-    before = first.reports[-1]
-    changes = recommended_changes(before)
-    if not changes:
+    report = first.reports[-1]
+    if not follow_changes(report, plan.policy):
         if not json_out:
-            render_text(before, view)
+            render_text(report, view)
         _say_saved(first, json_out)
-        raise ConfigError("--verify: the report recommends no parallelism to try")
-    wanted = {c.vertex: int(c.value) for c in changes}
-    again = rescale_flink(url, job or before.job, wanted, say=view.print, timeout_s=timeout_s)
-    second = _watched(watched(again), ", ".join(map(str, changes)), view)
-    _show_comparison(before, second.reports[-1], changes, json_out, view)
+        whose = "the report" if plan.policy == "bpmon" else "the autoscaler's decision"
+        raise ConfigError(f"--verify: {whose} recommends no parallelism to try")
+    running = [job or report.job]
+
+    def rerun(applied: list[SettingChange]) -> Report:
+        wanted = {c.vertex: int(c.value) for c in applied}
+        running.append(rescale_flink(url, running[-1], wanted, say=view.print, timeout_s=timeout_s))
+        return _watched(watched(running[-1]), ", ".join(map(str, applied)), view).reports[-1]
+
+    _step(report, plan, rerun, json_out, view)
 
 
 def _watched(events: Iterator[WatchEvent], title: str, view: Console) -> JobEnded:

@@ -24,12 +24,22 @@ measurements alone: the run shows its intended physics). With ``--verify`` the c
 Flink's adaptive scheduler and each recommended parallelism is applied as ``bpmon monitor --flink
 --verify`` applies it (``PUT /jobs/{id}/resource-requirements``), then a second window says
 whether the cause is gone (``fixed``); the job short of slots is left out there (that scheduler
-runs it on the slots it has). The cases table, the totals per TaskManager count, then a JSON
-object of every figure as the last line. A full run (17 cases on one TaskManager, 17 on two, one
-load) takes ~13 minutes, ~25 with ``--verify``.
+runs it on the slots it has). ``--follow autoscaler`` (with or without ``--verify``) runs every
+case twice on that cluster, once following bpmon's recommendation and once the autoscaler's
+decision from the same kind of window (what ``bpmon monitor --flink --verify --follow
+autoscaler`` applies: every vertex it would rescale, a scale-down included), each for up to
+``--steps`` rescales, and prints the two side by side: removed, steps taken, the parallelism
+each ended with. The autoscaler is capped at the cluster's slots (``vertex.max-parallelism``, as
+a team sets it where the slots are fixed). ``--no-pending``: the sources report no
+pendingRecords, so the offered rate is estimated. Every run also compares the root cause's
+``offered_rate`` with the job's true offered rate (``offered/true``; the job publishes it). The
+cases table, the totals per TaskManager count, then a JSON object of every figure as the last
+line. A full run (17 cases on one TaskManager, 17 on two, one load) takes ~13 minutes, ~25 with
+``--verify``.
 
     .venv/bin/python tests/benchmarks/bench_flink_diagnosis.py [--task-managers 1,2]
         [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph] [--verify]
+        [--follow autoscaler] [--steps N] [--no-pending]
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from diagnosis_corpus import Case
 from diagnosis_scoring import METHODS, Tally, Verdict, judge, shows_pattern
@@ -54,6 +65,7 @@ import corpus  # type: ignore[import-not-found]  # noqa: E402
 from cluster import ADAPTIVE, Cluster, missing_reason  # type: ignore[import-not-found]  # noqa: E402
 
 from bpmon.model.values import Report, RootCause  # noqa: E402
+from bpmon.service.whatif import POLICIES, Policy  # noqa: E402
 
 JOBS = REPO / "tests" / "collectors" / "flink" / "jobs" / "BpmonCorpusJobs.java"
 SPREAD = {"cluster.evenly-spread-out-slots": "true"}
@@ -77,6 +89,11 @@ class Result:
     seconds: float
     verdicts: dict[str, Verdict]
     check: corpus.Check | None = None
+    truth: dict[str, float] | None = None
+    followed: dict[str, Followed] | None = None
+    """Each policy followed on the cluster (``--follow``): bpmon's and the autoscaler's."""
+    tried: bool = False
+    """bpmon's recommendation was to be applied on the cluster (``--verify`` or ``--follow``)."""
 
     @property
     def top(self) -> RootCause | None:
@@ -107,12 +124,59 @@ class Result:
     def verified(self) -> bool | None:
         """The recommended parallelism, applied on the cluster, removed the cause (None: not
         tried, nothing recommended)."""
-        if self.check is None:
-            return None if self.recommended() is not True else False
-        return self.check.removed
+        check = self.check
+        if check is None and self.followed and "bpmon" in self.followed:
+            check = self.followed["bpmon"].check  # bpmon followed on a run of its own
+        if check is None:
+            return False if self.tried and self.recommended() is True else None
+        return check.removed
 
     def shows(self) -> bool:
         return self.report is not None and shows_pattern(self.scored, self.report)
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """One policy followed on a fresh run of the case: what it did, or why nothing."""
+
+    check: corpus.Check | None
+    error: str | None
+    seconds: float
+
+    @property
+    def removed(self) -> bool | None:
+        return None if self.check is None else self.check.removed
+
+    @property
+    def steps(self) -> int:
+        return 0 if self.check is None else self.check.steps
+
+    @property
+    def parallelism(self) -> dict[str, int]:
+        return {} if self.check is None else dict(self.check.parallelism)
+
+    @property
+    def subtasks(self) -> int | None:
+        """Every vertex's parallelism after the last step, added up."""
+        if self.check is None:
+            return None
+        return sum(v.parallelism for v in self.check.after.vertices)
+
+    def cell(self) -> str:
+        if self.check is None:
+            return "ERROR" if self.error else "no change"
+        used = ", ".join(f"{name} {'>'.join(map(str, ps))}" for name, ps in self.check.trail)
+        return f"{mark(self.removed)} {self.steps} step(s): {used} ({self.subtasks} subtasks)"
+
+
+def offered_ratio(r: Result) -> float | None:
+    """The top cause's offered rate over the job's true offered rate of the source it takes
+    from (None: no cause, no rate, or a case without one)."""
+    top = r.top
+    true = (r.truth or {}).get(f"offered.{r.case.feeds}")
+    if top is None or top.offered_rate is None or not true:
+        return None
+    return top.offered_rate / true
 
 
 def scored_case(c: corpus.FlinkCase, task_managers: int) -> Case:
@@ -121,24 +185,43 @@ def scored_case(c: corpus.FlinkCase, task_managers: int) -> Case:
     return Case(name, JOBS, "flink", "held-out", c.expected, c.subtasks)
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What every case does on the cluster: apply bpmon's recommendation (``verify``), and
+    which policies to follow side by side (``follow``), for how many steps, with or without
+    the sources' pendingRecords."""
+
+    verify: bool = False
+    follow: tuple[str, ...] = ()
+    steps: int = 1
+    pending: bool = True
+
+    @property
+    def rescales(self) -> bool:
+        return self.verify or bool(self.follow)
+
+
 def run_cluster(
     task_managers: int,
     cases: Sequence[corpus.FlinkCase],
     loads: Sequence[float],
     samples: int,
     flamegraph: bool,
-    verify: bool = False,
+    plan: Plan | None = None,
 ) -> list[Result]:
-    """Every case at every load on one fresh cluster of ``task_managers``, stopped after; with
-    ``verify`` the cluster runs Flink's adaptive scheduler (rescales in place) with room to
+    """Every case at every load on one fresh cluster of ``task_managers``, stopped after; when
+    it rescales the cluster runs Flink's adaptive scheduler (rescales in place) with room to
     grow, and a job short of slots is left out (that scheduler runs it on what there is)."""
+    plan = plan or Plan()
     extra: dict[str, object] = {"flamegraph": True} if flamegraph else {}
-    if verify:
+    if plan.rescales:
         extra["slots"] = VERIFY_SLOTS
         cases = [c for c in cases if not c.starved]
     folder = Path(tempfile.mkdtemp(prefix="bpmon-flink-corpus-"))
-    config = {**SPREAD, **(ADAPTIVE if verify else {})}
+    config = {**SPREAD, **(ADAPTIVE if plan.rescales else {})}
     cluster = Cluster(folder, task_managers=task_managers, config=config, **extra)
+    capped = folder / "autoscaler.conf"  # the autoscaler kept within the cluster's slots
+    capped.write_text(f"job.autoscaler.vertex.max-parallelism: {cluster.slots * task_managers}\n")
     cluster.start()
     results = []
     try:
@@ -147,21 +230,50 @@ def run_cluster(
             for c in (c.at(load) for c in cases if task_managers in c.task_managers):
                 if not c.scales and load != loads[0]:
                     continue  # a healthy or starved job runs once, whatever the loads
-                results.append(run_one(c, cluster, samples, verify))
+                results.append(run_one(c, cluster, samples, plan, capped))
     finally:
         cluster.stop()
     return results
 
 
-def run_one(c: corpus.FlinkCase, cluster: Cluster, samples: int, verify: bool) -> Result:
-    run = corpus.run_case(c, cluster, samples=samples, verify=verify)
+def run_one(
+    c: corpus.FlinkCase, cluster: Cluster, samples: int, plan: Plan, capped: Path
+) -> Result:
+    bpmon_steps = corpus.Follow("bpmon", plan.steps)
+    run = corpus.run_case(
+        c, cluster, samples=samples, verify=plan.verify, follow=bpmon_steps, pending=plan.pending
+    )
     scored = scored_case(c, cluster.task_managers)
     verdicts = judge(scored, run.report) if run.report is not None else {}
+    followed: dict[str, Followed] | None = None
+    if plan.follow:
+        followed = {}
+        for policy in ("bpmon", *(p for p in plan.follow if p != "bpmon")):
+            if policy == "bpmon" and plan.verify:
+                followed[policy] = Followed(run.check, run.error, run.seconds)
+                continue
+            how = corpus.Follow(cast(Policy, policy), plan.steps, autoscaler=capped)
+            again = corpus.run_case(
+                c, cluster, samples=samples, verify=True, follow=how, pending=plan.pending
+            )
+            followed[policy] = Followed(again.check, again.error, again.seconds)
     result = Result(
-        c, cluster.task_managers, scored, run.report, run.error, run.seconds, verdicts, run.check
+        c,
+        cluster.task_managers,
+        scored,
+        run.report,
+        run.error,
+        run.seconds,
+        verdicts,
+        run.check,
+        run.truth,
+        followed,
+        tried=plan.verify or bool(plan.follow),
     )
     tried = f"; {' '.join(run.check.changes)}: {run.check.summary}" if run.check else ""
     print(f"ran {scored.name} ({run.seconds:.0f} s){': ' + run.error if run.error else ''}{tried}")
+    for policy, f in (followed or {}).items():
+        print(f"  follow {policy}: {f.cell()}{': ' + f.error if f.error else ''}")
     sys.stdout.flush()
     return result
 
@@ -199,6 +311,7 @@ def case_row(r: Result) -> list[str]:
         f"{chain} {mark(r.in_chain())}" if r.case.in_chain else "",
         mark(r.recommended()),
         mark(r.verified()),
+        "-" if (ratio := offered_ratio(r)) is None else f"{ratio:.2f}",
         f"{r.seconds:.0f}",
     ]
 
@@ -238,10 +351,21 @@ def figures(results: Sequence[Result]) -> dict[str, Tally]:
 def print_all(results: Sequence[Result]) -> dict[str, object]:
     print()
     header = ("case", "TMs", "load", "shows", "expected", "bpmon", "busiest", "seed")
-    table((*header, "in chain", "rec.", "fixed", "s"), [case_row(r) for r in results])
+    table(
+        (*header, "in chain", "rec.", "fixed", "offered/true", "s"), [case_row(r) for r in results]
+    )
     for r in results:
         if r.error:
             print(f"ERROR {r.scored.name}: {r.error}")
+    policies = sorted({p for r in results for p in r.followed or {}}, key=lambda p: p != "bpmon")
+    if policies:
+        print("\nfollowed on the cluster (removed, steps, the parallelism each ended with):")
+        rows = [
+            [r.case.name, str(r.task_managers), f"{r.case.load:g}"]
+            + [(r.followed or {}).get(p, Followed(None, None, 0)).cell() for p in policies]
+            for r in results
+        ]
+        table(("case", "TMs", "load", *policies), rows)
     groups = {f"{n} TM": [r for r in results if r.task_managers == n] for n in (1, 2)}
     groups = {k: v for k, v in groups.items() if v} | {"all": list(results)}
     totals = {name: figures(chosen) for name, chosen in groups.items()}
@@ -288,7 +412,21 @@ def main() -> None:
         action="store_true",
         help="apply each recommended parallelism on the cluster (adaptive scheduler) and check it",
     )
+    parser.add_argument(
+        "--follow",
+        default="",
+        help="also follow these policies on the cluster, side by side with bpmon's "
+        "(autoscaler: what Flink's autoscaler would decide)",
+    )
+    parser.add_argument("--steps", type=int, default=1, help="rescales a policy may take (1-5)")
+    parser.add_argument(
+        "--no-pending", action="store_true", help="the sources report no pendingRecords"
+    )
     args = parser.parse_args()
+    follow = tuple(p for p in args.follow.split(",") if p)
+    if any(p not in POLICIES for p in follow) or not 1 <= args.steps <= 5:
+        raise SystemExit(f"bench_flink_diagnosis: --follow {', '.join(POLICIES)}; --steps 1-5")
+    plan = Plan(args.verify, follow, args.steps, not args.no_pending)
     reason = missing_reason()
     if reason is not None:
         raise SystemExit(f"bench_flink_diagnosis: {reason}")
@@ -304,9 +442,7 @@ def main() -> None:
         raise SystemExit("bench_flink_diagnosis: --task-managers and --loads need positive values")
     started = time.perf_counter()
     results = [
-        r
-        for n in counts
-        for r in run_cluster(n, cases, loads, args.samples, args.flamegraph, args.verify)
+        r for n in counts for r in run_cluster(n, cases, loads, args.samples, args.flamegraph, plan)
     ]
     doc: dict[str, object] = {"totals": print_all(results)}
     doc["cases"] = [
@@ -329,11 +465,30 @@ def main() -> None:
                 "removed": r.check.removed,
                 "busy_after": busy_after(r.check),
             },
+            "offered": {
+                "estimate": r.top.offered_rate if r.top else None,
+                "true": (r.truth or {}).get(f"offered.{r.case.feeds}"),
+                "ratio": offered_ratio(r),
+            },
+            "followed": {
+                policy: {
+                    "removed": f.removed,
+                    "steps": f.steps,
+                    "parallelism": f.parallelism,
+                    "trail": {name: list(ps) for name, ps in f.check.trail} if f.check else {},
+                    "subtasks": f.subtasks,
+                    "changes": list(f.check.changes) if f.check else [],
+                    "error": f.error,
+                    "seconds": round(f.seconds, 1),
+                }
+                for policy, f in (r.followed or {}).items()
+            },
             "error": r.error,
             "seconds": round(r.seconds, 1),
         }
         for r in results
     ]
+    doc["pending_records"] = plan.pending
     doc["sampler"] = "flamegraph" if args.flamegraph else "thread dumps"
     doc["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(f"\nfull run: {doc['elapsed_s']} s")

@@ -4,12 +4,15 @@
  * test_corpus.py. What each job's diagnosis must name is declared in tests/collectors/flink/
  * corpus.py, in one table.
  *
- * Usage: BpmonCorpusJobs JOB [LOAD] [PARALLELISM]
+ * Usage: BpmonCorpusJobs JOB [LOAD] [PARALLELISM] [pending=false] [backlog=SECONDS]
  *
  * LOAD is the bottleneck's utilisation, offered rate / capacity (for a healthy job: its busiest
  * subtask's); every source rate below is derived from it. Sources are PacedSource (CorpusParts):
  * records are offered at the rate whether or not they are read, and what is owed is reported as
- * FLIP-33 pendingRecords. Costs sleep (a call to another system: busy for Flink and for a stack
+ * FLIP-33 pendingRecords (``pending=false``: not reported, so bpmon has to estimate the offered
+ * rate). Each source's true offered rate is published in the job's global parameters (GET
+ * /jobs/{id}/config, user-config: ``bpmon.offered.NAME`` records/s), for the tests to compare
+ * bpmon's figures with; bpmon itself never reads them. Costs sleep (a call to another system: busy for Flink and for a stack
  * sample, the shared CPU left to others) except in parse-cpu, long-chain and source-chained,
  * which spin on the CPU as a parser would (one core each at most: parallelism 1).
  *
@@ -55,11 +58,21 @@
  * slow-instance   events (L x 4 x 333/s) -> enrich (4 subtasks over rebalance, 1 ms; subtask 2
  *                 3 ms: 333/s) -> out. Round robin holds every channel to the slow one's pace:
  *                 the job moves 4 x 333/s, subtask 2 at L, the others at ~33%.
+ * catch-up        events (L x PARALLELISM x 1000/s, and a backlog of ``backlog`` seconds of that
+ *                 rate, 60 by default, owed from the job's submission) -> work (PARALLELISM
+ *                 subtasks, 1 ms: PARALLELISM x 1000/s) -> out. A job restarted after an outage:
+ *                 with L < 1 work keeps up with the arrival rate, so the source reads at work's
+ *                 capacity and the backlog drains at only (1 - L) x PARALLELISM x 1000/s. What
+ *                 is owed is carried over restarts (rescales): the source runs at parallelism 1.
+ *                 ``bpmon.backlog.events`` in the user-config: the records owed at submission.
  */
 
 import java.time.Duration;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.typeinfo.Types;
@@ -73,16 +86,51 @@ import org.apache.flink.util.Collector;
 
 public class BpmonCorpusJobs {
 
+    /** The job's true figures, published as its global parameters (the REST API's
+     * user-config): what each source offers, and owes at the start. */
+    static final class Published extends ExecutionConfig.GlobalJobParameters {
+        private final TreeMap<String, String> values = new TreeMap<>();
+
+        void put(String key, double value) {
+            values.put(key, String.valueOf(value));
+        }
+
+        @Override
+        public Map<String, String> toMap() {
+            return values;
+        }
+    }
+
+    static final Published PUBLISHED = new Published();
+    /** ``pending=false``: the sources report no pendingRecords. */
+    static boolean pending = true;
+    /** ``backlog=SECONDS``: the catch-up job's backlog, in seconds of its offered rate. */
+    static double backlogSeconds = 60;
+
+    static CorpusParts.PacedSource paced(String name, double rate) {
+        PUBLISHED.put("bpmon.offered." + name, rate);
+        return new CorpusParts.PacedSource(rate, pending, 0, 0);
+    }
+
     static DataStream<Long> source(StreamExecutionEnvironment env, String name, double rate) {
-        return env.fromSource(
-                new CorpusParts.PacedSource(rate), WatermarkStrategy.noWatermarks(), name);
+        return env.fromSource(paced(name, rate), WatermarkStrategy.noWatermarks(), name);
     }
 
     static DataStream<Long> timedSource(StreamExecutionEnvironment env, String name, double rate) {
         WatermarkStrategy<Long> wall =
                 WatermarkStrategy.<Long>forMonotonousTimestamps()
                         .withTimestampAssigner((v, ts) -> System.currentTimeMillis());
-        return env.fromSource(new CorpusParts.PacedSource(rate), wall, name);
+        return env.fromSource(paced(name, rate), wall, name);
+    }
+
+    /** A source at parallelism 1 that owes ``backlog`` records at submission (see catch-up). */
+    static DataStream<Long> backlogSource(
+            StreamExecutionEnvironment env, String name, double rate, long backlog) {
+        PUBLISHED.put("bpmon.offered." + name, rate);
+        PUBLISHED.put("bpmon.backlog." + name, backlog);
+        CorpusParts.PacedSource paced =
+                new CorpusParts.PacedSource(rate, pending, backlog, System.currentTimeMillis());
+        return env.fromSource(paced, WatermarkStrategy.noWatermarks(), name).setParallelism(1);
     }
 
     static <T> void out(DataStream<T> stream, String name) {
@@ -298,6 +346,13 @@ public class BpmonCorpusJobs {
                                 .disableChaining(),
                         "out");
                 break;
+            case "catch-up": {
+                double rate = load * width * 1000;
+                DataStream<Long> events =
+                        backlogSource(env, "events", rate, (long) (backlogSeconds * rate));
+                out(sleep(events, "work", 1000).setParallelism(width), "out");
+                break;
+            }
             default:
                 throw new IllegalArgumentException("unknown corpus job " + job);
         }
@@ -307,9 +362,24 @@ public class BpmonCorpusJobs {
         String job = args.length > 0 ? args[0] : "healthy";
         double load = args.length > 1 ? Double.parseDouble(args[1]) : 1.6;
         int width = args.length > 2 ? Integer.parseInt(args[2]) : 10;
+        PUBLISHED.values.clear(); // one JVM may build several jobs (statics kept between them)
+        pending = true;
+        backlogSeconds = 60;
+        for (int i = 3; i < args.length; i++) {
+            String[] option = args[i].split("=", 2);
+            if (option.length == 2 && option[0].equals("pending")) {
+                pending = Boolean.parseBoolean(option[1]);
+            } else if (option.length == 2 && option[0].equals("backlog")) {
+                backlogSeconds = Double.parseDouble(option[1]);
+            } else {
+                throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(1);
         build(env, job, load, width);
+        PUBLISHED.put("bpmon.pending", pending ? 1 : 0);
+        env.getConfig().setGlobalJobParameters(PUBLISHED);
         env.execute("bpmon-corpus-" + job);
     }
 }

@@ -56,13 +56,30 @@ public final class CorpusParts {
      * and its pendingRecords grow by (offered - read) per second. Flink's DataGeneratorSource
      * reports no pendingRecords (its rate limiter drops what it could not emit), so it cannot
      * show a source that falls behind.
+     *
+     * <p>``pending`` false: the same source without the gauge (a source that reports no lag, as
+     * most do), so the offered rate has to be estimated. ``backlog`` and ``epochMillis``: a
+     * topic written to since ``epochMillis`` (wall clock) that already held ``backlog`` records
+     * then; what is owed survives a restart (a rescale): the records read are the position
+     * in the one split, restored from the checkpoint, so this mode runs at parallelism 1.
+     * ``epochMillis`` 0: owed from each reader's start, as before.
      */
     static final class PacedSource extends NumberSequenceSource {
         private final double rate;
+        private final boolean pending;
+        private final long backlog;
+        private final long epochMillis;
 
         PacedSource(double rate) {
+            this(rate, true, 0, 0);
+        }
+
+        PacedSource(double rate, boolean pending, long backlog, long epochMillis) {
             super(0, Long.MAX_VALUE - 1);
             this.rate = rate;
+            this.pending = pending;
+            this.backlog = backlog;
+            this.epochMillis = epochMillis;
         }
 
         @Override
@@ -72,35 +89,56 @@ public final class CorpusParts {
 
         @Override
         public SourceReader<Long, NumberSequenceSplit> createReader(SourceReaderContext context) {
-            return new PacedReader(context, rate / Math.max(1, context.currentParallelism()));
+            int parallelism = Math.max(1, context.currentParallelism());
+            if (epochMillis > 0 && parallelism > 1) {
+                throw new IllegalArgumentException("a source with a backlog runs at parallelism 1");
+            }
+            return new PacedReader(context, rate / parallelism, pending, backlog, epochMillis);
         }
     }
 
-    /** Reads its splits' numbers on a wall-clock schedule of ``rate`` per second. */
+    /** Reads its splits' numbers on a wall-clock schedule of ``rate`` per second, owing
+     * ``backlog`` more from the start (see {@link PacedSource}). */
     static final class PacedReader implements SourceReader<Long, NumberSequenceSplit> {
         private final SourceReaderContext context;
         private final double rate;
+        private final boolean pending;
+        private final long backlog;
+        private final long epochMillis;
         private final List<NumberSequenceSplit> splits = new ArrayList<>();
         private long began;
-        private long read;
+        private volatile long read;
         private long next;
         private long end = -1;
         private String splitId = "";
 
-        PacedReader(SourceReaderContext context, double rate) {
+        PacedReader(
+                SourceReaderContext context,
+                double rate,
+                boolean pending,
+                long backlog,
+                long epochMillis) {
             this.context = context;
             this.rate = rate;
+            this.pending = pending;
+            this.backlog = backlog;
+            this.epochMillis = epochMillis;
         }
 
         @Override
         public void start() {
             began = System.nanoTime();
-            context.metricGroup().setPendingRecordsGauge(() -> Math.max(0L, due() - read));
+            if (epochMillis > 0) {
+                began -= (System.currentTimeMillis() - epochMillis) * 1_000_000L;
+            }
+            if (pending) {
+                context.metricGroup().setPendingRecordsGauge(() -> Math.max(0L, due() - read));
+            }
             context.sendSplitRequest();
         }
 
         private long due() {
-            return (long) ((System.nanoTime() - began) / 1e9 * rate);
+            return backlog + (long) ((System.nanoTime() - began) / 1e9 * rate);
         }
 
         @Override
@@ -124,13 +162,17 @@ public final class CorpusParts {
             splitId = split.splitId();
             next = split.from();
             end = split.to();
+            if (epochMillis > 0) {
+                read = next; // one split from 0: its position is what was read, over restarts
+            }
             return true;
         }
 
         @Override
         public CompletableFuture<Void> isAvailable() {
             CompletableFuture<Void> ready = new CompletableFuture<>();
-            long waitNanos = (long) (((read + 1) / rate) * 1e9) - (System.nanoTime() - began);
+            long waitNanos =
+                    (long) (((read + 1 - backlog) / rate) * 1e9) - (System.nanoTime() - began);
             long micros = Math.max(200, Math.min(waitNanos / 1000, 50_000));
             TIMER.schedule(() -> ready.complete(null), micros, TimeUnit.MICROSECONDS);
             return ready;
