@@ -12,9 +12,14 @@ healthy job while the lag (FLIP-33 ``pendingRecords``, a Kafka consumer's lag) g
 - its ``pendingRecords`` grow (summed over its subtasks) by at least ``MIN_GROWTH_SHARE`` of what
   it emits: it reads less than it is offered.
 
-A source that gives no ``pendingRecords`` cannot be told apart from one that simply reads as fast
-as its input lets it, so no cause is named without them (the report's ``unobserved`` finding says
-they were missing). The recommendation sizes the source from its measured capacity (records out
+A source that gives no ``pendingRecords`` (a generator, a file source, many custom ones) cannot
+say whether it is offered more than it reads. One whose every subtask is busy at least
+:data:`SATURATED_ALL` and none backpressured is still the job's limit: nothing downstream holds
+it, and it has no time to read more. It is named with :data:`UNKNOWN_LAG_CONFIDENCE`, its lag
+unknown and said so, and no parallelism sized (the offered rate is unknown); a source short of
+that (one subtask idling now and then, as a source that keeps up does) is not named.
+
+The recommendation sizes the source from its measured capacity (records out
 ÷ busy, per subtask) and the offered rate (records out plus the lag's growth), and names the
 partition or split count as the limit of a source's parallelism. With a chain, records out are
 the chain's: the sizing takes each record read to leave the chain as one record (a filter or a
@@ -36,6 +41,14 @@ from bpmon.rules.levels import backpressure_ratio, blended_busy
 CONFIDENCE = 0.8
 """Busy time, no backpressure and a growing lag say it together; a short window can still catch a
 burst of input that the source will read away."""
+
+SATURATED_ALL = 0.95
+"""Without ``pendingRecords``: the least busy share every subtask of a source must reach for it to
+be named (a source that keeps up idles between records; one busy 95% of the time has no room)."""
+
+UNKNOWN_LAG_CONFIDENCE = 0.6
+"""Busy and never blocked say the source is the limit; without its lag, not by how much it is
+short of its input, nor that it is short at all (it may read all there is, flat out)."""
 
 
 def source_causes(observation: Observation, rules: RulesConfig) -> list[RootCause]:
@@ -63,8 +76,10 @@ def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
     emitted = [s.metrics.records_out_per_s for s in subs]
     if busiest < rules.bottleneck.saturated_busy or pressed > rules.levels.ok_max:
         return None
-    if growth is None or None in emitted:
+    if None in emitted:
         return None
+    if growth is None:
+        return _unknown_lag(vertex, pressed, sum(e for e in emitted if e is not None), rules)
     out = sum(e for e in emitted if e is not None)
     if out <= 0 or growth < MIN_GROWTH_SHARE * out:
         return None
@@ -86,9 +101,46 @@ def _limited(vertex: VertexObservation, rules: RulesConfig) -> RootCause | None:
     )
 
 
+def _unknown_lag(
+    vertex: VertexObservation, pressed: float, out: float, rules: RulesConfig
+) -> RootCause | None:
+    """A source busy at least :data:`SATURATED_ALL` on every subtask, reporting no lag."""
+    subs = vertex.subtasks
+    if out <= 0 or min((blended_busy(s) or 0.0 for s in subs), default=0.0) < SATURATED_ALL:
+        return None
+    name = vertex.name
+    measured = capacity_of_windows(subs, rules.capacity.min_busy)
+    cap = round(measured) if measured is not None else None
+    lines = list(_evidence(vertex, pressed, out, None, cap))
+    chained = " -> " in name
+    fix = (
+        "split the costly operator off the source's chain (chain = false, or "
+        "disableChaining()) and give it its own parallelism, or raise the chain's parallelism"
+        if chained
+        else "raise its parallelism, or make each record cheaper to read (deserialisation, "
+        "decompression)"
+    )
+    return RootCause(
+        vertex=name,
+        kind="source-limited",
+        subtasks=tuple(s.index for s in subs),
+        confidence=UNKNOWN_LAG_CONFIDENCE,
+        evidence=tuple(lines),
+        recommendation=(
+            f"The source {name} reads as fast as it can and is the job's limit: if its input "
+            f"holds more than the ~{out:,.0f} records/s it reads (check the lag where the "
+            f"records wait: a Kafka consumer group's lag, the files not yet read), {fix}. It "
+            "reports no pendingRecords, so bpmon cannot size it: raise it a step and look "
+            "again. A source reads at most one partition or split per subtask."
+        ),
+        capacity_per_subtask=float(cap) if cap else None,
+    )
+
+
 def _evidence(
-    vertex: VertexObservation, pressed: float, out: float, growth: float, cap: int | None
+    vertex: VertexObservation, pressed: float, out: float, growth: float | None, cap: int | None
 ) -> tuple[EvidenceLine, ...]:
+    """Busy and not backpressured; the lag's growth (or that it is unknown); the capacity."""
     name, n = vertex.name, len(vertex.subtasks)
     who: tuple[EvidencePart, ...] = (f"the only subtask of {name} is",)
     if n > 1:
@@ -110,6 +162,13 @@ def _evidence(
             " records/s of the ~",
             whole("offered", out + growth, vertex=name),
             " offered, and the lag grows",
+        )
+        if growth is not None
+        else line(
+            "it emits ~",
+            whole("emitted", out, vertex=name),
+            " records/s and reports no pendingRecords: its lag, and so what it is offered, "
+            "are unknown",
         ),
     ]
     if cap:

@@ -84,13 +84,40 @@ def test_a_source_chained_with_its_bottleneck_is_source_limited_and_sized(
     assert chain.metrics.records_out_per_s >= 0.9 * 600  # it now reads what it is offered
 
 
-def test_without_pending_records_no_source_is_blamed() -> None:
-    """A source reading as fast as its input lets it looks the same: nothing is named."""
+def test_without_pending_records_a_source_busy_on_every_subtask_is_named_its_lag_unknown() -> None:
+    """A generator or file source reports no lag: busy 95% or more on every subtask and never
+    blocked, it is the limit all the same (named less surely, not sized); a subtask at 90% is a
+    source that keeps up, and nothing is named."""
     busy = vertex("src", sub(0, busy=0.98, rout=200), sub(1, busy=0.97, rout=200))
-    assert source_causes(observation(busy), RULES) == []
+    [cause] = source_causes(observation(busy), RULES)
+    assert (cause.kind, cause.vertex, cause.subtasks) == ("source-limited", "src", (0, 1))
+    assert cause.confidence < 0.8 and cause.offered_rate is None
+    assert cause.recommended_parallelism is None
+    assert any("reports no pendingRecords: its lag" in line for line in texts(cause))
+    assert "~400 records/s it reads" in cause.recommendation
+    keeping_up = vertex("src", sub(0, busy=0.98, rout=200), sub(1, busy=0.90, rout=200))
+    assert source_causes(observation(keeping_up), RULES) == []
     owed = vertex("src", *(sub(i, busy=0.98, rout=200, metrics=lag(100.0)) for i in range(2)))
-    [cause] = source_causes(observation(owed), RULES)
-    assert cause.offered_rate == 600.0
+    [sized] = source_causes(observation(owed), RULES)
+    assert sized.offered_rate == 600.0 and sized.confidence == 0.8
+
+
+def test_a_generator_source_chained_with_its_bottleneck_is_named_without_a_lag(
+    tmp_path: Path,
+) -> None:
+    """The same chain read from a source without a rate limit (as fast as the chain takes it,
+    reporting no pendingRecords, as Flink's DataGen or a file source): the chain is busy all
+    the time, nothing is backpressured, and the chain is named with its lag unknown."""
+    text = job(2).replace("rate = 300.0", "rate = 0")
+    assert "rate = 0\n" in text
+    report = report_of(text, tmp_path)
+    [cause] = limited(report)
+    assert (cause.vertex, cause.subtasks) == ("events -> lookup", (0, 1))
+    assert cause.in_chain is not None and cause.in_chain.operator == "lookup"
+    assert all(v.level == "OK" for v in report.vertices)
+    assert cause.offered_rate is None and cause.recommended_parallelism is None
+    assert any("reports no pendingRecords" in line for line in texts(cause))
+    assert cause.capacity_per_subtask is not None and 150 <= cause.capacity_per_subtask <= 210
 
 
 def test_a_backpressured_or_idle_source_is_not_source_limited() -> None:

@@ -65,3 +65,18 @@ def test_a_healthy_job_has_no_cause(flink_cluster: Cluster) -> None:
     assert done.report is not None, done.error
     assert done.report.root_causes == (), done.report.root_causes
     assert {v.level for v in done.report.vertices} == {"OK"}
+
+
+def test_a_source_chained_with_its_bottleneck_is_named_without_pending_records(
+    flink_cluster: Cluster,
+) -> None:
+    """source-chained with its source reporting no pendingRecords (as Flink's DataGen, a file
+    source): the chain is busy all the time and nothing is backpressured; bpmon names the chain
+    as the limit, says its lag is unknown, and sizes nothing."""
+    done = run_case(case("source-chained").at(BOTTLENECK_LOAD), flink_cluster, pending=False)
+    assert done.report is not None, done.error
+    assert done.truth is not None and done.truth["pending"] == 0
+    [cause, *_] = done.report.root_causes or ()
+    assert (cause.vertex, cause.kind) == done.case.expected[0], done.report.root_causes
+    assert cause.offered_rate is None and cause.recommended_parallelism is None, cause
+    assert any("reports no pendingRecords" in e.text for e in cause.evidence), cause.evidence
