@@ -80,6 +80,7 @@ def metrics_of(m: TaskMetrics) -> Metrics:
         soft_backpressured_ratio=m.soft_backpressured_ms_per_s / 1000,
         hard_backpressured_ratio=m.hard_backpressured_ms_per_s / 1000,
         backlog=_backlog(m),
+        buffer_size=None if m.debloated_buffer_size is None else float(m.debloated_buffer_size),
         spill=_spill(m),
         scheduling=_scheduling(m),
     )
@@ -151,6 +152,7 @@ class RuntimeTarget:
             task_managers=network.task_managers,
             segment_size=network.segment_size,
             debloat=network.debloat,
+            debloat_target_ms=float(network.debloat_target_ms) if network.debloat else None,
         )
 
     @property

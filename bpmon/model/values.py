@@ -44,6 +44,7 @@ FindingKind = Literal[
     "runtime-saturated",
     "host-busy",
     "sampling",
+    "debloating",
     "flink-disagrees",
     "rescaled",
     "finished",
@@ -125,6 +126,9 @@ class Metrics:
         backlog: a source's ``pendingRecords`` and its growth (FLIP-33; sources that report it).
         spill: what the subtask's partitions spilled to disk (where the target measures it).
         scheduling: the subtask's deployment state and the cluster's slots (where known).
+        buffer_size: with buffer debloating (FLIP-183), the bytes its input buffers are
+            debloated to now (Flink's ``debloatedBufferSize``, its first input gate's; None:
+            debloating off, a source, or not shown).
     """
 
     busy_ratio: float | None = None
@@ -140,6 +144,7 @@ class Metrics:
     backlog: SourceBacklog | None = None
     spill: Spill | None = None
     scheduling: TaskScheduling | None = None
+    buffer_size: float | None = None
 
 
 def _max_known(values: Iterable[float | None]) -> float | None:
@@ -274,6 +279,9 @@ class TargetSettings:
     segment_size: int | None = None
     debloat: bool | None = None
     """Buffer debloating (FLIP-183) is on."""
+    debloat_target_ms: float | None = None
+    """With debloating: the time's worth of throughput each input gate's buffers are sized to
+    hold (``taskmanager.network.memory.buffer-debloat.target``, 1 s by default)."""
 
 
 @dataclass(frozen=True, slots=True)

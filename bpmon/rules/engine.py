@@ -38,6 +38,7 @@ from bpmon.rules.chains import with_chain_evidence
 from bpmon.rules.checkpoints import checkpoint_findings, checkpoint_report
 from bpmon.rules.classify import Classification, classify
 from bpmon.rules.config import RulesConfig, load_rules
+from bpmon.rules.debloat import debloat_finding
 from bpmon.rules.graph import JobGraph, Suspect, VertexSummary, build_graph, summarize
 from bpmon.rules.levels import (
     blended_busy,
@@ -85,6 +86,9 @@ def diagnose(observation: Observation, rules: RulesConfig | None = None) -> Repo
     missing = unobserved_finding(observation)
     if missing is not None:  # what the target could not show: no rule could use it
         findings = (*findings, missing)
+    debloating = debloat_finding(observation)
+    if debloating is not None:  # smaller buffers: the pool usages count less data
+        findings = (*findings, debloating)
     window = observation.checkpoints
     checkpoints = None if window is None else checkpoint_report(window)
     if window is not None and checkpoints is not None:

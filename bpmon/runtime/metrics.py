@@ -75,6 +75,7 @@ class TaskMetrics:
     slot_wait: WaitingForSlots | None = None  # bpmon_slotsMissing etc.: a SCHEDULED task's region
     wait_s: float | None = None  # bpmon_slotWaitSeconds: how long its bulk has waited
     operators: tuple[OperatorRates, ...] = ()  # a chain's members: bpmon_operator.NAME.*
+    debloated_buffer_size: int | None = None  # debloatedBufferSize (the least over its gates)
 
     def as_flink(self) -> dict[str, float]:
         """The values under Flink's metric names (bpmon's own are prefixed ``bpmon_``)."""
@@ -101,6 +102,9 @@ class TaskMetrics:
             "bpmon_spilledBytesPerSecond": self.spilled_bytes_per_s,
             "bpmon_spillReadBytesPerSecond": self.spill_read_bytes_per_s,
             "bpmon_spillDiskTimeMsPerSecond": self.spill_disk_ms_per_s,
+            "debloatedBufferSize": None
+            if self.debloated_buffer_size is None
+            else float(self.debloated_buffer_size),
         }
         for op in self.operators:
             values |= {
@@ -154,6 +158,9 @@ class TaskCounters:
     """A chained task's members: name, records in and out, cumulative."""
     busy_measured: bool = True
     """False for a legacy source: Flink reports its busy time as NaN."""
+    buffer_size: int | None = None
+    """With buffer debloating: the size its input gates' buffers are debloated to now (the
+    least over its gates; None: off, or a source)."""
 
 
 def task_counters(task: Task) -> TaskCounters:
@@ -175,6 +182,7 @@ def task_counters(task: Task) -> TaskCounters:
         slot_wait=task.slot_wait,
         members=task.chain.totals() if task.chain is not None else (),
         busy_measured=not task.legacy_source,
+        buffer_size=min((d.size for d in task.debloaters), default=None),
     )
 
 
@@ -335,4 +343,5 @@ def _assemble(
         state=c.state,
         slot_wait=c.slot_wait,
         wait_s=None if c.slot_wait is None else max(0.0, c.time.at - c.slot_wait.since),
+        debloated_buffer_size=c.buffer_size,
     )

@@ -13,7 +13,12 @@ absent key is Flink's default. What bpmon reads:
   a request before then is answered from the cache without sampling again (the cache cannot be
   bypassed from the REST API);
 - ``rest.flamegraph.stack-depth`` (100 frames);
-- ``metrics.fetcher.update-interval`` (10 s): how old a metric the REST store serves may be.
+- ``metrics.fetcher.update-interval`` (10 s): how old a metric the REST store serves may be;
+- ``taskmanager.network.memory.buffer-debloat.enabled`` (false) and ``...buffer-debloat.target``
+  (1 s): buffer debloating (FLIP-183), each input gate sizing its buffers to hold about the
+  target's worth of its throughput. The JobManager shows the cluster's ``config.yaml``, which a
+  standalone or session cluster's TaskManagers read too; a TaskManager started with other
+  options is not seen (its ``debloatedBufferSize`` metrics still are).
 
 Durations are written as Flink writes them: ``"50 ms"``, ``"1 min"``, ``"2 s"``, a bare number of
 milliseconds, or ISO-8601 (``PT1M``). A value bpmon cannot read falls back to Flink's default, so
@@ -43,6 +48,8 @@ class FlinkClusterConfig:
         flame_refresh_s: ``rest.flamegraph.refresh-interval``.
         flame_depth: ``rest.flamegraph.stack-depth``.
         fetch_interval_s: ``metrics.fetcher.update-interval``.
+        debloat: ``taskmanager.network.memory.buffer-debloat.enabled``.
+        debloat_target_ms: ``taskmanager.network.memory.buffer-debloat.target``.
         read: whether ``/jobmanager/config`` answered (False: all of these are defaults).
     """
 
@@ -52,6 +59,8 @@ class FlinkClusterConfig:
     flame_refresh_s: float = 60.0
     flame_depth: int = 100
     fetch_interval_s: float = 10.0
+    debloat: bool = False
+    debloat_target_ms: float = 1000.0
     read: bool = True
 
     @property
@@ -61,6 +70,7 @@ class FlinkClusterConfig:
 
 
 DEFAULTS = FlinkClusterConfig()
+DEBLOAT = "taskmanager.network.memory.buffer-debloat"
 """Flink's own defaults (a cluster whose ``config.yaml`` sets none of these)."""
 
 
@@ -82,6 +92,8 @@ def config_of(answer: Any) -> FlinkClusterConfig:
         flame_refresh_s=_ms(values, "rest.flamegraph.refresh-interval", 60e3) / 1000,
         flame_depth=_int(values, "rest.flamegraph.stack-depth", DEFAULTS.flame_depth),
         fetch_interval_s=_ms(values, "metrics.fetcher.update-interval", 10e3) / 1000,
+        debloat=values.get(f"{DEBLOAT}.enabled", "").strip().lower() == "true",
+        debloat_target_ms=_ms(values, f"{DEBLOAT}.target", DEFAULTS.debloat_target_ms),
     )
 
 

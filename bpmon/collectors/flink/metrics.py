@@ -25,6 +25,7 @@ the last 60 s, however short bpmon's window. ``busyTimeMsPerSecond`` is NaN for 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,11 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 
 PENDING_SUFFIX = ".pendingRecords"
 """FLIP-33's lag of a source, under its operator's name: quantity ``pending``."""
+
+DEBLOATED = re.compile(r"Shuffle\.Netty\.Input\.(\d+)\.debloatedBufferSize")
+"""With buffer debloating, each input gate's buffer size (Flink 1.14+, FLIP-183), listed per
+gate (``0.Shuffle.Netty.Input.0.debloatedBufferSize``): quantity ``buffer_size``, the first
+gate's."""
 
 REQUIRED = ("busy", "idle", "backpressured")
 """Without these the cluster cannot be diagnosed (Flink older than 1.13)."""
@@ -102,6 +108,9 @@ def resolve_names(available: Iterable[str], vertex: str, where: str) -> MetricNa
     pending = sorted(o for o in offered if o.endswith(PENDING_SUFFIX))
     if pending:
         names["pending"] = pending[0]
+    gates = sorted((int(m[1]), o) for o in offered if (m := DEBLOATED.fullmatch(o)))
+    if gates:
+        names["buffer_size"] = gates[0][1]
     missing = [CANDIDATES[q][0] for q in REQUIRED if q not in names]
     if missing:
         raise CollectorError(
@@ -162,6 +171,7 @@ def subtask_metrics(values: Mapping[str, float], names: MetricNames, index: int)
         soft_backpressured_ratio=per_second("soft"),
         hard_backpressured_ratio=per_second("hard"),
         backlog=SourceBacklog(get("pending"), None) if "pending" in names.names else None,
+        buffer_size=get("buffer_size"),
     )
 
 

@@ -289,7 +289,11 @@ class FlinkTarget:
             source="flink",
             window=window,
             vertices=vertices,
-            settings=TargetSettings(task_managers=managers),
+            settings=TargetSettings(
+                task_managers=managers,
+                debloat=self.config.debloat if self.config.read else None,
+                debloat_target_ms=self.config.debloat_target_ms if self.config.debloat else None,
+            ),
             notes=tuple(notes),
             signals=FLINK,
             checkpoints=checkpoints,

@@ -210,7 +210,7 @@ def run_case(
             cluster.wait_running(job)
             time.sleep(warmup_s)
         truth = true_rates(cluster, job)
-        report, error = _window(cluster.url, job, samples, follow)
+        report, error = window_of(cluster.url, job, samples, follow)
         if verify and report is not None:
             check, job = _check(cluster, job, report, samples, follow)
     except (BpmonError, RuntimeError, OSError) as exc:
@@ -237,7 +237,7 @@ def _check(
         applied = merged(applied, changes)
         wanted = {c.vertex: int(c.value) for c in applied}
         job = facade.rescale_flink(cluster.url, job, wanted, say=lambda _: None)
-        after, error = _window(cluster.url, job, samples, follow)
+        after, error = window_of(cluster.url, job, samples, follow)
         if after is None:
             raise RuntimeError(f"no report after the rescale: {error}")
         verdict = whatif_verdict(report, after, changes)
@@ -264,7 +264,7 @@ def _parallelism(report: Report, vertex: str) -> int:
     return next(v.parallelism for v in report.vertices if v.name == vertex)
 
 
-def _window(
+def window_of(
     url: str, job: str, samples: int, follow: Follow | None = None
 ) -> tuple[Report | None, str | None]:
     """One window of ``job`` through the service, as ``monitor_flink`` takes it, but giving up
