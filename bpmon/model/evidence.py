@@ -51,6 +51,8 @@ FigureKind = Literal[
     "catch-up",  # records/s more that drain them within [sizing] catch_up_s
     "drain-minutes",  # minutes the backlog takes to drain at the recommended parallelism
     "needed",  # the parallelism that would take the offered rate
+    "skew-needed",  # the parallelism the share model asks of a skewed vertex, past its bound
+    "skew-bound",  # the most bpmon recommends for it (four times today's, 16 at least, key groups)
     "utilisation",  # the utilisation at that parallelism
     "backlog",  # buffers a channel holds at its producer (one subtask in ``subtasks``)
     "no-credit",  # share of a channel's readings with a backlog and no credit

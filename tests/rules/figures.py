@@ -210,6 +210,28 @@ def _needed(c: Check, f: EvidenceFigure) -> None:
     c.expect(sentence in c.cause.recommendation, "the recommendation does not say so")
 
 
+def _skew_bound(vertex: VertexStatus) -> int:
+    """Four times today's parallelism, 16 at least, never past Flink's default key groups
+    (128 below 86 subtasks: the vertices these checks see)."""
+    return min(128, max(4 * vertex.parallelism, 16))
+
+
+def _skew_needed(c: Check, f: EvidenceFigure) -> None:
+    """What the share model would ask of a skewed vertex, from the key share the evidence quotes
+    and the cause's capacity and offered rate; past the bound it names, so not recommended."""
+    key = next((x for e in c.cause.evidence for x in e.figures if x.what == "key-share"), None)
+    cap, offered = c.cause.capacity_per_subtask, c.cause.offered_rate
+    if key is None or cap is None or not offered:
+        c.expect(False, "a parallelism without its key share, capacity and offered rate")
+        return
+    room = cap * RULES.capacity.utilisation_target / offered - key.value
+    n = c.vertex(f.vertex).parallelism
+    c.expect(room > 0, "the key alone would not fit a subtask")
+    if room > 0:
+        c.value(f, max(n + 1, math.ceil((1 - key.value) / room)))
+    c.expect(c.cause.recommended_parallelism is None, "a parallelism is recommended past it")
+
+
 def _catch_up(c: Check, f: EvidenceFigure) -> None:
     """The cause's catch-up rate: its backlog over [sizing] catch_up_s."""
     _whole(c, f, c.cause.catch_up_rate)
@@ -366,6 +388,8 @@ CHECKS: dict[FigureKind, Rule] = {
         within=1.0,
     ),
     "needed": _needed,
+    "skew-needed": _skew_needed,
+    "skew-bound": lambda c, f: c.value(f, _skew_bound(c.vertex(f.vertex))),
     "utilisation": _utilisation,
     "backlog-records": lambda c, f: _whole(c, f, c.cause.backlog_records),
     "catch-up": _catch_up,

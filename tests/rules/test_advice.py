@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
 from bpmon.model.values import Observation
-from bpmon.rules.advice import capacity_of_windows
+from bpmon.rules.advice import capacity_of_windows, key_groups
 from bpmon.rules.config import BottleneckRules, CapacityRules, RulesConfig
 from bpmon.rules.engine import diagnose
 from bpmon.rules.graph import build_graph
@@ -285,6 +286,27 @@ def test_a_hot_key_whose_share_fits_one_subtask_is_sized_and_one_that_does_not_i
     [cause] = hotter.root_causes
     assert (cause.kind, cause.recommended_parallelism) == ("data-skew", None)
     assert "more parallelism does not split one key" in cause.recommendation
+
+
+def test_a_hot_key_sized_past_the_bound_is_not_recommended_and_says_what_it_would_take() -> None:
+    # f = 1/2 as above; lag growing 60/s a source: offered 1,020/s. At p subtasks count[0]
+    # receives 1020 x (1/2 + 1/2 / p) <= 540 from p = 17 (16.99...): past the 16 bpmon
+    # recommends at most for a skew on 3 subtasks (4 x 3 = 12 is less), so the key is to be
+    # spread, and the evidence says 17 would be needed counting the unsplit part as one key.
+    report = diagnose(_keyed(60), RULES)  # type: ignore[arg-type]
+    assert not problems(report) and not unaccounted(report)  # the 17 is checked too
+    [cause] = report.root_causes
+    assert (cause.kind, cause.recommended_parallelism) == ("data-skew", None)
+    [needed] = [line for line in texts(cause) if "would need" in line]
+    assert "~17 subtasks instead of 3, more than the 16 bpmon recommends" in needed
+    assert cause.recommendation.startswith("Spread the hot key(s) that land on count[0]")
+
+
+def test_the_bound_is_the_key_groups_or_four_times_today() -> None:
+    wide = vertex("w", *(sub(i) for i in range(12)), inputs=[edge("src", "hash")])
+    assert key_groups(wide) == 128  # Flink's default below 86 subtasks
+    assert key_groups(vertex("v", *(sub(i) for i in range(100)))) == 256  # 150 -> 256
+    assert key_groups(replace(wide, max_parallelism=40)) == 40  # what Flink reports
 
 
 def _in_series(next_busy: float) -> Observation:
