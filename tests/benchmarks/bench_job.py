@@ -47,18 +47,24 @@ name = "source"
 kind = "source"
 rate = 0
 record_bytes = 100
+slot_sharing_group = "ends"
 [[operators]]
 name = "map"
 kind = "map"
 record_bytes = 100
 cost_us = 0
+slot_sharing_group = "middle"
 inputs = [{ from = "source" }]
 [[operators]]
 name = "sink"
 kind = "sink"
 cost_us = 0
+slot_sharing_group = "ends"
 inputs = [{ from = "map" }]
 """
+"""Source and sink share a slot sharing group, the map has its own: the groups take slots 0 and
+1, on task managers 0 and 1, so both exchanges cross task managers (in one group all three
+would share slot 0 and every channel would be local)."""
 
 
 def channel_kinds(job: Job) -> dict[str, list[str]]:
