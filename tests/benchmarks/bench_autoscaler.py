@@ -13,7 +13,8 @@ the policy would change, re-run, again from the re-run's report:
 
 A step's changes go on top of the earlier ones. A policy stops when a re-run shows the
 backpressure gone (no vertex HIGH, no root cause, no queue still growing: measured, not
-configured), or when it would change nothing more. Both policies start from the same first
+configured; nor an expected bottleneck still at least 98% busy, whose queue may still be
+filling), or when it would change nothing more. Both policies start from the same first
 report, so they answer the same window.
 
 Each case is classed by its own arithmetic (``capacity.py``, the ground truth a benchmark may
@@ -55,7 +56,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from bench_diagnosis import Job, Run, run_job
+from bench_diagnosis import BUSY_CEILING, Job, Run, run_job
 from capacity import least_parallelism, slots
 from diagnosis_corpus import CATEGORIES, SPLITS, Case, CorpusError, load_corpus
 
@@ -136,13 +137,22 @@ def top_of(report: Report | None) -> str:
     return f"{cause.kind} at {cause.vertex}"
 
 
-def gone(report: Report | None) -> bool:
-    """The backpressure is gone: nothing HIGH, no root cause, no queue still growing."""
+def gone(case: Case, report: Report | None) -> bool:
+    """The backpressure is gone: nothing HIGH, no root cause, no queue still growing, and no
+    expected bottleneck still at least 98% busy (one that is has no headroom, and a queue in
+    front of it may still be filling its buffers: backpressure takes time to show)."""
     if report is None or _saturated(report):
         return False
     if any(v.level == "HIGH" for v in report.vertices):
         return False
-    return not report.root_causes and not saturated(report.vertices)
+    if report.root_causes or saturated(report.vertices):
+        return False
+    for vertex in report.vertices:
+        if vertex.name in case.vertices:
+            shares = [s.metrics.busy_ratio for s in vertex.subtasks] or [vertex.metrics.busy_ratio]
+            if max((b for b in shares if b is not None), default=0.0) >= BUSY_CEILING:
+                return False
+    return True
 
 
 def _saturated(report: Report | None) -> bool:
@@ -178,7 +188,7 @@ def follow(case: Case, first: Report, policy: Policy, steps: int) -> tuple[Follo
         run: Run = run_job(Job(str(case.path), also=also))
         reruns += run.reruns
         widths, used = parallelisms(case, applied)
-        removed = gone(run.report)
+        removed = gone(case, run.report)
         texts = tuple(map(str, applied))
         done.append(Step(texts, removed, top_of(run.report), used, widths, run.error, run.reruns))
         report = run.report
