@@ -223,9 +223,19 @@ def chains_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     )
     scenario = parse_scenario('name = "chains"\nchaining = true\n' + text)
     runs = tmp_path_factory.mktemp("chains")
-    ended = drain(run_scenario(scenario, Settings(runs_dir=runs), duration_s=5.2))
-    assert ended.leaks == ()
-    return ended.reports[0]
+    # a window the runtime counts as saturated (the figures describe a busy machine, not the
+    # job: seen in CI) is taken again, as the benchmark does
+    for _ in range(TRIES):
+        ended = drain(run_scenario(scenario, Settings(runs_dir=runs), duration_s=5.2))
+        assert ended.leaks == ()
+        report = ended.reports[0]
+        if not any(f.kind == "runtime-saturated" for f in report.findings):
+            break
+    return report
+
+
+TRIES = 3
+"""Runs of the chains job before its report is taken as it is (saturated or not)."""
 
 
 def cause_at(report: Report, pipeline: str) -> RootCause:
