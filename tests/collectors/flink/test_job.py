@@ -50,7 +50,9 @@ def test_a_rescale_up_shows_the_new_subtask_and_says_so() -> None:
     assert notes(again, "rescaled") == []  # said once, in the window after the change
     enrich = after.vertex("enrich").subtasks
     assert [s.thread for s in enrich] == ["enrich (1/3)#1", "enrich (2/3)#1", "enrich (3/3)#0"]
-    assert all(s.samples == 3 for s in enrich)  # the new attempts' threads are sampled
+    # the new attempts' threads are sampled in every dump taken (a dump slower than its slot on a
+    # loaded machine is skipped, so not always 3)
+    assert all(s.samples == after.window.samples >= 1 for s in enrich)
     assert all(s.metrics.busy_ratio is not None for s in enrich)  # and their metrics read
 
 
@@ -99,7 +101,8 @@ def test_a_finished_source_is_left_out_and_said() -> None:
         "Source: left -> parse: all 1 subtask(s) FINISHED (a bounded input read to its end); "
         "left out of the window"
     ]
-    assert all(s.samples == 3 for v in observation.vertices for s in v.subtasks)
+    taken = observation.window.samples  # all 3 but where a slow dump overran its slot
+    assert taken >= 1 and all(s.samples == taken for v in observation.vertices for s in v.subtasks)
 
 
 def test_the_service_diagnoses_a_job_with_a_finished_source(tmp_path: Path) -> None:
@@ -122,7 +125,9 @@ def test_two_vertices_of_one_name_stay_two() -> None:
     # their threads are both "work (i/2)#0" on one task manager: not guessed, left out
     for name in ("work", "work#2"):
         assert all(s.samples == 0 for s in observation.vertex(name).subtasks)
-    assert all(s.samples == 3 for s in observation.vertex("sink: Writer").subtasks)
+    taken = observation.window.samples  # all 3 but where a slow dump overran its slot
+    assert taken >= 1
+    assert all(s.samples == taken for s in observation.vertex("sink: Writer").subtasks)
     [ambiguous] = notes(observation, "ambiguous-threads")
     assert ambiguous.startswith("work, work#2: Flink names their task threads alike")
     # the recorded job's first "work" sleeps 1 ms a record, the second nothing
