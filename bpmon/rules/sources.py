@@ -112,14 +112,7 @@ def _unknown_lag(
     measured = capacity_of_windows(subs, rules.capacity.min_busy)
     cap = round(measured) if measured is not None else None
     lines = list(_evidence(vertex, pressed, out, None, cap))
-    chained = " -> " in name
-    fix = (
-        "split the costly operator off the source's chain (chain = false, or "
-        "disableChaining()) and give it its own parallelism, or raise the chain's parallelism"
-        if chained
-        else "raise its parallelism, or make each record cheaper to read (deserialisation, "
-        "decompression)"
-    )
+    fix = _fix(name)
     return RootCause(
         vertex=name,
         kind="source-limited",
@@ -184,14 +177,7 @@ def _evidence(
 
 def _advice(vertex: VertexObservation, offered: int, wanted: int | None, target: float) -> str:
     name = vertex.name
-    chained = " -> " in name
-    lead = f"The source {name} cannot read what it is offered: " + (
-        "split the costly operator off the source's chain (chain = false, or "
-        "disableChaining()) and give it its own parallelism, or raise the chain's parallelism"
-        if chained
-        else "raise its parallelism, or make each record cheaper to read (deserialisation, "
-        "decompression)"
-    )
+    lead = f"The source {name} cannot read what it is offered: " + _fix(name)
     sizing = (
         f"; {wanted} subtasks instead of {vertex.parallelism} would read the ~{offered:,} "
         f"records/s offered at {target:.0%} utilisation"
@@ -201,4 +187,17 @@ def _advice(vertex: VertexObservation, offered: int, wanted: int | None, target:
     return (
         f"{lead}{sizing}. A source reads at most one partition or split per subtask: "
         "beyond the topic's partition count (the split count) more subtasks idle."
+    )
+
+
+def _fix(name: str) -> str:
+    """What makes a source read more: split its chain, or raise its parallelism."""
+    if " -> " in name:
+        return (
+            "split the costly operator off the source's chain (chain = false, or "
+            "disableChaining()) and give it its own parallelism, or raise the chain's parallelism"
+        )
+    return (
+        "raise its parallelism, or make each record cheaper to read (deserialisation, "
+        "decompression)"
     )
