@@ -19,7 +19,8 @@ flushing (a flush publishes the bytes written so far; the writer keeps filling t
 operator needs several seconds, up to a quarter of a minute, before every buffer upstream of it is
 full. The metrics then cover exactly the three seconds during which the output pools are sampled
 (``window_metrics``): a backpressured rate-limited source catches up in bursts of up to a second of
-records, so a shorter span may catch it between two bursts.
+records, so a shorter span may catch it between two bursts. An example whose shared run misses
+its pattern (a loaded machine may deschedule one job's threads for long) is run again on its own.
 
 What is asserted survives a loaded 2-core machine: which state each subtask spent most of that
 span in (busy, idle or backpressured), whether a healthy source kept its schedule,
@@ -379,6 +380,28 @@ def check(run: Run, stem: str) -> None:
         BY_SHAPE[stem](run)
 
 
+ALONE_TRIES = 2
+"""Runs of one example on its own after its shared run missed the pattern."""
+
+
+def check_or_run_alone(run: Run, stem: str, start: StartJob, stop: StopJob) -> None:
+    """:func:`check` on the shared run; if it misses, on runs of the example alone.
+
+    A corpus run at once keeps a 2-core machine saturated: on a loaded CI machine one example's
+    shares may drift (a bottleneck's thread descheduled for long enough reads idle). The pattern
+    must then hold with the example on its own: the runtime's fidelity is a claim about a job that
+    gets the CPU it asks for, and a real defect fails every run.
+    """
+    for attempt in range(ALONE_TRIES + 1):
+        try:
+            check(run, stem)
+            return
+        except AssertionError:
+            if attempt == ALONE_TRIES:
+                raise
+        run = _run_all({stem: (run.scenario, run.expect)}, start, stop)[stem]
+
+
 # -- the shipped examples ---------------------------------------------------------------------
 
 REFERENCE = """
@@ -418,8 +441,10 @@ def shipped(start_module_job: StartJob, stop_job: StopJob) -> dict[str, Run]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", example_names())
-def test_shipped_example_shows_its_pattern(shipped: dict[str, Run], stem: str) -> None:
-    check(shipped[stem], stem)
+def test_shipped_example_shows_its_pattern(
+    shipped: dict[str, Run], stem: str, start_job: StartJob, stop_job: StopJob
+) -> None:
+    check_or_run_alone(shipped[stem], stem, start_job, stop_job)
 
 
 @pytest.mark.slow
@@ -463,5 +488,7 @@ def cases(start_module_job: StartJob, stop_job: StopJob) -> Iterator[dict[str, R
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", CASE_STEMS)
-def test_acceptance_case_shows_its_pattern(cases: dict[str, Run], stem: str) -> None:
-    check(cases[stem], stem)
+def test_acceptance_case_shows_its_pattern(
+    cases: dict[str, Run], stem: str, start_job: StartJob, stop_job: StopJob
+) -> None:
+    check_or_run_alone(cases[stem], stem, start_job, stop_job)
