@@ -41,8 +41,10 @@ from bpmon.model.values import Finding, Window
 
 Method = Literal["flame-graph", "thread-dumps", "none"]
 
-MIN_VERSION = (1, 17)
-"""The first Flink that gives a flame graph per subtask (``subtaskindex``)."""
+OLDEST = (1, 18)
+"""The oldest Flink bpmon supports: the first with the adaptive scheduler's rescale endpoint
+(``PUT /jobs/{id}/resource-requirements``), after the first with a flame graph per subtask
+(1.17, ``subtaskindex``)."""
 
 Sampler = Literal["auto", "thread-dumps"]
 """``auto``: Flink's own sampler where the cluster enables it, else thread dumps; the benchmark
@@ -98,7 +100,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def flame_reason(config: FlinkClusterConfig, version: str, sampler: Sampler) -> str | None:
+def flame_reason(config: FlinkClusterConfig, sampler: Sampler) -> str | None:
     """Why Flink's own sampler is not used for a watch (None: it is)."""
     if sampler == "thread-dumps":
         return "thread dumps asked for"
@@ -106,9 +108,23 @@ def flame_reason(config: FlinkClusterConfig, version: str, sampler: Sampler) -> 
         return "the JobManager does not show its configuration (GET /jobmanager/config)"
     if not config.flamegraph:
         return "Flink's sampler is off: set rest.flamegraph.enabled: true"
-    if version_tuple(version) < MIN_VERSION:
-        return f"Flink {version} has no flame graph per subtask (1.17+)"
     return None
+
+
+def unsupported(version: str, url: str) -> str | None:
+    """One line on a cluster older than :data:`OLDEST` (None: supported): what would not work."""
+    parsed = version_tuple(version)
+    if not parsed or parsed >= OLDEST:
+        return None
+    missing = ["rescaling a running job (--follow, whatif --apply: 1.18+)"]
+    if parsed < (1, 17):
+        missing.append("Flink's sampler per subtask (1.17+)")
+    if parsed < (1, 13):
+        missing.append("busy and backpressured time (1.13+)")
+    return (
+        f"Flink {version} at {url} is older than bpmon supports (1.18 and newer): no "
+        f"{', no '.join(missing)}; upgrade the cluster to 1.18 or later (1.20 is the LTS)"
+    )
 
 
 class Bursts:

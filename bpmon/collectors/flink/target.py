@@ -60,6 +60,7 @@ from bpmon.collectors.flink.burst import (
     Span,
     flame_reason,
     sampling_note,
+    unsupported,
 )
 from bpmon.collectors.flink.checkpoints import FlinkCheckpoints
 from bpmon.collectors.flink.config import FlinkClusterConfig, read_config
@@ -161,7 +162,7 @@ class FlinkTarget:
         graph = graph_of(ref, details, plan)
         self.watched = WatchedJob(self.rest, graph, clock, sleep, self.version)
         self.config: FlinkClusterConfig = read_config(self.rest)
-        off = flame_reason(self.config, self.version, sampler)
+        off = flame_reason(self.config, sampler)
         self.bursts = Bursts(self.rest, self.config, ref.id, self._read_all, off, clock, sleep)
         self.last_sampling: FlinkSampling | None = None
         self._slots: Slots = (None, None)
@@ -220,7 +221,11 @@ class FlinkTarget:
                 "no flink-version); point --flink at the JobManager's REST address (rest.port, "
                 "default 8081)"
             )
-        return str(config["flink-version"])
+        version = str(config["flink-version"])
+        too_old = unsupported(version, self.rest.url)
+        if too_old is not None:
+            raise CollectorError(too_old)
+        return version
 
     def observe(
         self,

@@ -1,12 +1,15 @@
 """A real standalone Flink cluster on loopback, for bpmon's tests, benchmark and recordings.
 
-The distribution comes from PyPI (``scripts/setup --flink`` installs ``apache-flink`` and
-``apache-flink-libraries`` without their dependencies into ``.venv/flink``; ``$BPMON_FLINK_HOME``
-points elsewhere). :class:`Cluster` writes its own configuration into a work folder (loopback
-only, free ports, its own pid and log folders), starts the JobManager and N TaskManagers with
-Flink's own ``bin/start-cluster.sh`` and stops them with ``bin/stop-cluster.sh``. The test jobs
-(``jobs/BpmonFlinkJobs.java``) are compiled with ``javac`` against the distribution's jars,
-uploaded once, and run and cancelled over the REST API.
+The distribution comes from PyPI (``scripts/setup --flink [VERSION]`` installs ``apache-flink``
+and ``apache-flink-libraries`` without their dependencies into ``.venv/flink/VERSION``). One
+setting picks the version every test cluster runs: ``$BPMON_FLINK_VERSION`` (2.3.0 unless set;
+``$BPMON_FLINK_HOME`` points at a distribution elsewhere). :class:`Cluster` writes its own
+configuration into a work folder (loopback only, free ports, its own pid and log folders), starts
+the JobManager and N TaskManagers with Flink's own ``bin/start-cluster.sh`` and stops them with
+``bin/stop-cluster.sh``. The test jobs
+(``jobs/BpmonFlinkJobs.java``) are written against Flink 2's API and compiled with ``javac``
+against the distribution's jars; for a 1.x cluster the few names that moved since are written
+back (:data:`OLDER_API`) before compiling. They are uploaded once, and run and cancelled over REST.
 
 Also a command: ``python tests/collectors/flink/cluster.py start|stop|submit TOPOLOGY|cancel JOB``
 (``scripts/flink-cluster`` calls it).
@@ -33,9 +36,61 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[3]
 JOBS_SOURCE = Path(__file__).with_name("jobs") / "BpmonFlinkJobs.java"
 JOBS_SOURCES = sorted(JOBS_SOURCE.parent.glob("*.java"))
-"""Every job source, compiled into one jar: the test jobs and the corpus (``corpus.py``)."""
+"""Every job source, compiled into one jar: the test jobs, the SQL jobs and the corpus
+(``corpus.py``)."""
+JOBS_RESOURCES = sorted(p for p in (JOBS_SOURCE.parent / "META-INF").rglob("*") if p.is_file())
+"""Files the jar carries as they are: the service file that lets the SQL planner find the
+SQL jobs' ``bpmon-slow`` sink connector."""
 DEFAULT_WORKDIR = REPO / ".venv" / "flink-cluster"
 JAR_CACHE = REPO / ".venv" / "flink-jobs"
+FLINK_VERSION = os.environ.get("BPMON_FLINK_VERSION") or "2.3.0"
+"""The Flink every test cluster runs (``scripts/setup --flink VERSION`` installs it)."""
+EXECUTION_CHECKPOINTING = "org.apache.flink.streaming.api.environment.ExecutionCheckpointingOptions"
+OLDER_API: tuple[tuple[tuple[int, ...], str, str], ...] = (
+    (
+        (2,),
+        "org.apache.flink.streaming.api.functions.source.legacy.",
+        "org.apache.flink.streaming.api.functions.source.",
+    ),
+    (
+        (2,),
+        "import org.apache.flink.api.connector.sink2.WriterInitContext;",
+        "import org.apache.flink.api.connector.sink2.Sink.InitContext;",
+    ),
+    ((2,), "createWriter(WriterInitContext ", "createWriter(InitContext "),
+    (
+        (1, 19),
+        "import org.apache.flink.api.common.functions.OpenContext;",
+        "import org.apache.flink.configuration.Configuration;",
+    ),
+    ((1, 19), "open(OpenContext ", "open(Configuration "),
+    ((1, 19), ".getTaskInfo().getIndexOfThisSubtask()", ".getIndexOfThisSubtask()"),
+    (
+        (1, 19),
+        ".between(Duration.ofSeconds(-2), Duration.ofSeconds(2))",
+        ".between(org.apache.flink.streaming.api.windowing.time.Time.seconds(-2), "
+        "org.apache.flink.streaming.api.windowing.time.Time.seconds(2))",
+    ),
+    *(
+        ((1, 20), f"CheckpointingOptions.{option}", f"{EXECUTION_CHECKPOINTING}.{option}")
+        for option in (
+            "CHECKPOINTING_INTERVAL",
+            "CHECKPOINTING_TIMEOUT",
+            "ENABLE_UNALIGNED",
+            "ALIGNED_CHECKPOINT_TIMEOUT",
+            "TOLERABLE_FAILURE_NUMBER",
+        )
+    ),
+)
+"""What moved in the API the test jobs use, as (first version with the new text, new text, old
+text): Flink 2 moved the legacy ``SourceFunction`` into a ``legacy`` package and dropped
+``Sink.InitContext`` for ``WriterInitContext`` (abstract in 1.x); 1.20 moved the checkpointing
+options from ``ExecutionCheckpointingOptions`` to ``CheckpointingOptions``; 1.19 brought
+``OpenContext`` (for ``open(Configuration)``), ``RuntimeContext.getTaskInfo()`` and interval
+joins bounded by a ``Duration`` (for ``Time``)."""
+COMPAT_SOURCES = {(1, 19): sorted((JOBS_SOURCE.parent / "compat" / "1.18").glob("*.java"))}
+"""Sources compiled in below a version: 1.18's distribution has no FLIP-27 datagen connector,
+so its jobs bring the part of it they use."""
 TOPOLOGIES = ("slow-map", "hot-key", "slow-sink", "healthy", "fan-in")
 ADAPTIVE = {
     "jobmanager.scheduler": "adaptive",
@@ -69,15 +124,24 @@ so bursts back to back each get a fresh one (what docs/flink.md tells a user to 
 def flink_home() -> Path | None:
     """The Flink distribution's folder (with ``bin/start-cluster.sh``), None if not installed."""
     configured = os.environ.get("BPMON_FLINK_HOME")
-    home = Path(configured) if configured else REPO / ".venv" / "flink" / "pyflink"
+    home = Path(configured) if configured else REPO / ".venv" / "flink" / FLINK_VERSION / "pyflink"
     ok = (home / "bin" / "start-cluster.sh").is_file() and any(home.glob("lib/flink-dist*.jar"))
     return home if ok else None
+
+
+def home_version(home: Path) -> tuple[int, ...]:
+    """The distribution's version, from its ``flink-dist-X.Y.Z.jar``: ``(1, 20, 3)``."""
+    jar = next(home.glob("lib/flink-dist*.jar"))
+    return tuple(int(p) for p in jar.stem.rsplit("-", 1)[-1].split(".") if p.isdigit())
 
 
 def missing_reason() -> str | None:
     """Why a real cluster cannot run here, None when it can."""
     if flink_home() is None:
-        return "Flink is not installed: scripts/setup --flink installs it into .venv/flink"
+        return (
+            f"Flink {FLINK_VERSION} is not installed: scripts/setup --flink {FLINK_VERSION} "
+            f"installs it into .venv/flink/{FLINK_VERSION}"
+        )
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             return f"{tool} is missing: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"
@@ -111,6 +175,10 @@ class Cluster:
         if home is None:
             raise RuntimeError(missing_reason() or "Flink is not installed")
         self.home, self.workdir = home, workdir
+        self.version = home_version(home)
+        # Flink 1.19 brought config.yaml (standard YAML); 1.18 reads only flink-conf.yaml. The
+        # options written here are flat "key: value" lines, valid in both.
+        self.config_file = "config.yaml" if self.version >= (1, 19) else "flink-conf.yaml"
         self.task_managers, self.slots = task_managers, slots
         self.fetch_interval_ms = fetch_interval_ms
         self.task_manager_memory = task_manager_memory
@@ -147,7 +215,7 @@ class Cluster:
         shutil.copy(self.home / "conf" / "log4j.properties", conf / "log4j.properties")
         (conf / "workers").write_text("localhost\n" * self.task_managers)
         (conf / "masters").write_text(f"localhost:{self.port}\n")
-        (conf / "config.yaml").write_text(
+        (conf / self.config_file).write_text(
             "\n".join(
                 [
                     "jobmanager.rpc.address: 127.0.0.1",
@@ -175,9 +243,10 @@ class Cluster:
 
     def _java_opts(self) -> str:
         """The module opens Flink's own config sets for Java 17 (its jobs fail without them)."""
-        for line in (self.home / "conf" / "config.yaml").read_text().splitlines():
-            if line.strip().startswith("all: --add-"):
-                return line.split("all:", 1)[1].strip()
+        for line in (self.home / "conf" / self.config_file).read_text().splitlines():
+            for prefix in ("all:", "env.java.opts.all:"):
+                if line.strip().startswith(f"{prefix} --add-"):
+                    return line.split(prefix, 1)[1].strip()
         return ""
 
     def start(self, timeout_s: float = 90.0) -> None:
@@ -197,7 +266,7 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop every daemon with Flink's script (idempotent)."""
-        if (self.workdir / "conf" / "config.yaml").is_file():
+        if (self.workdir / "conf" / self.config_file).is_file():
             self._script("stop-cluster.sh")
 
     def _script(self, name: str, *args: str) -> None:
@@ -230,24 +299,52 @@ class Cluster:
     def jar(self) -> Path:
         """The test jobs' jar, compiled once per source version (in :data:`JAR_CACHE`, shared by
         every cluster: a test that starts a cluster of its own does not compile again)."""
-        digest = hashlib.sha256(b"".join(p.read_bytes() for p in JOBS_SOURCES)).hexdigest()[:12]
-        jar = JAR_CACHE / f"bpmon-flink-jobs-{digest}.jar"
+        texts = {p.name: p.read_text() for p in JOBS_SOURCES}
+        for below, extra in COMPAT_SOURCES.items():
+            if self.version < below:
+                texts |= {p.name: p.read_text() for p in extra}
+        for since, new, old in OLDER_API:
+            if self.version < since:
+                texts = {name: text.replace(new, old) for name, text in texts.items()}
+        flavour = ".".join(map(str, self.version[:2]))
+        resources = {p.relative_to(JOBS_SOURCE.parent): p.read_bytes() for p in JOBS_RESOURCES}
+        digest = hashlib.sha256(
+            "".join(texts.values()).encode() + b"".join(resources.values())
+        ).hexdigest()[:12]
+        jar = JAR_CACHE / f"bpmon-flink-jobs-{flavour}-{digest}.jar"
         if jar.is_file():
             return jar
         JAR_CACHE.mkdir(parents=True, exist_ok=True)
         classes = Path(tempfile.mkdtemp(prefix="classes-", dir=JAR_CACHE))
-        classpath = os.pathsep.join(str(p) for p in sorted((self.home / "lib").glob("*.jar")))
-        subprocess.run(
-            ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), *map(str, JOBS_SOURCES)],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        partial = classes.with_suffix(".jar")
-        packing = ["jar", "cf", str(partial), "-C", str(classes), "."]
-        subprocess.run(packing, check=True, timeout=120)
-        os.replace(partial, jar)  # whole or absent, even with two sessions compiling at once
-        shutil.rmtree(classes, ignore_errors=True)
+        try:
+            sources = classes / "src"
+            sources.mkdir()
+            for name, text in texts.items():
+                (sources / name).write_text(text)
+            lib = os.pathsep.join(str(p) for p in sorted((self.home / "lib").glob("*.jar")))
+            compiled = subprocess.run(
+                ["javac", "-nowarn", "-cp", lib, "-d", str(classes / "out")]
+                + [str(sources / name) for name in texts],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            if compiled.returncode != 0:
+                errors = [line for line in compiled.stderr.splitlines() if "error:" in line]
+                raise RuntimeError(
+                    f"the test jobs do not compile against Flink {flavour}: "
+                    + "; ".join(errors[:3] or [compiled.stderr.strip()[-300:]])
+                )
+            for name, data in resources.items():
+                (classes / "out" / name).parent.mkdir(parents=True, exist_ok=True)
+                (classes / "out" / name).write_bytes(data)
+            partial = classes.with_suffix(".jar")
+            packing = ["jar", "cf", str(partial), "-C", str(classes / "out"), "."]
+            subprocess.run(packing, check=True, timeout=120)
+            os.replace(partial, jar)  # whole or absent, even with two sessions compiling at once
+        finally:
+            shutil.rmtree(classes, ignore_errors=True)
         return jar
 
     def upload(self) -> str:

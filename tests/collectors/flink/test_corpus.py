@@ -29,6 +29,7 @@ def run(name: str, cluster: Cluster) -> CaseRun:
     return done
 
 
+@pytest.mark.every_flink
 def test_a_slow_operator_in_the_middle_of_a_chain_is_named_on_its_chain(
     flink_cluster: Cluster,
 ) -> None:
@@ -48,6 +49,7 @@ def test_a_sink_that_writes_in_batches_is_a_slow_sink(flink_cluster: Cluster) ->
     assert (cause.vertex, cause.kind) == ("warehouse: Writer", "slow-sink"), cause
 
 
+@pytest.mark.every_flink
 def test_one_slow_subtask_of_four_is_a_slow_subtask(flink_cluster: Cluster) -> None:
     done = run("slow-instance", flink_cluster)
     assert done.report is not None
@@ -67,6 +69,7 @@ def test_a_healthy_job_has_no_cause(flink_cluster: Cluster) -> None:
     assert {v.level for v in done.report.vertices} == {"OK"}
 
 
+@pytest.mark.every_flink
 def test_a_source_chained_with_its_bottleneck_is_named_without_pending_records(
     flink_cluster: Cluster,
 ) -> None:

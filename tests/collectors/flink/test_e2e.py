@@ -1,4 +1,7 @@
-"""``bpmon monitor --flink`` on a real Flink 2.3 cluster: each job's bottleneck, named right.
+"""``bpmon monitor --flink`` on a real Flink cluster: each job's bottleneck, named right.
+
+The cluster runs ``$BPMON_FLINK_VERSION`` (2.3.0 by default); CI runs the ``every_flink`` tests
+once more on the 1.20 LTS line.
 
 One cluster per session (conftest), one short job per test, the real command as a user runs it.
 A job runs 12 s before it is watched: its backpressure has built up, and Flink's time gauges
@@ -58,6 +61,7 @@ def vertex(report: dict[str, Any], name: str) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.every_flink
 def test_slow_map_is_a_slow_operator(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:
@@ -79,6 +83,7 @@ def test_slow_map_is_a_slow_operator(
     assert "rest.flamegraph.enabled: true" in sampling["detail"]  # this cluster leaves it off
 
 
+@pytest.mark.every_flink
 def test_hot_key_is_data_skew(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:
@@ -102,6 +107,7 @@ def test_hot_key_is_data_skew(
     assert observed.vertex("count").max_parallelism == 128
 
 
+@pytest.mark.every_flink
 def test_slow_sink_is_a_slow_sink(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:
@@ -111,6 +117,7 @@ def test_slow_sink_is_a_slow_sink(
     assert (cause["vertex"], cause["kind"]) == ("store: Writer", "slow-sink")
 
 
+@pytest.mark.every_flink
 def test_a_legacy_source_is_sampled_on_its_own_thread(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:
@@ -172,6 +179,7 @@ def test_a_job_with_a_finished_source_is_watched_without_it(
     assert {v["level"] for v in report["vertices"]} == {"OK"}
 
 
+@pytest.mark.every_flink
 def test_healthy_job_has_no_root_cause(
     flink_cluster: Cluster, flink_job: RunJob, bpmon_bin: Path, tmp_path: Path
 ) -> None:

@@ -101,34 +101,44 @@ def test_the_job_to_watch_is_not_there(
     assert expected.replace("URL", url) in one_line(err)
 
 
-def test_a_flink_without_the_time_metrics_names_the_version_and_the_upgrade(
-    bpmon_bin: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("version", "missing"),
+    [
+        ("1.12.7", ["rescaling", "sampler per subtask", "busy and backpressured time"]),
+        ("1.16.3", ["rescaling", "sampler per subtask"]),
+        ("1.17.2", ["rescaling"]),
+    ],
+)
+def test_a_flink_older_than_supported_is_named_with_what_would_not_work(
+    version: str, missing: list[str], bpmon_bin: Path, tmp_path: Path
 ) -> None:
-    """Flink 1.12 has pool usage under ``buffers.`` and no busy/idle/backpressured time (and,
-    as 1.13 and 1.14, no ``/jobs/{id}/status``: the job's details say its state)."""
+    """Before reading the job: one line naming the version, the oldest supported, what the
+    cluster lacks and the upgrade (1.12 has no busy time, 1.16 no flame graph per subtask, 1.17
+    no rescale endpoint)."""
     routes: Routes = {
-        "/config": (200, {"flink-version": "1.12.7"}),
+        "/config": (200, {"flink-version": version}),
         "/jobs/overview": overview((JOB, "legacy", "RUNNING")),
-        f"/jobs/{JOB}": (
-            200,
-            {"state": "RUNNING", "vertices": [{"id": VERTEX, "name": "Source: legacy"}]},
-        ),
-        f"/jobs/{JOB}/plan": (200, {"plan": {"nodes": [{"id": VERTEX, "parallelism": 1}]}}),
-        f"/jobs/{JOB}/vertices/{VERTEX}": (
-            200,
-            {"subtasks": [{"subtask": 0, "status": "RUNNING", "taskmanager-id": "tm-1"}]},
-        ),
-        f"/jobs/{JOB}/vertices/{VERTEX}/metrics": (
-            200,
-            [{"id": "0.buffers.outPoolUsage"}, {"id": "0.isBackPressured"}],
-        ),
     }
     with serving(routes) as url:
         code, err = run(bpmon_bin, tmp_path, "--flink", url)
     line = one_line(err)
     assert code == 5
-    assert f"Flink 1.12.7 at {url} gives no busyTimeMsPerSecond, idleTimeMsPerSecond" in line
-    assert "upgrade the cluster to Flink 1.13 or newer" in line
+    assert f"Flink {version} at {url} is older than bpmon supports (1.18 and newer)" in line
+    for what in missing:
+        assert what in line
+    for what in {"rescaling", "sampler per subtask", "busy and backpressured time"} - {*missing}:
+        assert what not in line
+    assert "upgrade the cluster to 1.18 or later" in line
+
+
+def test_the_oldest_supported_flink_is_let_through(bpmon_bin: Path, tmp_path: Path) -> None:
+    """1.18.1 passes the version check: the error is then about the job (none running)."""
+    routes: Routes = {"/config": (200, {"flink-version": "1.18.1"}), "/jobs/overview": overview()}
+    with serving(routes) as url:
+        code, err = run(bpmon_bin, tmp_path, "--flink", url)
+    line = one_line(err)
+    assert code == 5
+    assert "older than" not in line and "no job is running on the Flink cluster" in line, line
 
 
 def test_a_busy_jobmanager_at_first_contact_is_one_line_at_once(

@@ -102,7 +102,7 @@ def test_a_sampler_that_answers_disabled_is_off_for_the_watch() -> None:
 
 
 def test_versions() -> None:
-    assert version_tuple("2.3.0") >= (1, 17) > version_tuple("1.16.3")
+    assert version_tuple("2.3.0") >= (1, 18) > version_tuple("1.17.2")
     assert version_tuple("1.17-SNAPSHOT") == (1, 17)
 
 
