@@ -46,6 +46,7 @@ FindingKind = Literal[
     "sampling",
     "debloating",
     "flink-disagrees",
+    "flink-level",
     "rescaled",
     "finished",
     "unobserved",

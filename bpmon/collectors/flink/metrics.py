@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bpmon.model.errors import CollectorError
 from bpmon.model.signals import SourceBacklog
@@ -298,6 +298,46 @@ def soft_share(m: Metrics) -> float | None:
     else:
         return None
     return min(1.0, soft / waiting) if waiting > 0 else None
+
+
+FULL_POOL = 0.99
+"""An output pool at least this full (its mean over the window) is out of buffers: a task
+suspended beside it waits for buffers, not for input."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlindShare:
+    """The backpressured share of a subtask's suspended samples when its task thread is not the
+    one working (a legacy source: busy time NaN), and what decided it."""
+
+    share: float
+    by: Literal["accounting", "pool", "flink"]
+    value: float
+    """Its backpressured time, its output pool's usage, or Flink's ratio for it (0..1)."""
+
+
+def blind_share(m: Metrics, flink_ratio: float | None) -> BlindShare | None:
+    """Where the samples cannot tell backpressure from idle and the busy time is missing.
+
+    A legacy ``SourceFunction`` loops on a thread of its own: Flink's sampler sees only the
+    task thread, waiting for mail (suspended) whether the source thread is blocked on buffers or
+    not, and Flink gives the task no busy time (NaN). What the source thread did is then read,
+    in this order, from: the backpressured time Flink did count for it (on 2.3 a DataStream
+    legacy source read 1,000 ms/s hard backpressured over the window); a full output pool
+    (:data:`FULL_POOL`: every buffer taken, so the source thread waits for one); Flink's own
+    backpressure ratio for the subtask (SQL's datagen: times NaN, Flink's ratio 1.00). None when
+    the task has a busy time (:func:`soft_share` decides) or nothing says backpressured.
+    """
+    if m.busy_ratio is not None:
+        return None
+    if m.backpressured_time_ratio is not None and m.backpressured_time_ratio > 0:
+        ratio = m.backpressured_time_ratio
+        return BlindShare(min(1.0, ratio), "accounting", ratio)
+    if m.out_pool_usage is not None and m.out_pool_usage >= FULL_POOL:
+        return BlindShare(1.0, "pool", m.out_pool_usage)
+    if flink_ratio is not None and flink_ratio > 0:
+        return BlindShare(min(1.0, flink_ratio), "flink", flink_ratio)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

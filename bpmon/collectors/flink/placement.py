@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bpmon.collectors.flink.dumps import SubtaskKey, TaskThread, task_thread
-from bpmon.collectors.flink.metrics import flink_level
+from bpmon.collectors.flink.metrics import FlinkLevel, flink_level
 from bpmon.collectors.flink.plan import FlinkGraph, SubtaskPlacement, placements_of
 from bpmon.collectors.flink.rest import FlinkRest
 from bpmon.collectors.flink.status import TASKS_OK
@@ -179,19 +179,16 @@ def starving(place: SubtaskPlacement) -> bool:
     return place.status in WAITING_STATES and waited is not None and waited >= STARVED_AFTER_S
 
 
-def flink_levels(
-    rest: FlinkRest, placement: JobPlacement
-) -> dict[str, tuple[str | None, float | None]]:
-    """Per running vertex's name, Flink's own backpressure level and worst subtask ratio
-    (``GET .../vertices/{id}/backpressure``), to cross-check the samples with."""
-    levels: dict[str, tuple[str | None, float | None]] = {}
+def flink_levels(rest: FlinkRest, placement: JobPlacement) -> dict[str, FlinkLevel]:
+    """Per running vertex's id, Flink's own backpressure level and subtask ratios
+    (``GET .../vertices/{id}/backpressure``): to cross-check the samples with, and to decide a
+    subtask neither the samples nor the time accounting can see."""
     job = placement.graph.job.id
-    for v in placement.graph.vertices:
-        if placement.running(v.id):
-            level = flink_level(rest.get(f"/jobs/{job}/vertices/{v.id}/backpressure"))
-            worst = max(level.ratios.values()) if level.ratios else None
-            levels[v.name] = (level.level, worst)
-    return levels
+    return {
+        v.id: flink_level(rest.get(f"/jobs/{job}/vertices/{v.id}/backpressure"))
+        for v in placement.graph.vertices
+        if placement.running(v.id)
+    }
 
 
 def read_slots(rest: FlinkRest, placement: JobPlacement | None = None) -> Slots:

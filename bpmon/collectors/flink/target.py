@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from bpmon.collectors.flink.burst import (
@@ -67,6 +67,8 @@ from bpmon.collectors.flink.config import FlinkClusterConfig, read_config
 from bpmon.collectors.flink.dumps import DumpCost, Tally
 from bpmon.collectors.flink.job import WatchedJob
 from bpmon.collectors.flink.metrics import (
+    FlinkLevel,
+    blind_share,
     query_chunks,
     soft_share,
     subtask_metrics,
@@ -91,7 +93,9 @@ from bpmon.collectors.flink.readings import VertexValues
 from bpmon.collectors.flink.rest import Cost, FlinkRest, NotFoundError
 from bpmon.collectors.flink.status import WAITING
 from bpmon.collectors.flink.window import (
+    Blind,
     ambiguous_note,
+    blind_notes,
     chain_operators,
     disagreements,
     over_window,
@@ -274,7 +278,9 @@ class FlinkTarget:
         self.watched.check()  # still running at the end of the window
         self.last_sampling = sampling
         self._slots = read_slots(self.rest, placement)
-        vertices, levels = self._vertices(tally, span), flink_levels(self.rest, placement)
+        levels = flink_levels(self.rest, placement)
+        blind: list[Blind] = []
+        vertices = self._vertices(tally, span, levels=levels, blind=blind)
         managers = len(placement.task_managers)
         spent = self.rest.cost - before
         fresh = self.bursts.fresh_note(span)
@@ -286,7 +292,10 @@ class FlinkTarget:
             *self._rescales,  # every rescale since the last window given, however many failed
             *(n for n in changes if n.kind != "rescaled"),
             *self._ambiguous(tally),
-            *disagreements(vertices, levels),
+            *blind_notes(blind),
+            *disagreements(
+                vertices, {self.graph.by_id(vid).name: lv for vid, lv in levels.items()}
+            ),
         ]
         self._rescales = []
         return Observation(
@@ -364,6 +373,8 @@ class FlinkTarget:
         tally: Tally | None,
         span: Span | None = None,
         retry: bool = True,
+        levels: Mapping[str, FlinkLevel] | None = None,
+        blind: list[Blind] | None = None,
     ) -> tuple[VertexObservation, ...]:
         """The running vertices with every running subtask's metrics: given the two readings of
         a ``span``, the second's gauges and the time accounting and record rates between the
@@ -372,7 +383,9 @@ class FlinkTarget:
         the edges from it.
 
         The placement is taken once, with the graph it was read for: a live snapshot taken while
-        a window re-reads the job sees one or the other, never half of each."""
+        a window re-reads the job sees one or the other, never half of each. ``levels``: Flink's
+        own per vertex id, for the subtasks nothing else can see (:func:`blind_share`); each
+        one so decided is added to ``blind``."""
         placement = self.placement
         running = [
             v
@@ -385,7 +398,9 @@ class FlinkTarget:
                 name=v.name,
                 parallelism=v.parallelism,
                 inputs=tuple(e for e in v.inputs if e.source in shown),
-                subtasks=self._subtasks(placement, v, tally, span, retry),
+                subtasks=self._subtasks(
+                    placement, v, tally, span, retry, (levels or {}).get(v.id), blind
+                ),
                 kind=v.kind,
                 operators=chain_operators(v.task_name or v.name),
                 max_parallelism=v.max_parallelism,
@@ -400,6 +415,8 @@ class FlinkTarget:
         tally: Tally | None,
         span: Span | None,
         retry: bool,
+        level: FlinkLevel | None = None,
+        blind: list[Blind] | None = None,
     ) -> tuple[SubtaskWindow, ...]:
         """The running subtasks of ``vertex``: their samples in ``tally`` and their metrics."""
         running = placement.running(vertex.id)
@@ -416,7 +433,14 @@ class FlinkTarget:
             if before is not None and names is not None:
                 m = over_window(m, before, values, names, index)
                 m = replace(m, scheduling=scheduling_of(place, self._slots))
-            counts = tally.counts((vertex.id, index), soft_share(m)) if tally else None
+            share = soft_share(m)
+            if tally is not None and share is None and tally.suspended((vertex.id, index)):
+                decided = blind_share(m, level.ratios.get(index) if level else None)
+                if decided is not None:
+                    share = decided.share
+                    if blind is not None:
+                        blind.append(Blind(vertex.name, index, decided))
+            counts = tally.counts((vertex.id, index), share) if tally else None
             thread = f"{vertex.task_name or vertex.name} ({index + 1}/{vertex.parallelism})"
             subtasks.append(subtask_window(index, counts, thread, placement.index_of(place), m))
         for index in placement.waiting_of(vertex.id):  # no thread, no metrics: its state

@@ -9,9 +9,16 @@ tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from bpmon.collectors.flink.metrics import MetricNames, pool_means, window_accounting, young_rate
+from bpmon.collectors.flink.metrics import (
+    BlindShare,
+    FlinkLevel,
+    MetricNames,
+    pool_means,
+    window_accounting,
+    young_rate,
+)
 from bpmon.collectors.flink.plan import SubtaskPlacement
 from bpmon.collectors.sampler import ThreadCounts
 from bpmon.model.values import (
@@ -98,7 +105,7 @@ def chain_operators(task_name: str) -> tuple[str, ...]:
 
 
 def disagreements(
-    vertices: tuple[VertexObservation, ...], levels: Mapping[str, tuple[str | None, float | None]]
+    vertices: tuple[VertexObservation, ...], levels: Mapping[str, FlinkLevel]
 ) -> list[Finding]:
     """A ``flink-disagrees`` finding per vertex whose sampled level differs from Flink's.
 
@@ -107,7 +114,9 @@ def disagreements(
     """
     found = []
     for v in vertices:
-        flink, flink_ratio = levels.get(v.name, (None, None))
+        level = levels.get(v.name)
+        flink = level.level if level is not None else None
+        flink_ratio = max(level.ratios.values()) if level is not None and level.ratios else None
         ratios = [s.backpressured / s.samples for s in v.subtasks if s.samples > 0]
         if flink is None or flink_ratio is None or not ratios:
             continue
@@ -122,6 +131,49 @@ def disagreements(
                     f"average); bpmon's samples of this window say {sampled} ({mine:.2f})",
                 )
             )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Blind:
+    """A subtask whose level Flink's ratio or its output pool decided (:func:`blind_share`)."""
+
+    vertex: str
+    index: int
+    decided: BlindShare
+
+
+BLIND_BY = {
+    "accounting": "its own backpressured time decides",
+    "pool": "its output pool is full, so its thread waits for buffers",
+    "flink": "Flink's own backpressure ratio decides",
+}
+"""How a ``flink-level`` finding says what decided a subtask (:class:`BlindShare`'s ``by``)."""
+
+
+def blind_notes(blind: list[Blind]) -> list[Finding]:
+    """A ``flink-level`` finding per vertex with subtasks :func:`blind_share` decided."""
+    by_vertex: dict[str, list[Blind]] = {}
+    for b in blind:
+        by_vertex.setdefault(b.vertex, []).append(b)
+    found = []
+    for vertex, subtasks in by_vertex.items():
+        said = []
+        for by, words in BLIND_BY.items():
+            values = ", ".join(
+                f"[{b.index}] {b.decided.value:.2f}" for b in subtasks if b.decided.by == by
+            )
+            if values:
+                said.append(f"{words} ({values})")
+        found.append(
+            Finding(
+                "flink-level",
+                vertex,
+                "Flink gives it no busy time (a legacy source, on a thread of its own) and its "
+                "samples find its task thread waiting for mail, which cannot tell backpressure "
+                f"from idle: {'; '.join(said)}",
+            )
+        )
     return found
 
 

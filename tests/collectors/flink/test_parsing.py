@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ import pytest
 from bpmon.collectors.flink.dumps import Tally, attempt_of, parse_dump, task_thread
 from bpmon.collectors.flink.metrics import (
     MAX_QUERY_CHARS,
+    BlindShare,
+    FlinkLevel,
+    blind_share,
     flink_level,
     pool_means,
     query_chunks,
@@ -32,7 +36,7 @@ from bpmon.collectors.flink.plan import (
 )
 from bpmon.collectors.flink.status import WAITING
 from bpmon.collectors.flink.target import FlinkTarget
-from bpmon.collectors.flink.window import disagreements
+from bpmon.collectors.flink.window import Blind, blind_notes, disagreements
 from bpmon.collectors.profile import StackClassifier, load_profile
 from bpmon.model.errors import CollectorError, TargetNotFoundError
 from bpmon.model.values import Edge, Metrics, SubtaskWindow, VertexObservation
@@ -218,10 +222,40 @@ def test_the_samples_are_held_to_flinks_own_levels_to_find_a_disagreement(
     whatever ``[levels]`` says (the web's Flink endpoint gives the same levels)."""
     sub = SubtaskWindow(0, "map (1/1)#0", samples=100, backpressured=backpressured)
     vertices = (VertexObservation("map", 1, subtasks=(sub,)),)
-    assert disagreements(vertices, {"map": (level, 0.3)}) == []
+    assert disagreements(vertices, {"map": FlinkLevel(level, {0: 0.3})}) == []
     other = "HIGH" if level == "OK" else "OK"
-    [found] = disagreements(vertices, {"map": (other, 0.3)})
+    [found] = disagreements(vertices, {"map": FlinkLevel(other, {0: 0.3})})
     assert found.detail.endswith(f"say {level} ({backpressured / 100:.2f})")
+
+
+BLIND = Metrics(out_pool_usage=0.4)
+"""A subtask whose task thread is not the one working: busy time NaN (a legacy source)."""
+
+
+def test_a_legacy_sources_level_comes_from_its_backpressured_time_pool_or_flinks_ratio() -> None:
+    counted = blind_share(replace(BLIND, backpressured_time_ratio=0.8, out_pool_usage=1.0), 0.0)
+    assert counted is not None and (counted.share, counted.by) == (0.8, "accounting")
+    full = replace(BLIND, out_pool_usage=1.0, backpressured_time_ratio=0.0)
+    by_pool = blind_share(full, 0.0)  # Flink's ratio read 0.00 so on 2.3: the pool says more
+    assert by_pool is not None and (by_pool.share, by_pool.by, by_pool.value) == (1.0, "pool", 1.0)
+    by_flink = blind_share(BLIND, 0.97)  # times NaN, pool not full (SQL's datagen)
+    assert by_flink is not None and (by_flink.share, by_flink.by) == (0.97, "flink")
+    assert blind_share(BLIND, None) is None  # nothing says backpressured: idle, as the stack says
+    assert blind_share(BLIND, 0.0) is None
+    # a task thread that has a busy time is read by its own accounting (soft_share)
+    assert blind_share(replace(full, busy_ratio=0.0), 0.97) is None
+
+
+def test_the_flink_level_finding_names_each_subtask_and_what_decided_it() -> None:
+    decided = [
+        Blind("Source: orders[1]", 0, BlindShare(1.0, "flink", 1.0)),
+        Blind("Source: orders[1]", 1, BlindShare(1.0, "pool", 1.0)),
+    ]
+    [note] = blind_notes(decided)
+    assert (note.kind, note.vertex) == ("flink-level", "Source: orders[1]")
+    assert "its output pool is full, so its thread waits for buffers ([1] 1.00)" in note.detail
+    assert "Flink's own backpressure ratio decides ([0] 1.00)" in note.detail
+    assert blind_notes([]) == []
 
 
 # -- thread dumps -------------------------------------------------------------------------------
