@@ -116,12 +116,12 @@ one of its own.)"""
 LONGEST_FIRST = (
     "flink",  # ~410 s on one worker, the cluster's start included (test_checkpoints_e2e ~90 s)
     "shipped-runs",  # ~235 s
+    "tests/collectors/flink/test_flame_e2e.py",  # ~165 s: its cluster, slow-map, 3 SQL jobs
     "tests/diagnosis/test_checkpoint_corpus.py",  # ~150 s: 14 jobs of ~10 s
     "tests/service/test_soak.py",  # ~140 s, one test
     "flink-adaptive",  # ~140 s
     "tests/cli/test_cli.py",  # ~130 s
     "tests/collectors/flink/test_checkpoint_state.py",  # ~100 s, its cluster's start included
-    "tests/collectors/flink/test_flame_e2e.py",  # ~95 s
     "tests/runtime/test_fidelity.py",
     "tests/web/test_stopping.py",
     "tests/collectors/flink/test_slot_failures.py",

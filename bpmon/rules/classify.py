@@ -53,6 +53,7 @@ from bpmon.model.values import (
     SubtaskWindow,
     VertexObservation,
 )
+from bpmon.rules.chains import chain_share, dominates
 from bpmon.rules.channel_lines import held_line, transit_line
 from bpmon.rules.channels import credit_in_transit, held_at_link
 from bpmon.rules.config import RulesConfig
@@ -154,7 +155,8 @@ def _busy_kind(
     if spill is not None:
         return spill
     consumers = loc.graph.consumers.get(vertex.name, ())
-    if vertex.kind == "sink" or (loc.with_topology and not consumers):
+    sink = vertex.kind == "sink" or (loc.with_topology and not consumers)
+    if sink and _writing(vertex, indices):
         return Classification("slow-sink", indices, (_busy_line(vertex, hot),))
     rest = [s for s in vertex.subtasks if s not in hot]
     if not rest:
@@ -172,6 +174,15 @@ def _busy_kind(
             rules.confidence.no_rates,
         )
     return _by_rates(vertex, hot, rest, rules, _held_back(vertex.name, loc, rules))
+
+
+def _writing(vertex: VertexObservation, subtasks: Sequence[int]) -> bool:
+    """Whether a sink vertex's time goes to its writing: False only for a chain whose samples
+    show an operator before the sink taking it (:func:`~bpmon.rules.chains.dominates`), as a
+    SQL job's ``GroupAggregate -> Writer``; that chain is then classified by its busy operator
+    (slow operator, hot key, slow subtask), not as a slow external system."""
+    share = chain_share(vertex, subtasks)
+    return share is None or not dominates(share) or share.position == len(vertex.operators) - 1
 
 
 def _held_back(name: str, loc: Localization, rules: RulesConfig) -> bool:

@@ -1,7 +1,7 @@
-"""Flink's own sampler on a real Flink 2.3 cluster that enables it (``rest.flamegraph.enabled``,
+"""Flink's own sampler on a real Flink cluster that enables it (``rest.flamegraph.enabled``,
 graphs cached 1 s): every subtask sampled 100 times by Flink, the slow map still named, bursts
 back to back each given a fresh graph; a job short of slots shown waiting. One cluster and one
-``slow-map`` job for the module.
+``slow-map`` job for the module; CI runs the ``every_flink`` test on 1.20 too.
 (A cluster that does not enable it is sampled by thread dumps: ``test_e2e.py`` checks the report
 says so.)"""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,7 @@ def slow_map(flame_cluster: Cluster) -> Iterator[str]:
     flame_cluster.cancel(job)
 
 
+@pytest.mark.every_flink
 def test_flinks_sampler_samples_every_subtask_and_the_slow_map_is_named(
     flame_cluster: Cluster, slow_map: str, bpmon_bin: Path, tmp_path: Path
 ) -> None:
@@ -98,3 +100,79 @@ def test_a_job_short_of_slots_is_resource_starved(
     # the 2 slots slow-map holds are not enrich's to take; the 6 others (some held by the
     # waiting job itself) are: lowered to 6, it fits
     assert cause["recommended_parallelism"] == 6, cause
+
+
+# -- Flink SQL jobs, and a legacy source Flink's sampler cannot see ------------------------------
+
+
+def watched_sql(cluster: Cluster, topology: str, bpmon_bin: Path, tmp_path: Path) -> dict[str, Any]:
+    """The report of one burst on ``jobs/BpmonSqlJobs.java``'s ``topology``, then cancelled."""
+    job = cluster.submit(topology, entry="BpmonSqlJobs")
+    try:
+        time.sleep(WARMUP_S)
+        return monitor(bpmon_bin, cluster, job, tmp_path)
+    finally:
+        cluster.cancel(job)
+
+
+def legacy_source(report: dict[str, Any], name: str) -> None:
+    """``name`` is a legacy source read HIGH, its level decided as the finding says."""
+    assert vertex(report, name)["level"] == "HIGH", vertex(report, name)
+    [said] = [f for f in report["findings"] if f["kind"] == "flink-level"]
+    assert said["vertex"] == name and "a legacy source" in said["detail"], said
+    assert not [f for f in report["findings"] if f["kind"] == "flink-disagrees"], report["findings"]
+
+
+def test_a_slow_scalar_udf_inside_a_sql_chain_is_named_with_its_calc(
+    flame_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """SQL's datagen is a legacy source (busy time NaN, its thread unseen by Flink's sampler):
+    its level comes from its backpressured time, and the Calc chained with the writer, where
+    the UDF runs, is the slow operator."""
+    report = watched_sql(flame_cluster, "sql-slow-udf", bpmon_bin, tmp_path)
+    source, chain = (v["name"] for v in report["vertices"])
+    assert source.startswith("Source: orders") and chain.startswith("Calc["), report["vertices"]
+    legacy_source(report, source)
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == (chain, "slow-operator"), cause
+    assert cause["in_chain"]["operator"].startswith("Calc["), cause["in_chain"]
+
+
+def test_a_slow_sql_sink_is_a_slow_sink_at_its_writer(
+    flame_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    report = watched_sql(flame_cluster, "sql-slow-sink", bpmon_bin, tmp_path)
+    source, chain = (v["name"] for v in report["vertices"])
+    legacy_source(report, source)
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == (chain, "slow-sink"), cause
+    assert cause["in_chain"]["operator"].endswith(": Writer"), cause["in_chain"]
+
+
+def test_a_skewed_group_by_chained_with_its_sink_is_data_skew(
+    flame_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """``GroupAggregate -> Writer``: a chain ending in a sink, whose samples put the time in the
+    aggregate, on the subtask the hot key hashes to: a hot key, not a slow external system."""
+    report = watched_sql(flame_cluster, "sql-skew", bpmon_bin, tmp_path)
+    cause = report["root_causes"][0]
+    assert cause["vertex"].startswith("GroupAggregate["), cause
+    assert cause["kind"] == "data-skew", cause
+    assert len(cause["subtasks"]) == 1, cause
+
+
+@pytest.mark.every_flink
+def test_a_legacy_source_unseen_by_flinks_sampler_is_still_backpressured(
+    flame_cluster: Cluster, bpmon_bin: Path, tmp_path: Path
+) -> None:
+    """Flink's sampler sees only the task thread of a SourceFunction, waiting for mail; the
+    source's own backpressured time decides (thread dumps sample its thread: test_e2e.py)."""
+    job = flame_cluster.submit("legacy-slow-map")
+    try:
+        time.sleep(WARMUP_S)
+        report = monitor(bpmon_bin, flame_cluster, job, tmp_path)
+    finally:
+        flame_cluster.cancel(job)
+    legacy_source(report, "Source: numbers -> parse")
+    cause = report["root_causes"][0]
+    assert (cause["vertex"], cause["kind"]) == ("enrich", "slow-operator"), cause
