@@ -27,16 +27,18 @@ def test_one_window_of_the_recorded_slow_sink(slow_sink: str) -> None:
     target = FlinkTarget(slow_sink)
     target.start()
     observation = target.observe(samples=5, interval_ms=20)
-    assert observation.source == "flink" and observation.window.samples == 5
+    # all 5 dumps but where one overran its 20 ms slot on a loaded machine (then skipped)
+    taken = observation.window.samples
+    assert observation.source == "flink" and 1 <= taken <= 5
     light = observation.vertex("light").subtasks[0]
     # suspended in its mailbox in every dump, soft backpressured ~1000 ms/s: backpressured
-    assert (light.samples, light.backpressured, light.idle) == (5, 5, 0)
+    assert (light.samples, light.backpressured, light.idle) == (taken, taken, 0)
     assert (light.metrics.backpressured_time_ratio or 0) >= 0.9
     store = observation.vertex("store: Writer")
-    assert store.kind == "sink" and store.subtasks[0].busy == 5
+    assert store.kind == "sink" and store.subtasks[0].busy == taken
     [sampling] = [n for n in observation.notes if n.kind == "sampling"]
-    assert sampling.detail.startswith("5 of 5 samples taken")
-    assert target.last_dump_cost is not None and target.last_dump_cost.dumps == 5
+    assert sampling.detail.startswith(f"{taken} of 5 samples taken")
+    assert target.last_dump_cost is not None and target.last_dump_cost.dumps == taken
 
 
 def test_the_service_diagnoses_the_recorded_slow_sink(slow_sink: str, tmp_path: Path) -> None:
@@ -81,7 +83,8 @@ def test_a_legacy_source_is_sampled_on_its_own_thread() -> None:
         target.start()
         observation = target.observe(samples=4, interval_ms=20)
     [source] = observation.vertex("Source: numbers -> parse").subtasks
-    assert (source.samples, source.backpressured, source.idle) == (4, 4, 0)
+    taken = observation.window.samples  # all 4 but where a slow dump overran its slot
+    assert taken >= 1 and (source.samples, source.backpressured, source.idle) == (taken, taken, 0)
 
 
 def test_the_service_names_the_slow_map_behind_a_legacy_source(tmp_path: Path) -> None:
