@@ -125,6 +125,7 @@ LONGEST_FIRST = (
     "tests/runtime/test_fidelity.py",
     "tests/web/test_stopping.py",
     "tests/collectors/flink/test_slot_failures.py",
+    "tests/collectors/flink/test_clusters_e2e.py",  # ~65 s, its cluster's start included
     "tests/history/test_cluster.py",
     "tests/web/test_browser.py",
     "tests/history/test_analytics.py",

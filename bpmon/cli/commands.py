@@ -613,9 +613,12 @@ def serve(
     ] = None,
     topology: Annotated[str | None, typer.Option(help="Topology file for --monitor-pid.")] = None,
     monitor_flink: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            "--monitor-flink", metavar="URL", help="Watch a job of the Flink cluster at URL (REST)."
+            "--monitor-flink",
+            metavar="URL",
+            help="Watch every running job of the Flink cluster at URL (REST), and each job "
+            "submitted later; repeatable (then each job's name says its cluster).",
         ),
     ] = None,
     flink_job: Annotated[
@@ -623,7 +626,7 @@ def serve(
         typer.Option(
             "--flink-job",
             metavar="ID|NAME",
-            help="The job for --monitor-flink (default: the one running).",
+            help="Only the jobs of this id or name for --monitor-flink (default: every one).",
         ),
     ] = None,
     every: Annotated[float, typer.Option(help="Seconds between bursts of a watched job.")] = 10.0,
@@ -666,9 +669,10 @@ def serve(
 ) -> None:
     """Serve the HTTP API, Flink's backpressure endpoint and Prometheus /metrics.
 
-    Watches the --run scenarios, the --monitor-pid process and the
-    --monitor-flink job, a burst every --every seconds, and serves every run
-    in --runs-dir. API docs: /docs and /redoc (no CDN needed).
+    Watches the --run scenarios, the --monitor-pid process and every running
+    job of each --monitor-flink cluster (a job submitted later too, checked
+    every --every seconds), a burst every --every seconds, and serves every
+    run in --runs-dir. API docs: /docs and /redoc (no CDN needed).
 
     Access: a token comes from --token-file or $BPMON_TOKEN. /healthz needs
     none and names jobs only to a caller with it (503 while a watch is
@@ -695,7 +699,7 @@ def serve(
             monitor_pid=monitor_pid,
             profile=profile,
             topology=topology,
-            monitor_flink=monitor_flink,
+            monitor_flink=tuple(monitor_flink or ()),
             flink_job=flink_job,
             every_s=every,
             stuck_after_s=stuck_after,

@@ -128,14 +128,16 @@ def monitor_flink(
     settings: Settings | None = None,
     stop: threading.Event | None = None,
     live: bool = True,
+    label: str | None = None,
 ) -> Iterator[WatchEvent]:
     """Diagnose a running job of the Flink cluster at ``url`` (its REST address) by id or name.
 
     The job is found and its graph read here, so an unreachable cluster or an unknown job is an
-    error at once (:class:`~bpmon.model.errors.CollectorError`).
+    error at once (:class:`~bpmon.model.errors.CollectorError`). ``label``: added to the job's
+    name (its cluster, when several are watched).
     """
     plan = outside_plan(samples, interval_ms, bursts, every_s)
-    target = FlinkTarget(url, job, collector_profile=collector_profile)
+    target = FlinkTarget(url, job, collector_profile=collector_profile, label=label)
     return watch(target, plan, settings, stop=stop, live=live)
 
 

@@ -213,12 +213,23 @@ class Watches:
         )
         return self._begin(events, stop)
 
-    def start_flink(self, url: str, *, job: str | None = None, every_s: float | None = None) -> str:
+    def start_flink(
+        self,
+        url: str,
+        *,
+        job: str | None = None,
+        every_s: float | None = None,
+        label: str | None = None,
+    ) -> str:
         """Watch a running job of the Flink cluster at ``url`` (REST) until stopped.
 
-        ``job`` is its id or name (None: the one running job). Returns bpmon's job name; an
-        unreachable cluster or an unknown job raises at once (CollectorError).
+        ``job`` is its id or name (None: the one running job); ``label`` is added to its name
+        (its cluster). Returns bpmon's job name; an unreachable cluster or an unknown job raises
+        at once (CollectorError), a job watched already AlreadyWatchedError.
         """
+        with self._lock:
+            if self._closed:
+                raise ConfigError("the server is stopping: no new watch can start")
         stop = threading.Event()
         events = facade.monitor_flink(
             url,
@@ -228,6 +239,7 @@ class Watches:
             settings=self.settings,
             stop=stop,
             live=False,
+            label=label,
         )
         return self._begin(events, stop)
 

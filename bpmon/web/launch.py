@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bpmon.model.errors import ConfigError
 from bpmon.service import facade
+from bpmon.service.clusters import ClusterWatch
 from bpmon.service.scenarios import Scenario, resolve_scenario
 from bpmon.service.watching import STUCK_AFTER_MIN_S, STUCK_AFTER_S, Watches
 from bpmon.web.apidocs import check_assets
@@ -40,7 +41,7 @@ class ServeOptions:
     monitor_pid: int | None = None
     profile: str | None = None
     topology: str | None = None
-    monitor_flink: str | None = None
+    monitor_flink: Sequence[str] = ()
     flink_job: str | None = None
     every_s: float = 10.0
     stuck_after_s: float = STUCK_AFTER_S
@@ -78,9 +79,12 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
     hosts = allowed_names([options.host, sock.getsockname()[0]], extra, token)
     watches = Watches(settings, every_s=options.every_s, stuck_after_s=options.stuck_after_s)
     stopping = Stopping(say=announce)
+    clusters = ClusterWatch(
+        watches, options.monitor_flink, job=options.flink_job, every_s=options.every_s
+    )
     with stopping.handling():
         try:
-            _start(watches, scenarios, options, stopping)
+            _start(watches, scenarios, options, stopping, clusters)
             watches.start_upkeep()  # compaction and retention, now and every hour
             app = create_app(
                 watches,
@@ -94,15 +98,21 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> tuple[str, 
             _announce(announce, url_of(sock, tls=tls is not None), options, watches, token, hosts)
             run(server, sock)
         finally:
+            clusters.stop()
             leaks = tuple(dict.fromkeys(watches.stop_all(deadline_s=stopping.left())))
             sock.close()
     return leaks
 
 
 def _start(
-    watches: Watches, scenarios: list[Scenario], options: ServeOptions, stopping: Stopping
+    watches: Watches,
+    scenarios: list[Scenario],
+    options: ServeOptions,
+    stopping: Stopping,
+    clusters: ClusterWatch,
 ) -> None:
-    """Start every watch asked for; the first signal meanwhile interrupts (KeyboardInterrupt)."""
+    """Start every watch asked for, and the watch of each ``--monitor-flink`` cluster's jobs;
+    the first signal meanwhile interrupts (KeyboardInterrupt)."""
     stopping.interrupting = True
     try:
         for scenario in scenarios:
@@ -113,8 +123,8 @@ def _start(
                 profile=options.profile or "python-queue",
                 topology=options.topology,
             )
-        if options.monitor_flink is not None:
-            watches.start_flink(options.monitor_flink, job=options.flink_job)
+        if options.monitor_flink:
+            clusters.start()
     finally:
         stopping.interrupting = False
 
@@ -150,5 +160,7 @@ def _check(options: ServeOptions) -> None:
         )
     if options.monitor_pid is None and (options.profile or options.topology):
         raise ConfigError("--profile and --topology go with --monitor-pid PID")
-    if options.monitor_flink is None and options.flink_job is not None:
+    if len(set(options.monitor_flink)) != len(options.monitor_flink):
+        raise ConfigError("--monitor-flink: a cluster is given twice; give each URL once")
+    if not options.monitor_flink and options.flink_job is not None:
         raise ConfigError("--flink-job goes with --monitor-flink URL")

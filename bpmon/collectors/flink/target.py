@@ -141,6 +141,7 @@ class FlinkTarget:
         collector_profile: the profile reading the stacks (``flink-jvm``).
         rest: a client to use (tests); made from ``url`` when None.
         sampler: ``auto`` or ``thread-dumps`` (see :data:`Sampler`).
+        label: added to the job's name (``NAME @ LABEL``): its cluster, when several are.
     """
 
     def __init__(
@@ -153,8 +154,10 @@ class FlinkTarget:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         sampler: Sampler = "auto",
+        label: str | None = None,
     ) -> None:
         self.rest = rest or FlinkRest(url)
+        self._label = label
         self.profile: Profile = load_profile(collector_profile)
         self._classifier = StackClassifier(self.profile)
         self._clock, self._sleep = clock, sleep
@@ -176,8 +179,10 @@ class FlinkTarget:
 
     @property
     def job(self) -> str:
-        """The job's name on the cluster."""
-        return self.watched.ref.name
+        """The job's name on the cluster, ``NAME @ LABEL`` given a label (its cluster, when
+        several are watched)."""
+        name = self.watched.ref.name
+        return f"{name} @ {self._label}" if self._label else name
 
     @property
     def source(self) -> Source:
@@ -456,3 +461,13 @@ class FlinkTarget:
         ids = {vid for vid, _ in tally.ambiguous()}
         names = [v.name for v in self.graph.vertices if v.id in ids]
         return [ambiguous_note(self.job, names)] if names else []
+
+
+def running_jobs(url: str, rest: FlinkRest | None = None) -> list[tuple[str, str]]:
+    """Every job running on the cluster at ``url`` now, newest first: (id, name) each, from
+    ``GET /jobs/overview``. A cluster that does not answer raises ``CollectorError``."""
+    client = rest or FlinkRest(url)
+    overview = client.get("/jobs/overview", retry=False)
+    if not isinstance(overview, dict):
+        raise CollectorError(f"{client.url}: GET /jobs/overview answered no job list")
+    return [(j.id, j.name) for j in jobs_of(overview) if j.state == "RUNNING"]
