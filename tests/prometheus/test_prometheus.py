@@ -456,15 +456,31 @@ def test_a_real_report_exposes_its_diagnosis(bottleneck_report: Report) -> None:
     assert len(busy) == subtasks == 5
 
 
+PLANNER_NAME = (
+    "Calc(select=[CONCAT(name, _UTF-16LE'\"', tag, '\\'), amount], where=[(amount > 0)])"
+    ' -> Sink: Writer\n(table=[default_catalog.db."orders"]) [é]'
+)
+"""A vertex name as Flink SQL's planner writes it without simplified names: quotes, backslashes,
+brackets, a newline, non-ASCII, every character a Prometheus label value must escape."""
+
+
 def test_promtool_finds_nothing_to_fix_in_the_exposition(
     bottleneck_report: Report, promtool: Path
 ) -> None:
     odd = replace(_checkpointed('we"ird\\job\nname-é'), autoscaler=_autoscaled().autoscaler)
+    plain = _report("sql")
+    planner = replace(
+        plain,
+        vertices=(plain.vertices[0], replace(plain.vertices[1], name=PLANNER_NAME)),
+        root_causes=tuple(replace(c, vertex=PLANNER_NAME) for c in plain.root_causes or ()),
+    )
     registry = make_registry(
-        lambda: [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd],
+        lambda: [bottleneck_report, _report(), _checkpointed("k"), _autoscaled("m"), odd, planner],
         lambda: ServiceCounters(bursts=1),
     )
-    _promtool_check_metrics(promtool, generate_latest(registry))
+    text = generate_latest(registry)
+    assert b"Calc(select=[CONCAT(name" in text  # the full name, escaped, not dropped
+    _promtool_check_metrics(promtool, text)
 
 
 @pytest.mark.slow
