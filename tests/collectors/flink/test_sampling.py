@@ -94,6 +94,48 @@ def test_a_graph_that_never_comes_fresh_is_given_up() -> None:
             flame.collect(pending, tally())
 
 
+class SlowReads(FlinkRest):
+    """A client whose every per-subtask read takes ``each_s`` of a fake clock, as 128 requests
+    of a vertex of 128 subtasks take seconds of a real one."""
+
+    def __init__(self, url: str, each_s: float) -> None:
+        super().__init__(url)
+        self.now, self.each_s = 0.0, each_s
+
+    def get(self, path: str, query: dict[str, str] | None = None, *, retry: bool = True) -> Any:
+        if query and "subtaskindex" in query:
+            self.now += self.each_s
+        return super().get(path, query, retry=retry)
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_reading_a_wide_vertexs_subtasks_does_not_spend_the_next_vertexs_slack() -> None:
+    """A vertex of 20 subtasks read first (2 s of requests), the next vertex's graph fresh one
+    poll later: within its 0.5 s of slack, since bpmon's own reading is not Flink's lateness
+    (a job of 500 subtasks fell back to thread dumps on this)."""
+    other = "/jobs/j/vertices/w/flamegraph"
+    script = Script(
+        {
+            PATH: (200, recorded("enrich[1]", now_ms(60))),
+            other: (200, recorded("enrich[1]", now_ms(60))),
+        }
+    )
+    sampling = (200, {"endTimestamp": -3})  # Flink still sampling: no graph yet
+    script.queued[PATH] = [sampling]
+    script.queued[other] = [sampling, sampling]
+    with serving(script) as url:
+        rest = SlowReads(url, 0.1)
+        flame = FlameSampler(
+            rest, QUICK, "j", clock=lambda: rest.now, sleep=rest.sleep, slack_s=0.5
+        )
+        pending = flame.start([("v", "wide", tuple(range(20))), ("w", "next", (0,))])
+        taken = flame.collect(pending, tally())
+    assert rest.now > 2.0  # the wide vertex's reads took longer than the slack
+    assert len(taken) == 21 and taken[("w", 0)] == 100, taken
+
+
 def test_a_sampler_that_answers_disabled_is_off_for_the_watch() -> None:
     script = Script({PATH: (200, {"endTimestamp": -2})})
     with serving(script) as url, pytest.raises(FlameUnavailableError) as err:
