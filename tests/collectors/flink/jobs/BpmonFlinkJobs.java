@@ -19,6 +19,11 @@
  *            (0.2 ms) -> sink: a job that keeps running after one of its sources finished
  * cpu-map:   numbers (2000/s) -> enrich (1 ms of CPU per record, spun, not slept) -> sink: a
  *            CPU-bound bottleneck (~1000 records/s alone), for the sampling-cost benchmark
+ * wide P:    a large job for the large-job benchmark: numbers (P/32 subtasks, 2 records/s per
+ *            subtask downstream) -> parse (P, rebalance) -> enrich (P, forward, 20 ms a record)
+ *            -> score (P, forward) -> shrink (P/2, rescale) -> sink (3P/8, rescale): 500
+ *            subtasks at P = 128, 19 at P = 5; pointwise exchanges after the first, so the
+ *            channels (and network buffers) grow with the subtasks, not with their square
  *
  * The checkpointed jobs take CHECKPOINT_DIR (filesystem checkpoint storage, hashmap state
  * backend, set in the job's configuration as a user sets it):
@@ -374,6 +379,27 @@ public class BpmonFlinkJobs {
                         .map(new CpuMap(1000)).name("enrich").disableChaining()
                         .sinkTo(new SlowSink<Long>(0)).name("sink").disableChaining();
                 break;
+            case "wide": {
+                int p = arg != null ? Integer.parseInt(arg) : 128;
+                env.setMaxParallelism(Math.max(128, p));
+                DataGeneratorSource<Long> gen =
+                        new DataGeneratorSource<>(
+                                index -> index, Long.MAX_VALUE,
+                                RateLimiterStrategy.perSecond(2.0 * p), Types.LONG);
+                env.fromSource(gen, WatermarkStrategy.noWatermarks(), "numbers")
+                        .setParallelism(Math.max(1, p / 32))
+                        .rebalance()
+                        .map(new SlowMap(0)).name("parse").setParallelism(p).disableChaining()
+                        .map(new SlowMap(20_000)).name("enrich").setParallelism(p).disableChaining()
+                        .map(new SlowMap(0)).name("score").setParallelism(p).disableChaining()
+                        .rescale()
+                        .map(new SlowMap(0)).name("shrink").setParallelism(Math.max(1, p / 2))
+                        .disableChaining()
+                        .rescale()
+                        .sinkTo(new SlowSink<Long>(0)).name("sink")
+                        .setParallelism(Math.max(1, 3 * p / 8)).disableChaining();
+                break;
+            }
             case "big-state": {
                 long keys = args.length > 2 ? Long.parseLong(args[2]) : 8_000_000;
                 checkpointed(env, arg, 5000, 60_000, false);
