@@ -31,7 +31,8 @@ autoscaler`` applies: every vertex it would rescale, a scale-down included), eac
 ``--steps`` rescales, and prints the two side by side: removed, steps taken, the parallelism
 each ended with. The autoscaler is capped at the cluster's slots (``vertex.max-parallelism``, as
 a team sets it where the slots are fixed). ``--no-pending``: the sources report no
-pendingRecords, so the offered rate is estimated. Every run also compares the root cause's
+pendingRecords, so the offered rate is estimated. ``--debloat``: buffer debloating on
+(``taskmanager.network.memory.buffer-debloat.enabled``), whose verdicts must match. Every run also compares the root cause's
 ``offered_rate`` with the job's true offered rate (``offered/true``; the job publishes it). The
 cases table, the totals per TaskManager count, then a JSON object of every figure as the last
 line. A full run (17 cases on one TaskManager, 17 on two, one load) takes ~13 minutes, ~25 with
@@ -39,7 +40,7 @@ line. A full run (17 cases on one TaskManager, 17 on two, one load) takes ~13 mi
 
     .venv/bin/python tests/benchmarks/bench_flink_diagnosis.py [--task-managers 1,2]
         [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph] [--verify]
-        [--follow autoscaler] [--steps N] [--no-pending]
+        [--follow autoscaler] [--steps N] [--no-pending] [--debloat]
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ from bpmon.model.values import Report, RootCause  # noqa: E402
 from bpmon.service.whatif import POLICIES, Policy  # noqa: E402
 
 JOBS = REPO / "tests" / "collectors" / "flink" / "jobs" / "BpmonCorpusJobs.java"
+DEBLOAT = {"taskmanager.network.memory.buffer-debloat.enabled": "true"}
+"""Buffer debloating on (``--debloat``): each gate sizes its buffers to hold about 1 s (the
+default target) of its throughput; the verdicts must stay what they are without it."""
 SPREAD = {"cluster.evenly-spread-out-slots": "true"}
 """Slots taken from every TaskManager in turn: on two, a job's subtasks sit on both."""
 VERIFY_SLOTS = 16
@@ -189,12 +193,13 @@ def scored_case(c: corpus.FlinkCase, task_managers: int) -> Case:
 class Plan:
     """What every case does on the cluster: apply bpmon's recommendation (``verify``), and
     which policies to follow side by side (``follow``), for how many steps, with or without
-    the sources' pendingRecords."""
+    the sources' pendingRecords, with or without buffer debloating."""
 
     verify: bool = False
     follow: tuple[str, ...] = ()
     steps: int = 1
     pending: bool = True
+    debloat: bool = False
 
     @property
     def rescales(self) -> bool:
@@ -218,7 +223,7 @@ def run_cluster(
         extra["slots"] = VERIFY_SLOTS
         cases = [c for c in cases if not c.starved]
     folder = Path(tempfile.mkdtemp(prefix="bpmon-flink-corpus-"))
-    config = {**SPREAD, **(ADAPTIVE if plan.rescales else {})}
+    config = {**SPREAD, **(ADAPTIVE if plan.rescales else {}), **(DEBLOAT if plan.debloat else {})}
     cluster = Cluster(folder, task_managers=task_managers, config=config, **extra)
     capped = folder / "autoscaler.conf"  # the autoscaler kept within the cluster's slots
     capped.write_text(f"job.autoscaler.vertex.max-parallelism: {cluster.slots * task_managers}\n")
@@ -422,11 +427,14 @@ def main() -> None:
     parser.add_argument(
         "--no-pending", action="store_true", help="the sources report no pendingRecords"
     )
+    parser.add_argument(
+        "--debloat", action="store_true", help="buffer debloating on (FLIP-183, 1 s target)"
+    )
     args = parser.parse_args()
     follow = tuple(p for p in args.follow.split(",") if p)
     if any(p not in POLICIES for p in follow) or not 1 <= args.steps <= 5:
         raise SystemExit(f"bench_flink_diagnosis: --follow {', '.join(POLICIES)}; --steps 1-5")
-    plan = Plan(args.verify, follow, args.steps, not args.no_pending)
+    plan = Plan(args.verify, follow, args.steps, not args.no_pending, args.debloat)
     reason = missing_reason()
     if reason is not None:
         raise SystemExit(f"bench_flink_diagnosis: {reason}")
