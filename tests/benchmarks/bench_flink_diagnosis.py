@@ -32,11 +32,11 @@ autoscaler`` applies: every vertex it would rescale, a scale-down included), eac
 each ended with. The autoscaler is capped at the cluster's slots (``vertex.max-parallelism``, as
 a team sets it where the slots are fixed). ``--no-pending``: the sources report no
 pendingRecords, so the offered rate is estimated. ``--debloat``: buffer debloating on
-(``taskmanager.network.memory.buffer-debloat.enabled``), whose verdicts must match. Every run also compares the root cause's
-``offered_rate`` with the job's true offered rate (``offered/true``; the job publishes it). The
-cases table, the totals per TaskManager count, then a JSON object of every figure as the last
-line. A full run (17 cases on one TaskManager, 17 on two, one load) takes ~13 minutes, ~25 with
-``--verify``.
+(``taskmanager.network.memory.buffer-debloat.enabled``), whose verdicts must match. Every run
+also compares the root cause's ``offered_rate`` with the job's true offered rate
+(``offered/true``; the job publishes it). The cases table, the totals per TaskManager count,
+then a JSON object of every figure as the last line. A full run (17 cases on one TaskManager, 17
+on two, one load) takes ~13 minutes, ~25 with ``--verify``.
 
     .venv/bin/python tests/benchmarks/bench_flink_diagnosis.py [--task-managers 1,2]
         [--loads 1.6] [--only NAME,NAME] [--samples 40] [--flamegraph] [--verify]
