@@ -14,7 +14,8 @@ be cheap and must never wait long, whatever the size of the runs directory:
   the last :data:`RECENT_BURSTS` of its runs' bursts and its newest report.
 - **it refreshes beside the requests**: a reading older than ``ttl_s`` starts a refresh on a
   thread of its own; the caller waits for it at most ``wait_s`` (usually it is done by then)
-  and otherwise gets the previous reading. Only one refresh runs at a time.
+  and otherwise gets the previous reading. The first reading has none before it: a caller waits
+  for it up to :data:`FIRST_READ_WAIT_S`. Only one refresh runs at a time.
 
 A run whose manifest or newest report cannot be read is named in :attr:`StoredJobs.errors`; its
 files are left untouched.
@@ -47,6 +48,10 @@ STORED_TTL_S = 2.0
 """How long a reading of the runs directory is served before it is read again."""
 REFRESH_WAIT_S = 1.0
 """The longest a caller waits for a refresh before it is given the previous reading."""
+FIRST_READ_WAIT_S = 30.0
+"""The longest a caller waits for the first reading, which has no previous one to give: a
+server just restarted over thousands of stored bursts on a loaded machine took longer than
+:data:`REFRESH_WAIT_S`, and answered "no job" for jobs it had."""
 
 _log = logging.getLogger(__name__)
 
@@ -125,6 +130,7 @@ class StoredJobs:
         self._read_at: float | None = None
         self._refreshed = threading.Event()
         self._refreshed.set()
+        self._read_once = False
         self._runs: dict[str, _Run] = {}
         self._reports: dict[tuple[str, int], Report] = {}
         self._jobs: Mapping[str, StoredJob] = {}
@@ -134,7 +140,7 @@ class StoredJobs:
         """Every stored job by name, as of the last refresh (started here when it is stale)."""
         done = self._start_if_stale()
         if done is not None:
-            done.wait(self.wait_s)
+            done.wait(self.wait_s if self._read_once else max(self.wait_s, FIRST_READ_WAIT_S))
         with self._lock:
             return self._jobs
 
@@ -163,6 +169,7 @@ class StoredJobs:
             jobs, errors = self._read()
             with self._lock:
                 self._jobs, self._errors = jobs, errors
+                self._read_once = True
         except Exception as exc:  # a bug: keep serving the last reading, and say so
             _log.exception("reading the runs directory %s failed", self.settings.runs_dir)
             with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from bpmon.history.runs import RunStore
 from bpmon.model.errors import SaveError
 from bpmon.model.values import Report
 from bpmon.service.facade import Settings
-from bpmon.service.stored import RECENT_BURSTS, StoredJobs
+from bpmon.service.stored import RECENT_BURSTS, StoredJob, StoredJobs
 from tests.history.reports import T0, run_report
 
 
@@ -199,3 +200,27 @@ def test_a_report_saved_after_the_newest_line_without_its_own_is_found(tmp_path:
     stored = StoredJobs(Settings(runs_dir=tmp_path), ttl_s=0)
     assert [s.burst for s in stored.jobs()["orders"].recent_bursts] == [0, 1, 2, 3]
     assert [s.burst for s in manifest.read(run_dir).summaries] == [0, 1, 2, 3]  # added
+
+
+class SlowDisk(StoredJobs):
+    """The index over a disk that takes ``read_s`` to read (a restart over many bursts on a
+    loaded machine)."""
+
+    read_s = 0.6
+
+    def _read(self) -> tuple[dict[str, StoredJob], tuple[str, ...]]:
+        time.sleep(self.read_s)
+        return super()._read()
+
+
+def test_the_first_reading_is_waited_for_a_later_one_is_not(tmp_path: Path) -> None:
+    """A server just started has no earlier reading to give: its first answer waits for the
+    first one (it said "no job" for jobs it had); later, a slow refresh gives the last one."""
+    store = RunStore(tmp_path)
+    store.save(report("20261122T101500Z-orders-0001", 0), burst=0)
+    stored = SlowDisk(Settings(runs_dir=tmp_path), ttl_s=0, wait_s=0.05)
+    assert set(stored.jobs()) == {"orders"}  # waited past wait_s for the first reading
+    store.save(report("20261122T101600Z-clicks-0002", 0, job="clicks"), burst=0)
+    began = time.monotonic()
+    assert set(stored.jobs()) == {"orders"}  # the refresh is slow: the last reading, at once
+    assert time.monotonic() - began < SlowDisk.read_s
