@@ -12,9 +12,8 @@ clusters' jobs of one name are two jobs in every surface.
 
 At the start, a cluster that does not answer is an error (``CollectorError``), and so are a job
 that cannot be watched (a Flink older than bpmon supports) and a ``job`` named that runs on none
-of them; later, a cluster that stops answering is retried at the
-next look, and a job whose watch cannot start yet (restarting, its previous watch still ending)
-is tried again then.
+of them; later, a cluster that stops answering is retried at the next look, and a job whose
+watch cannot start yet (restarting, its previous watch still ending) is tried again then.
 """
 
 from __future__ import annotations

@@ -228,8 +228,7 @@ class Watches:
         at once (CollectorError), a job watched already AlreadyWatchedError.
         """
         with self._lock:
-            if self._closed:
-                raise ConfigError("the server is stopping: no new watch can start")
+            self._refuse_if_closed()  # before the target's first requests to the cluster
         stop = threading.Event()
         events = facade.monitor_flink(
             url,
@@ -258,10 +257,14 @@ class Watches:
     def _every(self, every_s: float | None) -> float | None:
         return self.every_s if every_s is None else every_s
 
+    def _refuse_if_closed(self) -> None:
+        """Raise when the server is stopping (called under the lock)."""
+        if self._closed:
+            raise ConfigError("the server is stopping: no new watch can start")
+
     def _reserve(self, job: str) -> None:
         with self._lock:
-            if self._closed:
-                raise ConfigError("the server is stopping: no new watch can start")
+            self._refuse_if_closed()
             if job in self._starting or self._running(job):
                 raise AlreadyWatchedError(f"job {job!r} is watched already; stop it first")
             self._starting.add(job)

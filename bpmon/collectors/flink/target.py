@@ -463,10 +463,10 @@ class FlinkTarget:
         return [ambiguous_note(self.job, names)] if names else []
 
 
-def running_jobs(url: str, rest: FlinkRest | None = None) -> list[tuple[str, str]]:
+def running_jobs(url: str) -> list[tuple[str, str]]:
     """Every job running on the cluster at ``url`` now, newest first: (id, name) each, from
     ``GET /jobs/overview``. A cluster that does not answer raises ``CollectorError``."""
-    client = rest or FlinkRest(url)
+    client = FlinkRest(url)
     overview = client.get("/jobs/overview", retry=False)
     if not isinstance(overview, dict):
         raise CollectorError(f"{client.url}: GET /jobs/overview answered no job list")

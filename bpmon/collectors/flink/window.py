@@ -136,7 +136,7 @@ def disagreements(
 
 @dataclass(frozen=True, slots=True)
 class Blind:
-    """A subtask whose level Flink's ratio or its output pool decided (:func:`blind_share`)."""
+    """A subtask whose suspended samples :func:`blind_share` decided, and what decided them."""
 
     vertex: str
     index: int
