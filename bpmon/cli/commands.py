@@ -430,6 +430,12 @@ def _step(
         report = after
         if removed:
             break
+        if _saturated(after) and step < plan.steps:
+            view.print(
+                f"step {step}: its re-run was saturated every time, so no step follows from it",
+                highlight=False,
+            )
+            break
     if json_out and plan.steps > 1:
         typer.echo(json_text({"policy": plan.policy, "steps": documents}))
 

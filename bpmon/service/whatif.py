@@ -70,6 +70,12 @@ def verdict(before: Report, after: Report, changes: Sequence[SettingChange]) -> 
     high = [v.name for v in after.vertices if v.level == "HIGH"]
     blamed = {c.vertex for c in after.root_causes or ()}
     what = ", ".join(str(c) for c in changes)
+    if any(f.kind == "runtime-saturated" for f in after.findings):
+        return Verdict(
+            False,
+            f"not judged: with {what}, the re-run's runtime was saturated (its figures describe "
+            "the machine, not the job): run it again when the machine is quieter",
+        )
     if old is not None and old.vertex in blamed:
         return Verdict(False, f"not removed: with {what}, {old.vertex} is still a root cause")
     unseen = [c for c in after.root_causes or () if c.kind in UNSEEN_KINDS]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,15 @@ def bpmon(bpmon_bin: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess
         check=False,
         cwd=cwd,
     )
+
+
+WHOLE_TRIES = 3
+"""Whole what-ifs a step test runs while a re-run's runtime was saturated each of the times
+the command tried it (the command judges no such step: it says so and follows no further)."""
+
+
+def _saturated(report: dict[str, Any]) -> bool:
+    return any(f["kind"] == "runtime-saturated" for f in report["findings"])
 
 
 @pytest.mark.parametrize(
@@ -80,13 +90,22 @@ def test_steps_go_on_from_each_re_run_until_the_backpressure_is_gone(
     """demo: enrich takes ~500 records/s per subtask of the 3,000 offered, so 4 subtasks (the
     first step, given) are too few; the second step follows bpmon's recommendation from the
     re-run at 4 and must remove the backpressure, and no third step runs."""
-    done = bpmon(
-        bpmon_bin, tmp_path,
-        "whatif", "demo", "--set", "enrich.parallelism=4", "--steps", "3", "--json",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    assert doc["policy"] == "bpmon"
+    for _ in range(WHOLE_TRIES):
+        done = bpmon(
+            bpmon_bin, tmp_path,
+            "whatif", "demo", "--set", "enrich.parallelism=4", "--steps", "3", "--json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert doc["policy"] == "bpmon"
+        judged = [step for step in doc["steps"] if not _saturated(step["after"])]
+        if len(judged) == len(doc["steps"]):
+            break
+        # a re-run saturated every time it was tried is not judged, and no step follows it
+        assert not doc["steps"][-1]["backpressure_removed"]
+        assert len(judged) == len(doc["steps"]) - 1
+    else:
+        pytest.skip(f"the runtime was saturated in {WHOLE_TRIES} whole what-ifs: a busy machine")
     first, second = doc["steps"]  # the second removed it: no third
     assert first["changes"] == ["enrich.parallelism=4"]
     assert first["backpressure_removed"] is False

@@ -15,6 +15,7 @@ import pytest
 from bpmon.model.errors import ConfigError, ScenarioError
 from bpmon.model.values import (
     Edge,
+    Finding,
     Level,
     Metrics,
     Report,
@@ -210,6 +211,20 @@ def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kin
         "not removed: with source.parallelism=1, resource-starved at enrich remains"
     )
     assert verdict(before, _report(0.3, 0.1), change).removed
+
+
+def test_a_re_run_whose_runtime_was_saturated_is_not_judged() -> None:
+    """A loaded machine slowed the re-run's runtime below its own sources' rates: nothing is
+    HIGH because nothing ran at the job's pace, so the verdict must not say removed."""
+    cause = RootCause("enrich", "slow-operator", recommended_parallelism=7)
+    before = replace(_report(1.0, 1.0, "HIGH"), root_causes=(cause,))
+    finding = Finding("runtime-saturated", "source", "the runtime ran 40% behind its sources")
+    after = replace(_report(0.3, 0.1), findings=(finding,))
+    change = [SettingChange("enrich", "parallelism", 7)]
+    assert verdict(before, _report(0.3, 0.1), change).removed  # the same figures, not saturated
+    judged = verdict(before, after, change)
+    assert (judged.removed, judged.at_edge) == (False, ())
+    assert judged.summary.startswith("not judged: with enrich.parallelism=7, the re-run's runtime")
 
 
 def test_a_varying_source_given_more_subtasks_keeps_its_records(tmp_path: Path) -> None:
