@@ -105,7 +105,7 @@ def test_steps_go_on_from_each_re_run_until_the_backpressure_is_gone(
         assert not doc["steps"][-1]["backpressure_removed"]
         assert len(judged) == len(doc["steps"]) - 1
     else:
-        pytest.skip(f"the runtime was saturated in {WHOLE_TRIES} whole what-ifs: a busy machine")
+        pytest.fail(f"the runtime was saturated in {WHOLE_TRIES} whole what-ifs", pytrace=False)
     first, second = doc["steps"]  # the second removed it: no third
     assert first["changes"] == ["enrich.parallelism=4"]
     assert first["backpressure_removed"] is False
