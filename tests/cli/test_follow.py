@@ -33,6 +33,18 @@ def _saturated(report: dict[str, Any]) -> bool:
     return any(f["kind"] == "runtime-saturated" for f in report["findings"])
 
 
+def _told(step: dict[str, Any]) -> dict[str, object]:
+    """What a step's failure should show: its changes, verdict, and the re-run's diagnosis."""
+    after = step["after"]
+    return {
+        "changes": step["changes"],
+        "removed": step["backpressure_removed"],
+        "levels": {v["name"]: (v["level"], v["ratio"]) for v in after["vertices"]},
+        "causes": after["root_causes"],
+        "findings": after["findings"],
+    }
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -106,6 +118,7 @@ def test_steps_go_on_from_each_re_run_until_the_backpressure_is_gone(
         assert len(judged) == len(doc["steps"]) - 1
     else:
         pytest.fail(f"the runtime was saturated in {WHOLE_TRIES} whole what-ifs", pytrace=False)
+    assert len(doc["steps"]) == 2, (done.stderr, [_told(step) for step in doc["steps"]])
     first, second = doc["steps"]  # the second removed it: no third
     assert first["changes"] == ["enrich.parallelism=4"]
     assert first["backpressure_removed"] is False
