@@ -26,15 +26,21 @@ the sender's backlog makes later slices larger, and meanwhile the sender's outpu
 where it is. So a job is also still building while a subtask is *saturated and queued* (its
 input pool full and it busy at least :data:`BUSY`) and none of its producer vertices is *held*
 yet (no subtask of any of them HIGH): the backlog in front of the bottleneck has not reached its
-producers yet. Once one producer is held, the others count through their own pools and
-backpressure: an input with room to spare (a light side of a join) never holds, and must not
-keep the wait going. A producer that stays LOW (a small excess) keeps it going until the limit.
+producers yet. A subtask with a full input pool whose busy share is still *rising* below
+:data:`BUSY` counts the same way: the live busy share is an average over a sliding window that
+starts at zero, so a saturated subtask reads below :data:`BUSY` for its first seconds (on a busy
+machine, past the end of the warm-up) and cannot yet be told from one that waits on something
+else; once its share stops rising, it is one or the other.
+
+Once one producer is held, the others count through their own pools and backpressure: an input
+with room to spare (a light side of a join) never holds, and must not keep the wait going. A
+producer that stays LOW (a small excess) keeps it going until the limit.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from bpmon.model.values import VertexStatus
 
@@ -48,6 +54,9 @@ FULL = 0.9
 """Usage from which a pool counts as full (the first vertex's backpressure has built)."""
 BUSY = 0.9
 """Busy ratio from which a subtask with a full input pool counts as saturated."""
+BUSY_RISE = 0.02
+"""Least rise of a queued subtask's busy share over the window that counts as still climbing
+towards :data:`BUSY` (an average over a few seconds converges by more than this in two)."""
 
 
 class PoolTrend:
@@ -58,18 +67,21 @@ class PoolTrend:
         self._seen: dict[tuple[str, int, str], deque[float]] = {}
         self._snapshots = 0
         self._unheld: list[str] = []
+        self._climbing: list[tuple[str, int]] = []
 
     def add(self, vertices: Iterable[VertexStatus]) -> None:
         """One live snapshot's vertices."""
         self._snapshots += 1
         vertices = list(vertices)
         self._unheld = _unheld(vertices)
+        self._climbing = _unheld(vertices, climbing=True)
         for vertex in vertices:
             for sub in vertex.subtasks:
                 series = (
                     ("out", sub.metrics.out_pool_usage),
                     ("in", sub.metrics.in_pool_usage),
                     ("backpressure", sub.ratio),
+                    ("busy", sub.metrics.busy_ratio),
                 )
                 for side, usage in series:
                     if usage is None:
@@ -83,21 +95,31 @@ class PoolTrend:
         are not yet held, as ``vertex[index] queued``; empty once settled."""
         out = []
         for (vertex, index, side), seen in self._seen.items():
-            if len(seen) < WINDOW:
+            if side == "busy" or len(seen) < WINDOW:
                 continue
-            values = list(seen)
-            first, last = sum(values[:EDGE]) / EDGE, sum(values[-EDGE:]) / EDGE
-            if last - first >= RISE and values[-1] < FULL:
+            if _rise(seen) >= RISE and seen[-1] < FULL:
                 out.append(f"{vertex}[{index}] {side}")
-        return out + self._unheld
+        for vertex, index in self._climbing:
+            busy = self._seen.get((vertex, index, "busy"), ())
+            if len(busy) == WINDOW and _rise(busy) >= BUSY_RISE:
+                out.append(f"{vertex}[{index}] queued")
+        return out + [f"{vertex}[{index}] queued" for vertex, index in self._unheld]
 
     def settled(self) -> bool:
         """Two seconds of snapshots were seen and no pool in them is filling."""
         return self._snapshots >= WINDOW and not self.filling()
 
 
-def _unheld(vertices: list[VertexStatus]) -> list[str]:
-    """Saturated, queued subtasks whose producers are not yet held, as ``vertex[index] queued``.
+def _rise(seen: Sequence[float]) -> float:
+    """The mean of the last :data:`EDGE` readings less that of the first."""
+    values = list(seen)
+    return (sum(values[-EDGE:]) - sum(values[:EDGE])) / EDGE
+
+
+def _unheld(vertices: list[VertexStatus], climbing: bool = False) -> list[tuple[str, int]]:
+    """Saturated, queued subtasks whose producers are not yet held, as (vertex, index); with
+    ``climbing``, the queued ones not yet :data:`BUSY` busy instead (whether their busy share
+    still rises is the caller's to judge, over the window).
 
     Read from the latest snapshot only: a subtask whose input pool is full and that is busy at
     least :data:`BUSY`, none of whose pipelined input vertices has a subtask HIGH (a producer
@@ -113,7 +135,11 @@ def _unheld(vertices: list[VertexStatus]) -> list[str]:
         ]
         if not producers or not all(_not_yet_held(p) for p in producers):
             continue
-        out += [f"{name} queued" for name in saturated([vertex])]
+        for sub in vertex.subtasks:
+            queued = (sub.metrics.in_pool_usage or 0.0) >= FULL
+            busy = (sub.metrics.busy_ratio or 0.0) >= BUSY
+            if queued and busy != climbing:
+                out.append((vertex.name, sub.index))
     return out
 
 

@@ -140,6 +140,32 @@ def test_once_one_input_of_a_join_is_held_the_other_does_not_keep_the_wait_going
     assert steady(spilling).settled()
 
 
+def test_a_queued_consumer_whose_busy_share_still_climbs_is_still_building() -> None:
+    """demo at 4 subtasks on a loaded CI machine: at the end of the warm-up enrich's input pools
+    were full and its live busy share (an average since it started) was still climbing, 0.80 to
+    0.88; the wait ended, the burst sampled parse before it was held, and no cause was named.
+    A share that climbs keeps the wait going; one that stays below 0.9 (the consumer waits on
+    something else) does not, and neither does a climbing one whose pool has room."""
+    climbing = [two_vertices(0.42, "OK", 1.0, 0.72 + 0.02 * i) for i in range(WINDOW)]
+    assert 0.72 + 0.02 * (WINDOW - 1) < 0.9  # below BUSY throughout
+    trend = PoolTrend()
+    for vertices in climbing:
+        trend.add(vertices)
+    assert trend.filling() == ["enrich[0] queued"]
+    flat = PoolTrend()
+    for i in range(WINDOW):
+        flat.add(two_vertices(0.42, "OK", 1.0, 0.6 + 0.01 * (i % 2)))
+    assert flat.settled()
+    roomy = PoolTrend()
+    for i in range(WINDOW):
+        roomy.add(two_vertices(0.42, "OK", 0.5, 0.5 + 0.04 * i))
+    assert roomy.settled()
+    held = PoolTrend()
+    for i in range(WINDOW):
+        held.add(two_vertices(0.42, "HIGH", 1.0, 0.72 + 0.02 * i))
+    assert held.settled()
+
+
 @pytest.mark.parametrize(
     ("producer_out", "producer_level", "consumer_in", "consumer_busy"),
     [
