@@ -26,9 +26,11 @@ compares two snapshots. Two limits are told apart, because only the first is the
   0.8 cores. A thread blocked on the interpreter lock sleeps; the run-queue wait counts only
   time a thread was ready to run and no core was free, so on a machine of two or more cores the
   wait is time other processes held the cores (the machine's load over the window, from
-  ``/proc/stat``, is in the reason). When the threads waited longer than they ran, the figures
-  describe the machine: the window counts as saturated and the reason says the machine was too
-  busy. When they ran longer than they waited, the job's figures hold (a subtask's service is
+  ``/proc/stat``, is in the reason). When the threads waited longer than they ran and the
+  sources wanted more than they got, the figures describe the machine: the window counts as
+  saturated and the reason says the machine was too busy. When they ran longer than they
+  waited, or the sources kept their schedules however long the threads waited, the job's
+  figures hold (a subtask's service is
   paced on an absolute schedule, so a late wake-up counts as service already given): the
   window is diagnosed and the report carries a ``host-busy`` finding (unless a source has no
   rate limit: it asks for all it can get, so its threads' demand is the interpreter's limit).
@@ -301,10 +303,14 @@ def _reason(usage: Usage, limit: str | None, host_busy: bool, asked: str, rate: 
             "(run it again on a quieter machine)"
         )
     if host_busy:
-        return (
-            f"the machine was busy but the runtime kept up: {used}; the job's threads ran more "
-            f"than they waited, so its figures hold ({asked})"
+        why = (
+            "the job's threads ran more than they waited"
+            if usage.cpu >= usage.wait
+            else "the job's threads waited for a core more than they ran, but the sources kept "
+            "their schedules"
         )
+        kept = f"the machine was busy but the runtime kept up: {used}"
+        return f"{kept}; {why}, so its figures hold ({asked})"
     if usage.process < SATURATED_CORES:
         return f"the runtime kept up: {used}, below {SATURATED_CORES} ({asked})"
     return f"the runtime kept up: {asked}, though {used}"

@@ -98,6 +98,20 @@ def test_a_busy_host_whose_threads_ran_more_than_they_waited_is_diagnosed() -> N
     assert "other processes 1.30" in load.reason
 
 
+def test_threads_that_waited_more_than_they_ran_but_kept_the_schedule_say_so() -> None:
+    """Seen in CI: the job's threads used 0.11 cores and waited 1.23, yet the sources released
+    all of their schedules. The figures hold, but not because the threads ran more than they
+    waited: the reason must not say they did."""
+    start = _snapshot(10.0, 1.0, 0.0, due=1000, released=1000)
+    end = _snapshot(12.0, 1.22, 2.46, due=3000, released=3000)
+    load = runtime_load(start, end)
+    assert (load.saturated, load.host_busy) == (False, True)
+    assert "ran more than they waited" not in load.reason
+    assert "waited for a core more than they ran, but the sources kept their schedules" in (
+        load.reason
+    )
+
+
 def test_a_quiet_host_is_not_busy() -> None:
     start = _snapshot(10.0, 1.0, due=1000, released=1000, machine=100.0)
     end = _snapshot(12.0, 1.2, 0.02, due=3000, released=2000, machine=100.3)
