@@ -409,7 +409,7 @@ def _step(
     new report, up to ``plan.steps`` times or until the backpressure is gone. A step's changes
     go on top of the earlier ones: ``rerun`` gets them all and gives the new report."""
     from bpmon.model.report_json import json_text
-    from bpmon.service.whatif import follow_changes, merged
+    from bpmon.service.whatif import follow_changes, merged, nothing_to_follow
 
     applied: list[SettingChange] = []
     documents: list[object] = []
@@ -418,7 +418,7 @@ def _step(
             list(plan.first) if step == 1 and plan.first else follow_changes(report, plan.policy)
         )
         if not changes:
-            view.print(f"step {step}: {plan.policy} would change nothing more", highlight=False)
+            view.print(f"step {step}: {nothing_to_follow(report, plan.policy)}", highlight=False)
             break
         applied = merged(applied, changes)
         after = rerun(applied)

@@ -66,7 +66,7 @@ class PoolTrend:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, int, str], deque[float]] = {}
         self._snapshots = 0
-        self._unheld: list[str] = []
+        self._unheld: list[tuple[str, int]] = []
         self._climbing: list[tuple[str, int]] = []
 
     def add(self, vertices: Iterable[VertexStatus]) -> None:

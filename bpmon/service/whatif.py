@@ -35,6 +35,7 @@ __all__ = [
     "changed",
     "follow_changes",
     "merged",
+    "nothing_to_follow",
     "parse_change",
     "recommended_changes",
     "rerouted",
@@ -185,6 +186,20 @@ def autoscaler_changes(report: Report) -> list[SettingChange]:
 def follow_changes(report: Report, policy: Policy) -> list[SettingChange]:
     """What ``policy`` would change after ``report``."""
     return recommended_changes(report) if policy == "bpmon" else autoscaler_changes(report)
+
+
+def nothing_to_follow(report: Report, policy: Policy) -> str:
+    """Why ``policy`` has nothing to apply after ``report``: its own answer, or, with no cause
+    named and a queue still growing, that the re-run was sampled while its backpressure was
+    still building."""
+    queued = saturated(report.vertices) if not report.root_causes else []
+    if queued:
+        return (
+            f"{policy} has no cause to follow: the last re-run was sampled while its backpressure "
+            f"was still building ({', '.join(queued)} cannot keep up); give it a longer "
+            "[monitor] settle_s"
+        )
+    return f"{policy} would change nothing more"
 
 
 def merged(earlier: Sequence[SettingChange], later: Sequence[SettingChange]) -> list[SettingChange]:

@@ -27,7 +27,15 @@ from bpmon.model.values import (
 from bpmon.scenario import example_path, load_scenario
 from bpmon.scenario.edits import SECTIONS
 from bpmon.scenario.rates import Ramp
-from bpmon.service.whatif import SETTABLE, SettingChange, changed, parse_change, rerouted, verdict
+from bpmon.service.whatif import (
+    SETTABLE,
+    SettingChange,
+    changed,
+    nothing_to_follow,
+    parse_change,
+    rerouted,
+    verdict,
+)
 
 CHAINED = """
 name = "chained"
@@ -211,6 +219,18 @@ def test_a_cause_that_shows_no_backpressure_is_removed_only_when_none_of_its_kin
         "not removed: with source.parallelism=1, resource-starved at enrich remains"
     )
     assert verdict(before, _report(0.3, 0.1), change).removed
+
+
+def test_a_step_after_a_re_run_still_building_says_why_it_has_nothing_to_follow() -> None:
+    """No cause named, but enrich saturated with its input buffers full: the next step has
+    nothing to apply because the backpressure had not reached the producers yet."""
+    assert nothing_to_follow(_report(0.99, 1.0), "bpmon") == (
+        "bpmon has no cause to follow: the last re-run was sampled while its backpressure was "
+        "still building (enrich[0] cannot keep up); give it a longer [monitor] settle_s"
+    )
+    assert nothing_to_follow(_report(0.5, 0.2), "bpmon") == "bpmon would change nothing more"
+    sized = replace(_report(0.99, 1.0), root_causes=(RootCause("enrich", "slow-operator"),))
+    assert nothing_to_follow(sized, "autoscaler") == "autoscaler would change nothing more"
 
 
 def test_a_re_run_whose_runtime_was_saturated_is_not_judged() -> None:
