@@ -373,7 +373,7 @@ def _follow(
     """Follow ``plan`` on the runtime: each step's changes all applied to the scenario as
     written, and the changed job run again (:func:`_step`)."""
     from bpmon.service.facade import run_scenario
-    from bpmon.service.whatif import changed
+    from bpmon.service.whatif import changed, runtime_saturated
 
     def rerun(applied: list[SettingChange]) -> Report:
         again = changed(loaded, applied)
@@ -386,7 +386,7 @@ def _follow(
 
         for _ in range(SATURATED_TRIES - 1):
             report = once()
-            if not _saturated(report):
+            if not runtime_saturated(report):
                 return report
             view.print(
                 "the runtime was saturated in that run (its figures describe the machine, not "
@@ -409,7 +409,7 @@ def _step(
     new report, up to ``plan.steps`` times or until the backpressure is gone. A step's changes
     go on top of the earlier ones: ``rerun`` gets them all and gives the new report."""
     from bpmon.model.report_json import json_text
-    from bpmon.service.whatif import follow_changes, merged, nothing_to_follow
+    from bpmon.service.whatif import follow_changes, merged, nothing_to_follow, runtime_saturated
 
     applied: list[SettingChange] = []
     documents: list[object] = []
@@ -430,7 +430,7 @@ def _step(
         report = after
         if removed:
             break
-        if _saturated(after) and step < plan.steps:
+        if runtime_saturated(after) and step < plan.steps:
             view.print(
                 f"step {step}: its re-run was saturated every time, so no step follows from it",
                 highlight=False,
@@ -444,10 +444,6 @@ SATURATED_TRIES = 3
 """Runs of one what-if step while its window is runtime-saturated (a busy machine): a step
 cannot be judged on figures that describe the Python process, so it is run again, as
 ``bpmon run --verify`` users would by hand; the third is taken as it is."""
-
-
-def _saturated(report: Report) -> bool:
-    return any(f.kind == "runtime-saturated" for f in report.findings)
 
 
 MAX_STEPS = 5

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from bpmon.model.values import VertexStatus
+from bpmon.model.values import SubtaskStatus, VertexStatus
 
 WINDOW = 9
 """Snapshots looked at: two seconds' worth, at the watch's four a second."""
@@ -73,8 +73,9 @@ class PoolTrend:
         """One live snapshot's vertices."""
         self._snapshots += 1
         vertices = list(vertices)
-        self._unheld = _unheld(vertices)
-        self._climbing = _unheld(vertices, climbing=True)
+        queued = _queued_unheld(vertices)
+        self._unheld = [(name, sub.index) for name, sub in queued if _busy(sub) >= BUSY]
+        self._climbing = [(name, sub.index) for name, sub in queued if _busy(sub) < BUSY]
         for vertex in vertices:
             for sub in vertex.subtasks:
                 series = (
@@ -116,14 +117,14 @@ def _rise(seen: Sequence[float]) -> float:
     return (sum(values[-EDGE:]) - sum(values[:EDGE])) / EDGE
 
 
-def _unheld(vertices: list[VertexStatus], climbing: bool = False) -> list[tuple[str, int]]:
-    """Saturated, queued subtasks whose producers are not yet held, as (vertex, index); with
-    ``climbing``, the queued ones not yet :data:`BUSY` busy instead (whether their busy share
-    still rises is the caller's to judge, over the window).
+def _queued_unheld(vertices: list[VertexStatus]) -> list[tuple[str, SubtaskStatus]]:
+    """Queued subtasks (input pool at least :data:`FULL`) whose producers are not yet held, with
+    their vertex's name: saturated when also :data:`BUSY` busy, else climbing or waiting on
+    something else, which the busy share's trend tells (:meth:`PoolTrend.filling`).
 
-    Read from the latest snapshot only: a subtask whose input pool is full and that is busy at
-    least :data:`BUSY`, none of whose pipelined input vertices has a subtask HIGH (a producer
-    across a hybrid or blocking exchange is never held: it spills, or writes its file).
+    Read from the latest snapshot only: none of the subtask's pipelined input vertices has a
+    subtask HIGH (a producer across a hybrid or blocking exchange is never held: it spills, or
+    writes its file).
     """
     by_name = {v.name: v for v in vertices}
     out = []
@@ -135,12 +136,16 @@ def _unheld(vertices: list[VertexStatus], climbing: bool = False) -> list[tuple[
         ]
         if not producers or not all(_not_yet_held(p) for p in producers):
             continue
-        for sub in vertex.subtasks:
-            queued = (sub.metrics.in_pool_usage or 0.0) >= FULL
-            busy = (sub.metrics.busy_ratio or 0.0) >= BUSY
-            if queued and busy != climbing:
-                out.append((vertex.name, sub.index))
+        out += [(vertex.name, sub) for sub in vertex.subtasks if _queued(sub)]
     return out
+
+
+def _queued(sub: SubtaskStatus) -> bool:
+    return (sub.metrics.in_pool_usage or 0.0) >= FULL
+
+
+def _busy(sub: SubtaskStatus) -> float:
+    return sub.metrics.busy_ratio or 0.0
 
 
 def saturated(vertices: Iterable[VertexStatus]) -> list[str]:
@@ -150,7 +155,7 @@ def saturated(vertices: Iterable[VertexStatus]) -> list[str]:
         f"{vertex.name}[{sub.index}]"
         for vertex in vertices
         for sub in vertex.subtasks
-        if (sub.metrics.in_pool_usage or 0.0) >= FULL and (sub.metrics.busy_ratio or 0.0) >= BUSY
+        if _queued(sub) and _busy(sub) >= BUSY
     ]
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "parse_change",
     "recommended_changes",
     "rerouted",
+    "runtime_saturated",
     "tried_on",
     "verdict",
 ]
@@ -71,7 +72,7 @@ def verdict(before: Report, after: Report, changes: Sequence[SettingChange]) -> 
     high = [v.name for v in after.vertices if v.level == "HIGH"]
     blamed = {c.vertex for c in after.root_causes or ()}
     what = ", ".join(str(c) for c in changes)
-    if any(f.kind == "runtime-saturated" for f in after.findings):
+    if runtime_saturated(after):
         return Verdict(
             False,
             f"not judged: with {what}, the re-run's runtime was saturated (its figures describe "
@@ -186,6 +187,12 @@ def autoscaler_changes(report: Report) -> list[SettingChange]:
 def follow_changes(report: Report, policy: Policy) -> list[SettingChange]:
     """What ``policy`` would change after ``report``."""
     return recommended_changes(report) if policy == "bpmon" else autoscaler_changes(report)
+
+
+def runtime_saturated(report: Report) -> bool:
+    """Whether the report's window describes the runtime, not the job (``runtime-saturated``):
+    no step can be judged on it, or followed from it."""
+    return any(f.kind == "runtime-saturated" for f in report.findings)
 
 
 def nothing_to_follow(report: Report, policy: Policy) -> str:
